@@ -2,7 +2,13 @@
 //! `_start`, makes raw system calls, and maps nothing but its own few pages. That is how it stays
 //! far below `catatonit -P` in resident memory.
 fn main() {
-    for arg in ["-nostartfiles", "-nostdlib", "-static", "-no-pie", "-Wl,--build-id=none"] {
+    for arg in [
+        "-nostartfiles",
+        "-nostdlib",
+        "-static",
+        "-no-pie",
+        "-Wl,--build-id=none",
+    ] {
         println!("cargo:rustc-link-arg-bins={arg}");
     }
 }

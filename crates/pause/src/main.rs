@@ -47,7 +47,14 @@ const EXIT_LOOP_ENDED: i32 = 42;
 
 extern "C" fn on_shutdown(signal: i32) {
     sys::write(2, b"podlab-pause: shutting down, got ");
-    sys::write(2, if signal == sys::SIGINT { b"SIGINT\n" } else { b"SIGTERM\n" });
+    sys::write(
+        2,
+        if signal == sys::SIGINT {
+            b"SIGINT\n"
+        } else {
+            b"SIGTERM\n"
+        },
+    );
     sys::exit(0);
 }
 
@@ -73,7 +80,10 @@ unsafe extern "C" fn pause_main(stack: *const usize) -> ! {
         }
     }
     if sys::getpid() != 1 {
-        sys::write(2, b"podlab-pause: warning: not PID 1, orphans will not be reaped here\n");
+        sys::write(
+            2,
+            b"podlab-pause: warning: not PID 1, orphans will not be reaped here\n",
+        );
     }
     if !sys::set_handler(sys::SIGINT, on_shutdown, 0) {
         sys::exit(EXIT_SIGINT_HANDLER);

@@ -121,7 +121,13 @@ pub fn set_handler(signal: i32, handler: extern "C" fn(i32), flags: u64) -> bool
         mask: 0,
     };
     let ret = unsafe {
-        syscall4(nr::RT_SIGACTION, signal as usize, &action as *const _ as usize, 0, 8)
+        syscall4(
+            nr::RT_SIGACTION,
+            signal as usize,
+            &action as *const _ as usize,
+            0,
+            8,
+        )
     };
     ret == 0
 }

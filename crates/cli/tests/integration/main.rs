@@ -1,0 +1,17 @@
+//! podlab's one integration-test binary. It needs root (real or in a user namespace) and is run
+//! by `cargo xtask test` inside fresh namespaces (`unshare --mount --uts --ipc --net --pid
+//! --fork`), so nothing it does can change the host's hostname, mounts or network.
+//!
+//! Each module tests one area against the kernel; `support` has the shared helpers.
+
+mod support;
+
+mod cli;
+mod ipc;
+mod mnt;
+mod net;
+mod ns;
+mod pause;
+mod pid;
+mod user;
+mod uts;

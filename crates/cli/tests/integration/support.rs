@@ -1,0 +1,48 @@
+//! Shared helpers of the integration tests: paths of the built binaries, bounded polling,
+//! and the skip convention for what this kernel lacks.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The `podlab` binary built for this test run.
+pub fn podlab() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_podlab"))
+}
+
+/// The `podlab-pause` binary, built next to `podlab` (the xtask builds it first).
+pub fn pause_binary() -> PathBuf {
+    let podlab = PathBuf::from(env!("CARGO_BIN_EXE_podlab"));
+    let pause = podlab.with_file_name("podlab-pause");
+    assert!(
+        pause.exists(),
+        "{} missing: build it with `cargo build -p podlab-pause`",
+        pause.display()
+    );
+    pause
+}
+
+/// Polls `cond` every 10 ms until it is true or `limit` passes; returns whether it became true.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Skips a test whose kernel feature is missing: prints the reason in a form the xtask counts.
+#[macro_export]
+macro_rules! skip_unless {
+    ($cond:expr, $reason:expr) => {
+        if !$cond {
+            eprintln!("PODLAB-SKIP: {}: {}", module_path!(), $reason);
+            return;
+        }
+    };
+}
