@@ -1,1 +1,1 @@
-//! criterion benches live in benches/benches
+//! Shared helpers of the criterion benches (see `benches/`).

@@ -1,1 +1,96 @@
-fn main() {}
+//! `cargo xtask`: podlab's build, test and demo tasks, in Rust so they run wherever cargo does.
+//!
+//! * `test`  — unit tests (no root needed), then every integration-test target inside fresh
+//!   namespaces (`unshare --mount --uts --ipc --net --pid --fork`), so the tests cannot change
+//!   the host's hostname, mounts or network, and nothing they start can outlive them.
+//! * `demo [WHAT]` — builds podlab and runs `podlab demo WHAT`.
+//! * `bench` — the criterion benches.
+//! * `tidy` — formatting and the house rules that are checked by tests (see `tidy.rs`).
+//! * `ci` — `tidy`, then `test`: what `.ci/run` runs.
+//!
+//! Few dependencies on purpose: this must build before anything else does.
+
+mod preflight;
+mod sandbox;
+#[cfg(test)]
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<()> {
+    let (task, rest) = args.split_first().map(|(t, r)| (t.as_str(), r)).unwrap_or(("help", &[]));
+    match task {
+        "test" => test(rest),
+        "demo" => demo(rest),
+        "bench" => cargo(&["bench", "-p", "podlab-benches"], rest),
+        "tidy" => tidy(),
+        "ci" => {
+            tidy()?;
+            test(rest)
+        }
+        "help" | "-h" | "--help" => {
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | tidy | ci");
+            Ok(())
+        }
+        other => bail!("unknown task {other:?}; try `cargo xtask help`"),
+    }
+}
+
+/// The workspace root (the parent of this crate's folder).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn cargo(args: &[&str], extra: &[String]) -> Result<()> {
+    let status = Command::new(env!("CARGO"))
+        .args(args)
+        .args(extra)
+        .current_dir(workspace_root())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn test(filter: &[String]) -> Result<()> {
+    preflight::check_tools(preflight::TEST_TOOLS)?;
+    // Every binary the integration tests spawn (podlab, podlab-pause, podlab-shim) first.
+    cargo(&["build", "--workspace", "--bins"], &[])?;
+    println!("\n== unit tests (no root needed) ==");
+    cargo(&["test", "--workspace", "--lib", "--bins"], filter)?;
+    println!("\n== integration tests, inside fresh namespaces ==");
+    cargo(&["test", "--workspace", "--tests", "--no-run"], &[])?;
+    sandbox::run_integration_tests(filter)
+}
+
+fn demo(what: &[String]) -> Result<()> {
+    preflight::check_tools(preflight::DEMO_TOOLS)?;
+    cargo(&["build", "--workspace", "--bins"], &[])?;
+    let podlab = workspace_root().join("target/debug/podlab");
+    let status = Command::new(&podlab).arg("demo").args(what).status()?;
+    if !status.success() {
+        bail!("podlab demo failed ({status})");
+    }
+    Ok(())
+}
+
+fn tidy() -> Result<()> {
+    cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    cargo(&["test", "-p", "xtask", "--", "tidy"], &[])
+}

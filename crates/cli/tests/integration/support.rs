@@ -36,12 +36,24 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Skips a test whose kernel feature is missing: prints the reason in a form the xtask counts.
+/// Records that a test was skipped and why: on stderr, and in the file `cargo xtask test`
+/// names in `PODLAB_SKIP_LOG`, so that every skip is counted and printed at the end of the run.
+pub fn record_skip(test: &str, reason: &str) {
+    eprintln!("PODLAB-SKIP: {test}: {reason}");
+    if let Ok(log) = std::env::var("PODLAB_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(file, "{test}: {reason}");
+        }
+    }
+}
+
+/// Skips a test whose kernel feature is missing, recording the reason (see [`record_skip`]).
 #[macro_export]
 macro_rules! skip_unless {
     ($cond:expr, $reason:expr) => {
         if !$cond {
-            eprintln!("PODLAB-SKIP: {}: {}", module_path!(), $reason);
+            $crate::support::record_skip(module_path!(), &$reason.to_string());
             return;
         }
     };
