@@ -45,6 +45,14 @@ pub enum Error {
         #[source]
         errno: nix::Error,
     },
+    /// A system call on several namespace kinds at once (`unshare`, `clone`) failed.
+    #[error("{call} ({} namespaces): {errno}", kinds_text(kinds))]
+    SysOnKinds {
+        call: &'static str,
+        kinds: Vec<NsKind>,
+        #[source]
+        errno: nix::Error,
+    },
     /// A file or /proc read or write failed.
     #[error("{what} {path}: {source}")]
     Io {
@@ -65,6 +73,8 @@ pub enum Error {
         request: &'static str,
         target: Target,
         message: String,
+        /// The errno the kernel answered with, when it answered with one.
+        errno: Option<nix::Error>,
     },
     /// A forked helper process failed; its own error message travels back over a pipe.
     #[error("child process {pid}: {message}")]
@@ -72,6 +82,12 @@ pub enum Error {
     /// Anything else that is not a system call failure, with its explanation.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Several kinds in words: `uts+ipc+net`.
+pub fn kinds_text(kinds: &[NsKind]) -> String {
+    let names: Vec<&str> = kinds.iter().map(|k| k.proc_name()).collect();
+    names.join("+")
 }
 
 impl Error {
@@ -116,8 +132,9 @@ impl Error {
     /// The errno, when this is a failed system call.
     pub fn errno(&self) -> Option<nix::Error> {
         match self {
-            Error::Sys { errno, .. } => Some(*errno),
+            Error::Sys { errno, .. } | Error::SysOnKinds { errno, .. } => Some(*errno),
             Error::Io { source, .. } => source.raw_os_error().map(nix::Error::from_raw),
+            Error::Netlink { errno, .. } => *errno,
             _ => None,
         }
     }
