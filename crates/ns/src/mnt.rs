@@ -256,7 +256,7 @@ pub fn split_mount_options(options: &str) -> (MsFlags, String) {
 /// overlay keeps its metadata in `user.overlay.*` xattrs (`userxattr`), since `trusted.*` ones
 /// need root on the host.
 pub fn mount_overlay(lowers: &[PathBuf], upper: &Path, work: &Path, target: &Path) -> Result<()> {
-    let data = overlay_options(lowers, upper, work, !in_initial_user_namespace())?;
+    let data = overlay_options(lowers, upper, work, !crate::user::in_initial_userns())?;
     mount_fs(
         "overlay",
         target,
@@ -311,13 +311,6 @@ pub fn overlay_options(
         )));
     }
     Ok(data)
-}
-
-/// Whether the caller is in the initial user namespace (its uid map is the identity of all ids).
-fn in_initial_user_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map")
-        .map(|map| map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
-        .unwrap_or(true)
 }
 
 /// Mounts a procfs on `target`. It shows the processes of the caller's pid namespace (the one

@@ -1,7 +1,245 @@
 //! User namespaces: uid/gid maps, so that unprivileged users can run the other demos.
+//!
+//! A user namespace has its own numbering of user and group ids, tied to the ids outside by two
+//! maps (`/proc/PID/uid_map`, `/proc/PID/gid_map`), each line `inside outside count`. The
+//! process that makes a new user namespace holds every capability *in it*, over the namespaces
+//! it then creates, while outside it stays the unprivileged user it was. That is what rootless
+//! podman and `unshare --map-root-user` stand on: one map line `0 <uid> 1` makes the user root
+//! inside, able to set the hostname of its own uts namespace, and still unable to touch the host's.
+//!
+//! An unprivileged process may write only one map line, for its own id, and for the gid map it
+//! must first give up `setgroups(2)` (`/proc/PID/setgroups` = `deny`) so that it can never drop a
+//! group that was denying it access.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Target;
+use crate::{Error, NsKind, Result};
+
+/// One line of a uid or gid map: ids `inside..inside+count` are `outside..outside+count` in the
+/// parent user namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdMapping {
+    pub inside: u32,
+    pub outside: u32,
+    pub count: u32,
+}
+
+impl IdMapping {
+    /// The outside id of `inside`, if this line maps it.
+    pub fn to_outside(&self, inside: u32) -> Option<u32> {
+        let offset = inside.checked_sub(self.inside)?;
+        (offset < self.count).then(|| self.outside + offset)
+    }
+}
+
+/// Parses the text of a uid_map or gid_map file.
+pub fn parse_id_map(text: &str) -> Result<Vec<IdMapping>> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let numbers: Vec<u32> = line
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|_| Error::Invalid(format!("unreadable id map line {line:?}")))?;
+            match numbers[..] {
+                [inside, outside, count] => Ok(IdMapping {
+                    inside,
+                    outside,
+                    count,
+                }),
+                _ => Err(Error::Invalid(format!(
+                    "id map line {line:?} does not have three numbers"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The outside id that `inside` maps to under `map`, if any.
+pub fn map_to_outside(map: &[IdMapping], inside: u32) -> Option<u32> {
+    map.iter().find_map(|line| line.to_outside(inside))
+}
+
+/// Whether `map` is the initial user namespace's: every id mapped to itself.
+pub fn is_identity_map(map: &[IdMapping]) -> bool {
+    map == [IdMapping {
+        inside: 0,
+        outside: 0,
+        count: u32::MAX,
+    }]
+}
+
+/// Whether the calling process is in the initial user namespace (its uid map is the identity).
+pub fn in_initial_userns() -> bool {
+    id_maps(std::process::id() as i32)
+        .and_then(|(uid_map, _)| parse_id_map(&uid_map))
+        .map(|map| is_identity_map(&map))
+        .unwrap_or(true)
+}
 
 /// Enters a new user namespace in which the calling (single-threaded) process's uid and gid are
 /// mapped to root, as `unshare --user --map-root-user` does.
-pub fn become_root_in_new_userns() -> crate::Result<()> {
-    Err(crate::Error::Invalid("not yet written".into()))
+pub fn become_root_in_new_userns() -> Result<()> {
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| match e {
+        nix::Error::EINVAL if thread_count() > 1 => Error::Invalid(format!(
+            "unshare(CLONE_NEWUSER): EINVAL: this process has {} threads, and a user namespace \
+             can only be entered by a single-threaded one",
+            thread_count()
+        )),
+        e => Error::sys_on("unshare(CLONE_NEWUSER)", NsKind::User, e),
+    })?;
+    write_id_maps(
+        std::process::id() as i32,
+        &format!("0 {uid} 1"),
+        &format!("0 {gid} 1"),
+        true,
+    )
+}
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| tasks.count())
+        .unwrap_or(1)
+}
+
+/// Writes the uid and gid maps of `pid`'s user namespace (each can be written once), first
+/// denying setgroups if asked, which an unprivileged writer must do before the gid map.
+/// Each map is given as the file's text: lines `inside outside count`.
+pub fn write_id_maps(pid: i32, uid_map: &str, gid_map: &str, deny_setgroups: bool) -> Result<()> {
+    if deny_setgroups {
+        write_proc_file(pid, "setgroups", "deny")?;
+    }
+    write_proc_file(pid, "uid_map", uid_map)?;
+    write_proc_file(pid, "gid_map", gid_map)
+}
+
+/// The kernel takes a map in one write(2) only, so it is written in one piece or not at all.
+fn write_proc_file(pid: i32, name: &str, text: &str) -> Result<()> {
+    let path = proc_path(pid, name);
+    let mut text = text.trim_end().to_string();
+    text.push('\n');
+    let fail = |e: std::io::Error| match e.raw_os_error() {
+        Some(errno) => Error::sys_at(
+            match name {
+                "uid_map" => "write(uid_map)",
+                "gid_map" => "write(gid_map)",
+                _ => "write(setgroups)",
+            },
+            Target {
+                kind: Some(NsKind::User),
+                path: Some(path.clone()),
+                pid: Some(pid),
+            },
+            nix::Error::from_raw(errno),
+        ),
+        None => Error::io("writing", &path, e),
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(fail)?;
+    let written = file.write(text.as_bytes()).map_err(fail)?;
+    if written != text.len() {
+        return Err(Error::Invalid(format!(
+            "{}: the kernel took {written} of {} bytes",
+            path.display(),
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The uid and gid maps of `pid`'s user namespace, as the kernel prints them.
+pub fn id_maps(pid: i32) -> Result<(String, String)> {
+    let read = |name: &str| {
+        let path = proc_path(pid, name);
+        std::fs::read_to_string(&path).map_err(|e| Error::io("reading", path, e))
+    };
+    Ok((read("uid_map")?, read("gid_map")?))
+}
+
+fn proc_path(pid: i32, name: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{name}"))
+}
+
+/// Whether this kernel lets an unprivileged user create a user namespace: a non-zero
+/// `user.max_user_namespaces`, and neither Debian's `kernel.unprivileged_userns_clone` nor
+/// Ubuntu's AppArmor restriction saying no (where those knobs exist).
+pub fn unprivileged_userns_allowed() -> bool {
+    let sysctl = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(Path::new("/proc/sys").join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    sysctl("user/max_user_namespaces").is_some_and(|max| max > 0)
+        && sysctl("kernel/unprivileged_userns_clone").is_none_or(|on| on == 1)
+        && sysctl("kernel/apparmor_restrict_unprivileged_userns").is_none_or(|on| on == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_are_parsed() {
+        let map = parse_id_map("         0      65534          1\n  1  100000  65536\n").unwrap();
+        assert_eq!(
+            map,
+            [
+                IdMapping {
+                    inside: 0,
+                    outside: 65534,
+                    count: 1
+                },
+                IdMapping {
+                    inside: 1,
+                    outside: 100000,
+                    count: 65536
+                }
+            ]
+        );
+        assert_eq!(map_to_outside(&map, 0), Some(65534));
+        assert_eq!(map_to_outside(&map, 2), Some(100001));
+        assert_eq!(map_to_outside(&map, 65537), None);
+    }
+
+    #[test]
+    fn the_initial_map_is_recognised() {
+        let map = parse_id_map("         0          0 4294967295\n").unwrap();
+        assert!(is_identity_map(&map));
+        assert!(!is_identity_map(&parse_id_map("0 1000 1").unwrap()));
+        assert_eq!(map_to_outside(&map, 4294967294), Some(4294967294));
+    }
+
+    #[test]
+    fn broken_maps_are_refused() {
+        assert!(parse_id_map("0 1000").is_err());
+        assert!(parse_id_map("0 x 1").is_err());
+        assert!(parse_id_map("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn own_maps_can_be_read() {
+        let (uid_map, gid_map) = id_maps(std::process::id() as i32).unwrap();
+        assert!(!parse_id_map(&uid_map).unwrap().is_empty());
+        assert!(!parse_id_map(&gid_map).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_multithreaded_process_is_told_why() {
+        // The test harness has several threads, so this must fail, and say why.
+        let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
+        let err = become_root_in_new_userns().unwrap_err();
+        assert!(err.to_string().contains("threads"), "{err}");
+    }
 }
