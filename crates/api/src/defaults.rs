@@ -1,0 +1,105 @@
+//! The API server's defaulting of a Pod (`SetDefaults_Pod` and friends): what a cluster fills
+//! in before anyone reads the object back, so that `podlab get pod -o yaml` shows the same.
+
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+
+pub const DEFAULT_NAMESPACE: &str = "default";
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+pub fn default_pod(pod: &mut Pod) {
+    pod.metadata
+        .namespace
+        .get_or_insert_with(|| DEFAULT_NAMESPACE.to_string());
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    spec.restart_policy.get_or_insert_with(|| "Always".into());
+    spec.termination_grace_period_seconds
+        .get_or_insert(DEFAULT_GRACE_SECONDS);
+    spec.dns_policy.get_or_insert_with(|| "ClusterFirst".into());
+    spec.scheduler_name
+        .get_or_insert_with(|| "default-scheduler".into());
+    spec.enable_service_links.get_or_insert(true);
+    spec.security_context.get_or_insert_with(Default::default);
+    for container in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        default_container(container);
+    }
+    for container in spec.ephemeral_containers.iter_mut().flatten() {
+        container
+            .termination_message_path
+            .get_or_insert_with(|| "/dev/termination-log".into());
+        container
+            .termination_message_policy
+            .get_or_insert_with(|| "File".into());
+        if container.image_pull_policy.is_none() {
+            container.image_pull_policy = Some(pull_policy_for(container.image.as_deref()).into());
+        }
+    }
+}
+
+fn default_container(container: &mut Container) {
+    container
+        .termination_message_path
+        .get_or_insert_with(|| "/dev/termination-log".into());
+    container
+        .termination_message_policy
+        .get_or_insert_with(|| "File".into());
+    if container.image_pull_policy.is_none() {
+        container.image_pull_policy = Some(pull_policy_for(container.image.as_deref()).into());
+    }
+    for port in container.ports.iter_mut().flatten() {
+        port.protocol.get_or_insert_with(|| "TCP".into());
+    }
+    for probe in [
+        &mut container.liveness_probe,
+        &mut container.readiness_probe,
+        &mut container.startup_probe,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        default_probe(probe);
+    }
+}
+
+/// Probe timings default to 1 s timeout, 10 s period, 1 success, 3 failures.
+pub fn default_probe(probe: &mut Probe) {
+    probe.timeout_seconds.get_or_insert(1);
+    probe.period_seconds.get_or_insert(10);
+    probe.success_threshold.get_or_insert(1);
+    probe.failure_threshold.get_or_insert(3);
+    if let Some(http) = probe.http_get.as_mut() {
+        http.path.get_or_insert_with(|| "/".into());
+        http.scheme.get_or_insert_with(|| "HTTP".into());
+    }
+}
+
+/// `Always` for `:latest` or untagged images, else `IfNotPresent` (the API server's rule).
+pub fn pull_policy_for(image: Option<&str>) -> &'static str {
+    let image = image.unwrap_or("");
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if image.contains('@') {
+        "IfNotPresent"
+    } else if !last.contains(':') || last.ends_with(":latest") {
+        "Always"
+    } else {
+        "IfNotPresent"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_policy_follows_the_tag() {
+        assert_eq!(pull_policy_for(Some("busybox")), "Always");
+        assert_eq!(pull_policy_for(Some("busybox:latest")), "Always");
+        assert_eq!(pull_policy_for(Some("busybox:1.36")), "IfNotPresent");
+        assert_eq!(pull_policy_for(Some("localhost:5000/busybox")), "Always");
+    }
+}

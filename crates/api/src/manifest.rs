@@ -1,0 +1,249 @@
+//! Manifest text → typed Kubernetes objects, with the field path of every problem.
+//!
+//! The steps are the API server's: parse (YAML or JSON, several `---` documents allowed), check
+//! `apiVersion`/`kind`, decode into the typed object (a wrong type is reported at its path), find
+//! fields that Kubernetes does not know (decode, re-encode, and compare: whatever did not survive
+//! the round trip is unknown), refuse fields podlab does not implement, validate, default.
+//! Nothing is created by a manifest that fails any step.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use crate::{defaults, supported, validation, FieldError, ManifestError};
+
+/// A decoded, validated and defaulted object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    Pod(Box<Pod>),
+}
+
+/// Decodes every document in `text`. `source` names the input in error messages (a file name).
+pub fn decode(text: &str, source: &str) -> Result<Vec<Object>, ManifestError> {
+    let mut objects = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let value: Value =
+            serde::Deserialize::deserialize(document).map_err(|err| ManifestError::Syntax {
+                input: source.to_string(),
+                message: err.to_string(),
+            })?;
+        if value.is_null() {
+            continue; // an empty document, e.g. a trailing `---`
+        }
+        objects.push(decode_value(value, source)?);
+    }
+    if objects.is_empty() {
+        return Err(ManifestError::Other {
+            input: source.into(),
+            message: "no objects in the manifest".into(),
+        });
+    }
+    Ok(objects)
+}
+
+/// Decodes a manifest that must hold exactly one Pod.
+pub fn decode_pod(text: &str, source: &str) -> Result<Pod, ManifestError> {
+    let mut objects = decode(text, source)?;
+    if objects.len() != 1 {
+        return Err(ManifestError::Other {
+            input: source.into(),
+            message: format!("expected one Pod, found {} objects", objects.len()),
+        });
+    }
+    match objects.remove(0) {
+        Object::Pod(pod) => Ok(*pod),
+    }
+}
+
+fn decode_value(value: Value, source: &str) -> Result<Object, ManifestError> {
+    let other = |message: String| ManifestError::Other {
+        input: source.into(),
+        message,
+    };
+    let Value::Object(map) = &value else {
+        return Err(other(format!(
+            "expected an object with apiVersion and kind, got {}",
+            kind_of(&value)
+        )));
+    };
+    let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("");
+    match (api_version, kind) {
+        ("v1", "Pod") => decode_pod_value(value, source).map(|pod| Object::Pod(Box::new(pod))),
+        (_, "") => Err(other("kind: Required value".into())),
+        ("", _) => Err(other("apiVersion: Required value".into())),
+        (version, kind) => Err(other(format!(
+            "no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod)"
+        ))),
+    }
+}
+
+fn decode_pod_value(value: Value, source: &str) -> Result<Pod, ManifestError> {
+    let mut pod: Pod =
+        serde_path_to_error::deserialize(&value).map_err(|err| ManifestError::Type {
+            input: source.into(),
+            path: err.path().to_string(),
+            message: err.inner().to_string(),
+        })?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
+        input: source.into(),
+        kind: "Pod".into(),
+        name: name.clone(),
+        errors,
+    };
+
+    let round_trip = serde_json::to_value(&pod).expect("a decoded Pod encodes");
+    let mut errors = Vec::new();
+    unknown_fields(&value, &round_trip, String::new(), &mut errors);
+    if errors.is_empty() {
+        supported::check_pod(&value, &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(invalid(errors));
+    }
+    let errors = validation::validate_pod(&pod);
+    if !errors.is_empty() {
+        return Err(invalid(errors));
+    }
+    defaults::default_pod(&mut pod);
+    Ok(pod)
+}
+
+/// Every field of `given` that is absent from `known` (its decoded-and-encoded twin).
+fn unknown_fields(given: &Value, known: &Value, path: String, errors: &mut Vec<FieldError>) {
+    match (given, known) {
+        (Value::Object(given), Value::Object(known)) => {
+            for (key, value) in given {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match known.get(key) {
+                    _ if value.is_null() => {}
+                    None => errors.push(FieldError::new(
+                        child,
+                        "unknown field: Kubernetes has no such field",
+                    )),
+                    Some(twin) => unknown_fields(value, twin, child, errors),
+                }
+            }
+        }
+        (Value::Array(given), Value::Array(known)) => {
+            for (i, (value, twin)) in given.iter().zip(known).enumerate() {
+                unknown_fields(value, twin, format!("{path}[{i}]"), errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "echo hi"]
+"#;
+
+    fn err(text: &str) -> String {
+        decode(text, "pod.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_good_pod_decodes_and_is_defaulted() {
+        let pod = decode_pod(GOOD, "pod.yaml").unwrap();
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn yaml_syntax_error_names_the_line() {
+        let e = err("apiVersion: v1\nkind: Pod\nmetadata: [\n");
+        assert!(e.contains("YAML syntax") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_field_path() {
+        let e = err(&GOOD.replace("command: [\"sh\", \"-c\", \"echo hi\"]", "command: 42"));
+        assert!(e.contains("spec.containers[0].command"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_names_the_field_path() {
+        let e = err(&GOOD.replace("image: busybox", "image: busybox\n    imagee: typo"));
+        assert!(
+            e.contains("spec.containers[0].imagee: unknown field"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unsupported_field_is_rejected_not_ignored() {
+        let e = err(&GOOD.replace(
+            "image: busybox",
+            "image: busybox\n    resources: {limits: {cpu: 1}}",
+        ));
+        assert!(
+            e.contains("spec.containers[0].resources") && e.contains("not supported by podlab"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_container_names_are_rejected() {
+        let text = GOOD.replace(
+            "    command: [\"sh\", \"-c\", \"echo hi\"]\n",
+            "  - name: app\n    image: busybox\n",
+        );
+        let e = err(&text);
+        assert!(
+            e.contains("spec.containers[1].name: Duplicate value: \"app\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_image_is_required() {
+        let e = err(&GOOD.replace("    image: busybox\n", ""));
+        assert!(
+            e.contains("spec.containers[0].image: Required value"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn another_kind_is_refused() {
+        let e = err("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n");
+        assert!(e.contains("no kind \"Service\""), "{e}");
+    }
+
+    #[test]
+    fn status_and_null_timestamps_from_kubectl_output_are_accepted() {
+        let text = GOOD.replace("  name: web\n", "  name: web\n  creationTimestamp: null\n")
+            + "status:\n  phase: Running\n";
+        decode_pod(&text, "pod.yaml").unwrap();
+    }
+}
