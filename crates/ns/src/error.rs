@@ -53,6 +53,15 @@ pub enum Error {
         #[source]
         errno: nix::Error,
     },
+    /// A system call on one System V IPC object failed.
+    #[error("{call} (ipc namespace, {what} {id}): {errno}")]
+    SysvObject {
+        call: &'static str,
+        what: &'static str,
+        id: i32,
+        #[source]
+        errno: nix::Error,
+    },
     /// A file or /proc read or write failed.
     #[error("{what} {path}: {source}")]
     Io {
@@ -132,7 +141,9 @@ impl Error {
     /// The errno, when this is a failed system call.
     pub fn errno(&self) -> Option<nix::Error> {
         match self {
-            Error::Sys { errno, .. } | Error::SysOnKinds { errno, .. } => Some(*errno),
+            Error::Sys { errno, .. }
+            | Error::SysOnKinds { errno, .. }
+            | Error::SysvObject { errno, .. } => Some(*errno),
             Error::Io { source, .. } => source.raw_os_error().map(nix::Error::from_raw),
             Error::Netlink { errno, .. } => *errno,
             _ => None,
