@@ -102,6 +102,18 @@ pub fn become_root_in_new_userns() -> Result<()> {
         &format!("0 {gid} 1"),
         true,
     )
+    .map_err(|err| match err.errno() {
+        Some(nix::Error::EACCES) if !dumpable() => Error::Invalid(format!(
+            "{err} (the process is not dumpable, as after changing uid without exec, so its \
+             /proc files belong to root: prctl(PR_SET_DUMPABLE, 1) first)"
+        )),
+        _ => err,
+    })
+}
+
+fn dumpable() -> bool {
+    // SAFETY: PR_GET_DUMPABLE takes no pointers.
+    unsafe { libc::prctl(libc::PR_GET_DUMPABLE) == 1 }
 }
 
 fn thread_count() -> usize {
