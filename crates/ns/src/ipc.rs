@@ -14,13 +14,13 @@ use std::ffi::CString;
 use std::path::Path;
 
 use nix::errno::Errno;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Target;
 use crate::{Error, NsKind, Result};
 
 /// The three kinds of System V IPC object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SysvKind {
     Queue,
@@ -64,7 +64,7 @@ impl SysvKind {
 }
 
 /// One System V IPC object of the caller's ipc namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SysvObject {
     pub kind: SysvKind,
     /// The key it was made with (0 is `IPC_PRIVATE`).
@@ -74,25 +74,54 @@ pub struct SysvObject {
 }
 
 const PRIVATE_RW: libc::c_int = libc::IPC_CREAT | 0o600;
+/// A keyed object must be new: finding someone else's under the same key would be a lie.
+const KEYED_RW: libc::c_int = libc::IPC_CREAT | libc::IPC_EXCL | 0o600;
 
 /// Makes a new message queue (`msgget(IPC_PRIVATE)`) and returns its id.
 pub fn create_sysv_queue() -> Result<i32> {
+    msgget(libc::IPC_PRIVATE, PRIVATE_RW)
+}
+
+/// Makes a new message queue under `key`, which must be free in this ipc namespace.
+pub fn create_sysv_queue_keyed(key: i32) -> Result<i32> {
+    msgget(key, KEYED_RW)
+}
+
+fn msgget(key: libc::key_t, flags: libc::c_int) -> Result<i32> {
     // SAFETY: integer arguments only.
-    let id = unsafe { libc::msgget(libc::IPC_PRIVATE, PRIVATE_RW) };
+    let id = unsafe { libc::msgget(key, flags) };
     Errno::result(id).map_err(|e| Error::sys_on("msgget", NsKind::Ipc, e))
 }
 
 /// Makes a new set of `n` semaphores (`semget(IPC_PRIVATE)`) and returns its id.
 pub fn create_sysv_semaphores(n: i32) -> Result<i32> {
+    semget(libc::IPC_PRIVATE, n, PRIVATE_RW)
+}
+
+/// Makes a new set of `n` semaphores under `key`, which must be free in this ipc namespace.
+pub fn create_sysv_semaphores_keyed(key: i32, n: i32) -> Result<i32> {
+    semget(key, n, KEYED_RW)
+}
+
+fn semget(key: libc::key_t, n: i32, flags: libc::c_int) -> Result<i32> {
     // SAFETY: integer arguments only.
-    let id = unsafe { libc::semget(libc::IPC_PRIVATE, n, PRIVATE_RW) };
+    let id = unsafe { libc::semget(key, n, flags) };
     Errno::result(id).map_err(|e| Error::sys_on("semget", NsKind::Ipc, e))
 }
 
 /// Makes a new shared memory segment of `size` bytes (`shmget(IPC_PRIVATE)`) and returns its id.
 pub fn create_sysv_shm(size: usize) -> Result<i32> {
+    shmget(libc::IPC_PRIVATE, size, PRIVATE_RW)
+}
+
+/// Makes a new shared memory segment under `key`, which must be free in this ipc namespace.
+pub fn create_sysv_shm_keyed(key: i32, size: usize) -> Result<i32> {
+    shmget(key, size, KEYED_RW)
+}
+
+fn shmget(key: libc::key_t, size: usize, flags: libc::c_int) -> Result<i32> {
     // SAFETY: integer arguments only.
-    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, size, PRIVATE_RW) };
+    let id = unsafe { libc::shmget(key, size, flags) };
     Errno::result(id).map_err(|e| Error::sys_on("shmget", NsKind::Ipc, e))
 }
 

@@ -28,7 +28,7 @@ use nix::mount::{MntFlags, MsFlags};
 use nix::sys::signal::Signal;
 use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Target;
 use crate::{Error, NsKind, Result};
@@ -230,7 +230,7 @@ pub fn spawn_with_clone(kinds: &[NsKind], mut f: impl FnMut() -> isize) -> Resul
 }
 
 /// One namespace on this host, as `lsns` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NsEntry {
     pub kind: NsKind,
     pub inode: u64,
