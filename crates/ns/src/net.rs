@@ -10,9 +10,12 @@
 //! A netlink socket belongs to the network namespace its creator was in when it was made, for
 //! its whole life. So a [`Netlink`] handle is bound to one namespace: [`Netlink::open`] for the
 //! calling thread's, [`Netlink::open_in`] for another one (the thread steps in to make the socket
-//! and steps back out, see [`in_netns`]).
+//! and steps back out, see [`socket_in`]).
 
+mod netns;
 mod wire;
+
+pub use netns::{in_netns, socket_in};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -28,10 +31,8 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use nix::sched::CloneFlags;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Target;
 use crate::{Error, NsKind, Result};
 use wire::{Request, Wire};
 
@@ -78,15 +79,22 @@ pub struct Netlink {
 impl Netlink {
     /// A handle on the calling thread's network namespace.
     pub fn open() -> Result<Netlink> {
+        let socket = wire::new_socket()
+            .map_err(|e| Error::sys_on("socket(NETLINK_ROUTE)", NsKind::Net, e))?;
         Ok(Netlink {
-            wire: Wire::open()?,
+            wire: Wire::over(socket)?,
         })
     }
 
     /// A handle on the network namespace `netns` (an open `/proc/PID/ns/net` or a pinned netns
     /// file). The caller's namespaces are unchanged when this returns, also on error.
     pub fn open_in(netns: BorrowedFd<'_>) -> Result<Netlink> {
-        in_netns(netns, Netlink::open)?
+        let socket = socket_in(netns, "socket(NETLINK_ROUTE)", || {
+            wire::new_socket().map_err(std::io::Error::from)
+        })?;
+        Ok(Netlink {
+            wire: Wire::over(socket)?,
+        })
     }
 
     /// A handle on the network namespace pinned at (or reachable through) `path`, such as
@@ -381,56 +389,6 @@ impl Netlink {
     }
 }
 
-/// Runs `f` with the calling thread inside the network namespace `netns`, then moves the thread
-/// back (also when `f` panics). What `f` creates that belongs to a namespace for life (sockets:
-/// netlink, TCP, UDP) stays in `netns` afterwards. Only the calling thread moves, so this is
-/// safe in a multi-threaded process; `f` must not spawn threads or processes that are meant to
-/// stay behind.
-pub fn in_netns<R>(netns: BorrowedFd<'_>, f: impl FnOnce() -> R) -> Result<R> {
-    const HOME: &str = "/proc/thread-self/ns/net";
-    let home = File::open(HOME).map_err(|e| Error::io("open own network namespace", HOME, e))?;
-    nix::sched::setns(netns, CloneFlags::CLONE_NEWNET).map_err(|e| {
-        Error::sys_on(
-            "setns(CLONE_NEWNET) into the target network namespace",
-            NsKind::Net,
-            e,
-        )
-    })?;
-    let way_back = WayBack(Some(home));
-    let value = f();
-    way_back.go()?;
-    Ok(value)
-}
-
-/// Moves the thread back into its own network namespace, on the normal path or while unwinding.
-struct WayBack(Option<File>);
-
-impl WayBack {
-    fn go(mut self) -> Result<()> {
-        let home = self.0.take().expect("the way back is taken once");
-        nix::sched::setns(&home, CloneFlags::CLONE_NEWNET).map_err(|e| {
-            Error::sys_at(
-                "setns(CLONE_NEWNET) back into the caller's network namespace",
-                Target {
-                    kind: Some(NsKind::Net),
-                    path: Some("/proc/thread-self/ns/net".into()),
-                    pid: None,
-                },
-                e,
-            )
-        })
-    }
-}
-
-impl Drop for WayBack {
-    fn drop(&mut self) {
-        if let Some(home) = self.0.take() {
-            // Only reached while unwinding: there is no one to report a failure to.
-            let _ = nix::sched::setns(&home, CloneFlags::CLONE_NEWNET);
-        }
-    }
-}
-
 /// A link message that names its device (index 0: the kernel looks the name up).
 fn by_name(name: &str) -> LinkMessage {
     let mut message = LinkMessage::default();
@@ -599,17 +557,14 @@ mod tests {
         T: Serialize + serde::de::DeserializeOwned,
         F: FnOnce() -> Result<T>,
     {
-        let allowed = run_in_child(|| {
-            nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(|e| Error::sys("unshare", e))
-        });
+        let allowed = run_in_child(|| crate::ops::create(&[NsKind::Net]));
         if allowed.is_err() {
             eprintln!("skipped: cannot create a network namespace here");
             return None;
         }
         Some(
             run_in_child(|| {
-                nix::sched::unshare(CloneFlags::CLONE_NEWNET)
-                    .map_err(|e| Error::sys("unshare", e))?;
+                crate::ops::create(&[NsKind::Net])?;
                 f()
             })
             .unwrap(),
@@ -696,5 +651,36 @@ mod tests {
         assert_eq!(messages[0].1, Some(libc::ENODEV), "{messages:?}");
         assert!(messages[1].0.contains("unit-br"), "{messages:?}");
         assert_eq!(messages[1].1, Some(libc::EEXIST), "{messages:?}");
+    }
+
+    #[test]
+    fn rootless_sockets_come_from_a_child_and_the_thread_stays_home() {
+        if !crate::user::unprivileged_userns_allowed() {
+            eprintln!("skipped: no user namespaces here");
+            return;
+        }
+        let (stayed, links, refused) = run_in_child(|| {
+            crate::user::become_root_in_new_userns()?;
+            // Owned by the new user namespace, unlike the one this process is in.
+            let pod = crate::ops::Holder::spawn(&[NsKind::Net], || Ok(()))?;
+            let netns = pod.open(NsKind::Net)?;
+            let home = crate::ops::self_inode(NsKind::Net)?;
+            let mut netlink = Netlink::open_in(netns.as_fd())?;
+            netlink.create_bridge("unit-br")?;
+            let links: Vec<String> = netlink.links()?.into_iter().map(|l| l.name).collect();
+            let refused = in_netns(netns.as_fd(), || ()).is_err();
+            Ok((crate::ops::self_inode(NsKind::Net)? == home, links, refused))
+        })
+        .unwrap();
+        assert!(stayed, "the calling thread never left its namespace");
+        assert_eq!(
+            links,
+            ["lo", "unit-br"],
+            "the handle reaches the pod's namespace"
+        );
+        assert!(
+            refused,
+            "in_netns refuses to leave when it could not come back"
+        );
     }
 }

@@ -14,6 +14,8 @@ use netlink_packet_core::{
     NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_EXCL,
     NLM_F_REQUEST,
 };
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -62,6 +64,14 @@ impl Request<'_> {
     }
 }
 
+/// A new `NETLINK_ROUTE` socket, in the calling thread's network namespace.
+pub(super) fn new_socket() -> nix::Result<OwnedFd> {
+    let socket = Socket::new(NETLINK_ROUTE)
+        .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    // SAFETY: the descriptor was just opened and is owned by `socket` alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) })
+}
+
 /// An open `NETLINK_ROUTE` socket with its sequence counter and receive buffer.
 pub(super) struct Wire {
     socket: Socket,
@@ -71,15 +81,15 @@ pub(super) struct Wire {
 }
 
 impl Wire {
-    /// Opens a socket in the calling thread's network namespace, bound and connected to the
-    /// kernel, with extended acks on and capped acks (the kernel does not echo our request back).
-    pub fn open() -> Result<Wire> {
+    /// Takes a fresh `NETLINK_ROUTE` socket (see [`new_socket`]): binds it, connects it to the
+    /// kernel, turns extended acks on and capped acks (the kernel does not echo our request back).
+    pub fn over(socket: OwnedFd) -> Result<Wire> {
         let request = Request {
             name: "open socket",
             subject: None,
         };
-        let mut socket =
-            Socket::new(NETLINK_ROUTE).map_err(|e| request.sys("socket(NETLINK_ROUTE)", e))?;
+        // SAFETY: `socket` is an open socket that this function now owns.
+        let mut socket = unsafe { Socket::from_raw_fd(socket.into_raw_fd()) };
         socket
             .bind_auto()
             .map_err(|e| request.sys("bind(netlink)", e))?;
