@@ -4,12 +4,14 @@
 //!   namespaces (`unshare --mount --uts --ipc --net --pid --fork`), so the tests cannot change
 //!   the host's hostname, mounts or network, and nothing they start can outlive them.
 //! * `demo [WHAT]` — builds podlab and runs `podlab demo WHAT`.
-//! * `bench` — the criterion benches.
+//! * `bench` — the criterion benches, then their record in `docs/benchmarks/<date>/`.
+//! * `peers [pause]` — podlab next to the real tools (catatonit, ...) in the same run.
 //! * `tidy` — formatting and the house rules that are checked by tests (see `tidy.rs`).
 //! * `ci` — `tidy`, then `test`: what `.ci/run` runs.
 //!
 //! Few dependencies on purpose: this must build before anything else does.
 
+mod peers;
 mod preflight;
 mod sandbox;
 #[cfg(test)]
@@ -32,18 +34,22 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(args: &[String]) -> Result<()> {
-    let (task, rest) = args.split_first().map(|(t, r)| (t.as_str(), r)).unwrap_or(("help", &[]));
+    let (task, rest) = args
+        .split_first()
+        .map(|(t, r)| (t.as_str(), r))
+        .unwrap_or(("help", &[]));
     match task {
         "test" => test(rest),
         "demo" => demo(rest),
-        "bench" => cargo(&["bench", "-p", "podlab-benches"], rest),
+        "bench" => bench(rest),
+        "peers" => peers::run(rest),
         "tidy" => tidy(),
         "ci" => {
             tidy()?;
             test(rest)
         }
         "help" | "-h" | "--help" => {
-            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | tidy | ci");
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [pause] | tidy | ci");
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),
@@ -52,7 +58,10 @@ fn run(args: &[String]) -> Result<()> {
 
 /// The workspace root (the parent of this crate's folder).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn cargo(args: &[&str], extra: &[String]) -> Result<()> {
@@ -88,6 +97,41 @@ fn demo(what: &[String]) -> Result<()> {
         bail!("podlab demo failed ({status})");
     }
     Ok(())
+}
+
+fn bench(args: &[String]) -> Result<()> {
+    cargo(
+        &[
+            "bench",
+            "-p",
+            "podlab-benches",
+            "--bench",
+            "namespaces",
+            "--",
+        ],
+        args,
+    )?;
+    cargo(
+        &[
+            "run",
+            "--release",
+            "-p",
+            "podlab-benches",
+            "--bin",
+            "bench-report",
+            "--",
+        ],
+        &[
+            "namespaces",
+            "baseline/fork",
+            "baseline",
+            "unshare",
+            "clone",
+            "setns",
+            "pin",
+        ]
+        .map(String::from),
+    )
 }
 
 fn tidy() -> Result<()> {

@@ -49,6 +49,10 @@ pub fn check_tools(tools: &[Tool]) -> Result<()> {
 
 /// Debian merged /usr: /bin and /usr/bin, /sbin and /usr/sbin are the same folders.
 fn alt_path_exists(path: &str) -> bool {
-    let alt = if let Some(rest) = path.strip_prefix("/usr") { rest.to_string() } else { format!("/usr{path}") };
+    let alt = if let Some(rest) = path.strip_prefix("/usr") {
+        rest.to_string()
+    } else {
+        format!("/usr{path}")
+    };
     Path::new(&alt).exists()
 }

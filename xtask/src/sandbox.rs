@@ -46,7 +46,10 @@ pub fn run_integration_tests(filter: &[String]) -> Result<()> {
     let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
     let skips: Vec<&str> = skips.lines().filter(|l| !l.trim().is_empty()).collect();
     if !skips.is_empty() {
-        println!("\n{} test(s) skipped for what this kernel lacks:", skips.len());
+        println!(
+            "\n{} test(s) skipped for what this kernel lacks:",
+            skips.len()
+        );
         for line in &skips {
             println!("  - {line}");
         }

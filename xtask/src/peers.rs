@@ -1,0 +1,109 @@
+//! `cargo xtask peers`: podlab next to the real tools on this machine, in the same run.
+//!
+//! * `pause` — resident memory of an idle `podlab-pause` next to an idle `catatonit -P`
+//!   (podman's pod infra process), each started fresh and read from `/proc/PID/status` and
+//!   `/proc/PID/smaps_rollup` once they sleep.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+pub fn run(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some("pause") | None => pause(),
+        Some(other) => bail!("unknown peer comparison {other:?} (expected: pause)"),
+    }
+}
+
+fn pause() -> Result<()> {
+    crate::cargo(&["build", "--release", "-p", "podlab-pause"], &[])?;
+    let podlab_pause = crate::workspace_root().join("target/release/podlab-pause");
+    let mut rows = vec![("podlab-pause", measure(Command::new(&podlab_pause))?)];
+    match which("catatonit") {
+        Some(catatonit) => {
+            let mut cmd = Command::new(catatonit);
+            cmd.arg("-P");
+            rows.push(("catatonit -P", measure(cmd)?));
+        }
+        None => println!(
+            "catatonit is not installed (apt-get install catatonit): only podlab-pause is measured"
+        ),
+    }
+    println!(
+        "{:<14} {:>10} {:>10} {:>10}",
+        "process", "VmRSS kB", "Pss kB", "VmSize kB"
+    );
+    for (name, m) in &rows {
+        println!(
+            "{name:<14} {:>10} {:>10} {:>10}",
+            m.rss_kb, m.pss_kb, m.size_kb
+        );
+    }
+    if let [(_, ours), (_, theirs)] = rows.as_slice() {
+        let ratio = ours.rss_kb as f64 / theirs.rss_kb.max(1) as f64;
+        println!("podlab-pause / catatonit -P resident memory: {ratio:.3}");
+        if ours.rss_kb > theirs.rss_kb {
+            bail!("podlab-pause uses more memory than catatonit -P");
+        }
+    }
+    Ok(())
+}
+
+struct Memory {
+    rss_kb: u64,
+    pss_kb: u64,
+    size_kb: u64,
+}
+
+/// Starts `cmd`, waits until it sleeps, reads its memory, and stops it.
+fn measure(mut cmd: Command) -> Result<Memory> {
+    let mut child: Child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting")?;
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let memory = loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if field(&status, "State:").is_some_and(|s| s.starts_with('S')) {
+            let rollup =
+                std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+            break Memory {
+                rss_kb: number(&status, "VmRSS:"),
+                pss_kb: number(&rollup, "Pss:"),
+                size_kb: number(&status, "VmSize:"),
+            };
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("process {pid} did not go to sleep within 5 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(memory)
+}
+
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+}
+
+fn number(text: &str, name: &str) -> u64 {
+    field(text, name)
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| std::path::Path::new(dir).join(name))
+        .find(|p| p.exists())
+}
