@@ -1,0 +1,1 @@
+//! podlab-control (being written)

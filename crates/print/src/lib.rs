@@ -1,0 +1,1 @@
+//! podlab-print (being written)
