@@ -33,6 +33,8 @@ use crate::{Error, NsKind, Result};
 /// like any other; the helper itself is reaped before this returns. An error of the helper (say,
 /// EPERM from unshare) comes back as [`Error::Child`].
 ///
+/// PID 1 gets SIGKILL if the thread that called this ends first (`PR_SET_PDEATHSIG`).
+///
 /// PID 1 starts as a copy of the caller made by a raw clone(2), which skips the C library's fork
 /// handlers; it is single-threaded, but glibc's cached thread id in it is the helper's. Rust code
 /// and async-signal-safe calls are fine; an `exec` makes a clean start.
@@ -78,6 +80,47 @@ pub fn fork_into_new_pidns(child: impl FnOnce() -> i32) -> Result<Pid> {
     }
 }
 
+/// A child process that is killed (SIGKILL) and reaped when dropped, so that an early return or
+/// an error leaves no process behind; [`OwnedChild::wait`] and [`OwnedChild::kill`] end it on
+/// purpose and say how it ended.
+#[derive(Debug)]
+pub struct OwnedChild {
+    pid: Pid,
+    reaped: bool,
+}
+
+impl OwnedChild {
+    /// Takes charge of `pid`, which must be a child of the calling process.
+    pub fn new(pid: Pid) -> OwnedChild {
+        OwnedChild { pid, reaped: false }
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Waits for the child to end by itself.
+    pub fn wait(mut self) -> Result<WaitStatus> {
+        self.reaped = true;
+        crate::child::wait_for(self.pid)
+    }
+
+    /// Sends SIGKILL and reaps.
+    pub fn kill(self) -> Result<WaitStatus> {
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        self.wait()
+    }
+}
+
+impl Drop for OwnedChild {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = crate::child::wait_for(self.pid);
+        }
+    }
+}
+
 /// In the helper: new pid namespace for the children, then PID 1 as a sibling of the helper.
 fn start_pid1(child: impl FnOnce() -> i32, report: &OwnedFd) -> Result<i32> {
     nix::sched::unshare(CloneFlags::CLONE_NEWPID)
@@ -96,6 +139,10 @@ fn start_pid1(child: impl FnOnce() -> i32, report: &OwnedFd) -> Result<i32> {
             // PID 1 must not hold the helper's answer pipe open, or the caller waits for it.
             // SAFETY: closing an inherited descriptor that nothing else in this process uses.
             unsafe { libc::close(report.as_raw_fd()) };
+            // PID 1 dies with the thread that asked for it, so a crashed caller leaves no
+            // namespace behind (its children then die with it, as the kernel kills them).
+            // SAFETY: PR_SET_PDEATHSIG takes a signal number, no pointers.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             let code = child();
             // SAFETY: PID 1 ends here; it must never return into the helper's code.
             unsafe { libc::_exit(code) }

@@ -140,12 +140,16 @@ struct Orphan {
 /// before and after. Called in a reaper (PID 1 or a subreaper), which then reaps the orphan.
 fn orphan_under_me() -> Result<Orphan, String> {
     let (report_in, report_out) = pipe();
+    let (noted_in, noted_out) = pipe();
     let middle = match unsafe { fork() }.map_err(|e| e.to_string())? {
         ForkResult::Child => {
             drop(report_in);
             match unsafe { fork() } {
                 Ok(ForkResult::Child) => {
                     let before = nix::unistd::getppid().as_raw();
+                    // The middle process waits for this before it exits, so that `before`
+                    // is read while it still lives.
+                    let _ = std::fs::File::from(noted_out).write_all(b"!");
                     // Bounded wait for the middle process to exit and leave us orphaned.
                     let mut after = before;
                     for _ in 0..500 {
@@ -159,12 +163,16 @@ fn orphan_under_me() -> Result<Orphan, String> {
                     send(report_out, &(me, before, after));
                     unsafe { libc::_exit(0) }
                 }
-                _ => unsafe { libc::_exit(0) },
+                _ => {
+                    wait_for_go(noted_in);
+                    unsafe { libc::_exit(0) }
+                }
             }
         }
         ForkResult::Parent { child } => child,
     };
     drop(report_out);
+    drop((noted_in, noted_out));
     wait_for(middle).map_err(|e| e.to_string())?;
     let (orphan, before, after): (i32, i32, i32) = receive(report_in);
     let mut reaped = false;

@@ -1,1 +1,166 @@
-//! Integration tests: user.
+//! Integration tests: user. An unprivileged process (uid 65534, dropped to from root) makes a
+//! user namespace and is root inside it, over namespaces it owns and nothing else; and the CLI
+//! run as that user gets its privileges that way.
+
+use std::os::unix::process::CommandExt;
+
+use nix::unistd::{Gid, Uid};
+use podlab_ns::child::run_in_child;
+use podlab_ns::user::{self, IdMapping};
+use podlab_ns::{Error, Result};
+
+const NOBODY: u32 = 65534;
+const NEEDS: &str = "needs root (to drop to uid 65534) and unprivileged user namespaces";
+
+fn nobody_can_make_user_namespaces() -> bool {
+    nix::unistd::geteuid().is_root() && user::unprivileged_userns_allowed()
+}
+
+/// Drops the calling process to uid and gid 65534 with no supplementary groups.
+fn drop_to_nobody() -> Result<()> {
+    let gid = Gid::from_raw(NOBODY);
+    let uid = Uid::from_raw(NOBODY);
+    nix::unistd::setgroups(&[]).map_err(|e| Error::sys("setgroups", e))?;
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| Error::sys("setresgid", e))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| Error::sys("setresuid", e))?;
+    // Changing uid made the process non-dumpable, which hands its /proc files to root; a
+    // user's own process (after exec) is dumpable, and must be to write its id maps.
+    // SAFETY: PR_SET_DUMPABLE takes no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) } != 0 {
+        return Err(Error::sys("prctl(PR_SET_DUMPABLE)", nix::Error::last()));
+    }
+    Ok(())
+}
+
+/// What an unprivileged process found in the user namespace it made.
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
+struct Inside {
+    uid_before: u32,
+    uid: u32,
+    gid: u32,
+    uid_map: String,
+    gid_map: String,
+    setgroups: String,
+    host_hostname_errno: Option<i32>,
+    own_hostname_set: bool,
+}
+
+#[test]
+fn an_unprivileged_process_is_root_in_its_own_user_namespace() {
+    crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
+    let inside: Inside = run_in_child(|| {
+        drop_to_nobody()?;
+        let uid_before = nix::unistd::getuid().as_raw();
+        user::become_root_in_new_userns()?;
+        let (uid_map, gid_map) = user::id_maps(std::process::id() as i32)?;
+        let setgroups = std::fs::read_to_string("/proc/self/setgroups")
+            .map_err(|e| Error::io("reading", "/proc/self/setgroups", e))?;
+        // Root here, but the uts namespace we are in belongs to the host's user namespace.
+        let host_hostname_errno = nix::unistd::sethostname("not-allowed")
+            .err()
+            .map(|e| e as i32);
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUTS)
+            .map_err(|e| Error::sys("unshare(CLONE_NEWUTS)", e))?;
+        nix::unistd::sethostname("ours").map_err(|e| Error::sys("sethostname", e))?;
+        let own_hostname_set = nix::unistd::gethostname()
+            .map(|name| name == "ours")
+            .unwrap_or(false);
+        Ok(Inside {
+            uid_before,
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            uid_map,
+            gid_map,
+            setgroups: setgroups.trim().to_string(),
+            host_hostname_errno,
+            own_hostname_set,
+        })
+    })
+    .unwrap();
+    let nobody_as_root = [IdMapping {
+        inside: 0,
+        outside: NOBODY,
+        count: 1,
+    }];
+    assert_eq!(inside.uid_before, NOBODY);
+    assert_eq!((inside.uid, inside.gid), (0, 0), "root inside");
+    assert_eq!(user::parse_id_map(&inside.uid_map).unwrap(), nobody_as_root);
+    assert_eq!(user::parse_id_map(&inside.gid_map).unwrap(), nobody_as_root);
+    assert_eq!(inside.setgroups, "deny");
+    assert_eq!(
+        inside.host_hostname_errno,
+        Some(libc::EPERM),
+        "not root over the host's uts namespace"
+    );
+    assert!(
+        inside.own_hostname_set,
+        "root over the uts namespace it made"
+    );
+}
+
+#[test]
+fn podlab_run_by_an_unprivileged_user_works_in_a_user_namespace() {
+    crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
+    let mut podlab = crate::support::podlab();
+    podlab.args(["demo", "uts"]).env_remove("PODLAB_ROOT");
+    // SAFETY: between fork and exec only async-signal-safe system calls run.
+    unsafe {
+        podlab.pre_exec(|| {
+            let nobody = NOBODY as libc::gid_t;
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(nobody, nobody, nobody) != 0
+                || libc::setresuid(nobody, nobody, nobody) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = podlab.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "podlab demo uts as uid 65534: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(
+        stdout.contains("user namespace"),
+        "it says it runs in a user namespace:\n{stdout}"
+    );
+}
+
+#[test]
+fn a_user_namespace_error_in_a_child_reaches_the_parent() {
+    let err = run_in_child::<(), _>(|| {
+        user::become_root_in_new_userns()?;
+        // A map can be written only once: the second write is refused.
+        user::write_id_maps(std::process::id() as i32, "0 0 1", "0 0 1", false)
+    })
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, Error::Child { .. }),
+        "an error of the child: {message}"
+    );
+    assert!(
+        message.contains("uid_map") && message.contains("EPERM"),
+        "names the file and the errno: {message}"
+    );
+}
+
+#[test]
+fn a_process_that_changed_uid_without_exec_is_told_why_its_maps_are_refused() {
+    crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
+    let err = run_in_child::<(), _>(|| {
+        drop_to_nobody()?;
+        // SAFETY: PR_SET_DUMPABLE takes no pointers.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+        user::become_root_in_new_userns()
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("EACCES") && err.to_string().contains("PR_SET_DUMPABLE"),
+        "{err}"
+    );
+}
