@@ -298,7 +298,7 @@ fn make_an_orphan() -> Result<Orphan> {
 }
 
 /// Forks a child that runs `f` and exits with its value.
-fn fork_child(f: impl FnOnce() -> i32) -> Result<Pid> {
+pub(super) fn fork_child(f: impl FnOnce() -> i32) -> Result<Pid> {
     // SAFETY: podlab is single-threaded; the child runs `f` and _exits.
     match unsafe { fork() }.context("fork")? {
         ForkResult::Child => {
