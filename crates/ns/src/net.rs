@@ -10,7 +10,7 @@
 //! A netlink socket belongs to the network namespace its creator was in when it was made, for
 //! its whole life. So a [`Netlink`] handle is bound to one namespace: [`Netlink::open`] for the
 //! calling thread's, [`Netlink::open_in`] for another one (the thread steps in to make the socket
-//! and steps back out, see [`socket_in`]).
+//! and steps back out, or a forked child makes it and hands it over: [`socket_in`]).
 
 mod netns;
 mod wire;
@@ -87,7 +87,8 @@ impl Netlink {
     }
 
     /// A handle on the network namespace `netns` (an open `/proc/PID/ns/net` or a pinned netns
-    /// file). The caller's namespaces are unchanged when this returns, also on error.
+    /// file). The caller's namespaces are unchanged when this returns, also on error. Costs a
+    /// setns there and back, or a fork when the way back is closed (rootless; see [`socket_in`]).
     pub fn open_in(netns: BorrowedFd<'_>) -> Result<Netlink> {
         let socket = socket_in(netns, "socket(NETLINK_ROUTE)", || {
             wire::new_socket().map_err(std::io::Error::from)
