@@ -1,0 +1,1 @@
+//! podlab-cni (being written)
