@@ -1,0 +1,186 @@
+//! What the kubelet layer asks for: the runtime's own settings, a pod sandbox, a container.
+//!
+//! The shapes follow the CRI messages (`PodSandboxConfig`, `ContainerConfig`) with the fields
+//! podlab implements; everything is plain data, serialisable, so that it is stored as given in
+//! the sandbox's and the container's state files.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::ContainerId;
+
+/// Where the runtime keeps its state and finds its helper binaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// `$PODLAB_ROOT`: `sandboxes/<id>/...` lives below it.
+    pub root: PathBuf,
+    /// The folder holding `podlab-pause` and `podlab-shim`.
+    pub helper_dir: PathBuf,
+    /// The image store's root (podlab-image).
+    pub image_root: PathBuf,
+}
+
+impl RuntimeConfig {
+    /// The defaults: `$PODLAB_ROOT`, else `/run/podlab` for root and `$XDG_RUNTIME_DIR/podlab`
+    /// otherwise; helpers next to the running executable; images under `<root>/images` unless
+    /// `$PODLAB_IMAGE_ROOT` says otherwise.
+    pub fn from_env() -> RuntimeConfig {
+        let root = default_root();
+        let image_root = std::env::var_os("PODLAB_IMAGE_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("images"));
+        let helper_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("."));
+        RuntimeConfig {
+            root,
+            helper_dir,
+            image_root,
+        }
+    }
+
+    /// The defaults with another state root (images under it too).
+    pub fn with_root(root: impl Into<PathBuf>) -> RuntimeConfig {
+        let root = root.into();
+        RuntimeConfig {
+            image_root: root.join("images"),
+            root,
+            ..RuntimeConfig::from_env()
+        }
+    }
+}
+
+/// `$PODLAB_ROOT`, else `/run/podlab` for root, else `$XDG_RUNTIME_DIR/podlab`.
+pub fn default_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("PODLAB_ROOT").filter(|r| !r.is_empty()) {
+        return PathBuf::from(root);
+    }
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/run/podlab");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("podlab"),
+        None => std::env::temp_dir().join(format!("podlab-{}", nix::unistd::geteuid())),
+    }
+}
+
+/// Who the sandbox is for (CRI `PodSandboxMetadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSandboxMetadata {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+}
+
+/// The pod's `/etc/resolv.conf` (CRI `DNSConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+/// One `hostAliases` entry of the pod spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAlias {
+    pub ip: String,
+    pub hostnames: Vec<String>,
+}
+
+/// What goes into the pod's `/etc/hosts` besides the localhost lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostsConfig {
+    /// The pod's domain (`<subdomain>.<namespace>.svc.<cluster-domain>`) when it has a
+    /// subdomain: its line then reads `IP  HOST.DOMAIN  HOST`.
+    pub domain: Option<String>,
+    pub aliases: Vec<HostAlias>,
+}
+
+/// A pod sandbox to make (CRI `PodSandboxConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSandboxConfig {
+    pub metadata: PodSandboxMetadata,
+    /// The pod's hostname (the pod name, or `spec.hostname`). Ignored with `host_network`,
+    /// where the pod has the node's uts namespace, as kubelet and containerd do it.
+    pub hostname: String,
+    /// The NIS domain name of the pod's uts namespace; empty leaves the kernel's `(none)`.
+    pub domainname: String,
+    /// `shareProcessNamespace`: one pid namespace for the pod, the pause process its PID 1.
+    pub share_process_namespace: bool,
+    /// `hostNetwork`: the node's network (and uts) namespace.
+    pub host_network: bool,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The folder for the containers' logs: a container's relative `log_path` is below it.
+    pub log_directory: Option<PathBuf>,
+    /// None: the node's `/etc/resolv.conf` is copied, as containerd does without a DNS config.
+    pub dns: Option<DnsConfig>,
+    pub hosts: HostsConfig,
+}
+
+/// Who the container is (CRI `ContainerMetadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerMetadata {
+    pub name: String,
+    /// The restart count, as kubelet passes it.
+    pub attempt: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+impl EnvVar {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> EnvVar {
+        EnvVar {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// A host folder or file shown inside the container (CRI `Mount`); `emptyDir` volumes are
+/// folders that the kubelet layer makes and hands to every container of the pod that mounts them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub host_path: PathBuf,
+    pub container_path: PathBuf,
+    pub readonly: bool,
+}
+
+/// A container to create in a sandbox (CRI `ContainerConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerConfig {
+    pub metadata: ContainerMetadata,
+    /// The image name, resolved in the image store.
+    pub image: String,
+    /// Kubernetes `command`: replaces the image's ENTRYPOINT, and then its CMD is ignored.
+    pub command: Vec<String>,
+    /// Kubernetes `args`: replaces the image's CMD.
+    pub args: Vec<String>,
+    /// Added to (and overriding) the image's environment.
+    pub env: Vec<EnvVar>,
+    /// Replaces the image's WorkingDir.
+    pub working_dir: Option<String>,
+    pub mounts: Vec<Mount>,
+    /// `securityContext.runAsUser`: replaces the image's USER.
+    pub run_as_user: Option<u32>,
+    /// `securityContext.runAsGroup`.
+    pub run_as_group: Option<u32>,
+    /// `securityContext.readOnlyRootFilesystem`.
+    pub readonly_rootfs: bool,
+    /// The CRI log file: relative to the sandbox's `log_directory`, or absolute. None puts it in
+    /// the container's state folder.
+    pub log_path: Option<PathBuf>,
+    /// Join this container's pid namespace instead of the pod's (CRI `NamespaceMode::TARGET`,
+    /// for ephemeral debug containers with `--target`).
+    pub target_container: Option<ContainerId>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
