@@ -277,3 +277,8 @@ fn pivot_root_into_busybox_leaves_the_old_root_behind() {
     }
     finish(scratch);
 }
+
+#[test]
+fn podlab_demo_mnt_holds_all_its_evidence() {
+    crate::user::assert_demo_holds(crate::support::podlab(), "mnt");
+}

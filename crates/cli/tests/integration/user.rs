@@ -32,6 +32,24 @@ fn drop_to_nobody() -> Result<()> {
     Ok(())
 }
 
+/// `command`, to be run as uid and gid 65534 with no supplementary groups.
+fn as_nobody(mut command: std::process::Command) -> std::process::Command {
+    // SAFETY: between fork and exec only async-signal-safe system calls run.
+    unsafe {
+        command.pre_exec(|| {
+            let nobody = NOBODY as libc::gid_t;
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(nobody, nobody, nobody) != 0
+                || libc::setresuid(nobody, nobody, nobody) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
 /// What an unprivileged process found in the user namespace it made.
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Inside {
@@ -101,21 +119,8 @@ fn an_unprivileged_process_is_root_in_its_own_user_namespace() {
 #[test]
 fn podlab_run_by_an_unprivileged_user_works_in_a_user_namespace() {
     crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
-    let mut podlab = crate::support::podlab();
+    let mut podlab = as_nobody(crate::support::podlab());
     podlab.args(["demo", "uts"]).env_remove("PODLAB_ROOT");
-    // SAFETY: between fork and exec only async-signal-safe system calls run.
-    unsafe {
-        podlab.pre_exec(|| {
-            let nobody = NOBODY as libc::gid_t;
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setresgid(nobody, nobody, nobody) != 0
-                || libc::setresuid(nobody, nobody, nobody) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let output = podlab.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -163,4 +168,35 @@ fn a_process_that_changed_uid_without_exec_is_told_why_its_maps_are_refused() {
         err.to_string().contains("EACCES") && err.to_string().contains("PR_SET_DUMPABLE"),
         "{err}"
     );
+}
+
+/// The pid, mnt and user demos hold all their evidence for an unprivileged user too, where
+/// every mount is made inside a user namespace (overlay with userxattr, /dev by bind mounts).
+#[test]
+fn the_pid_mnt_and_user_demos_hold_when_run_by_an_unprivileged_user() {
+    crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
+    for demo in ["pid", "mnt", "user"] {
+        let mut podlab = as_nobody(crate::support::podlab());
+        podlab.current_dir("/");
+        assert_demo_holds(podlab, demo);
+    }
+}
+
+/// Runs `podlab demo DEMO` and asserts that it exits 0 with every claim holding.
+pub(crate) fn assert_demo_holds(mut podlab: std::process::Command, demo: &str) {
+    let output = podlab.args(["demo", demo]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success()
+            && stdout.contains(&format!("demo {demo}: all evidence holds"))
+            && !stdout.contains("[FAIL]"),
+        "podlab demo {demo}: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn podlab_demo_user_holds_all_its_evidence() {
+    crate::user::assert_demo_holds(crate::support::podlab(), "user");
 }
