@@ -45,6 +45,16 @@ pub enum Error {
         #[source]
         errno: nix::Error,
     },
+    /// A system call failed for a reason podlab can name (a multi-threaded caller, a process
+    /// that is not dumpable, a shared mount under pivot_root), said after the errno.
+    #[error("{call}{target}: {errno}: {why}")]
+    SysExplained {
+        call: &'static str,
+        target: Target,
+        #[source]
+        errno: nix::Error,
+        why: String,
+    },
     /// A system call on several namespace kinds at once (`unshare`, `clone`) failed.
     #[error("{call} ({} namespaces): {errno}", kinds_text(kinds))]
     SysOnKinds {
@@ -142,6 +152,7 @@ impl Error {
     pub fn errno(&self) -> Option<nix::Error> {
         match self {
             Error::Sys { errno, .. }
+            | Error::SysExplained { errno, .. }
             | Error::SysOnKinds { errno, .. }
             | Error::SysvObject { errno, .. } => Some(*errno),
             Error::Io { source, .. } => source.raw_os_error().map(nix::Error::from_raw),

@@ -447,11 +447,14 @@ pub fn pivot_root(new_root: &Path) -> Result<()> {
     }
     nix::unistd::chdir(&new_root).map_err(|e| mount_error("chdir", &new_root, e))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| match e {
-        nix::Error::EINVAL => Error::Invalid(format!(
-            "pivot_root {}: EINVAL (is the caller in its own mount namespace, with / made \
-             private first?)",
-            new_root.display()
-        )),
+        nix::Error::EINVAL => Error::SysExplained {
+            call: "pivot_root",
+            target: mnt_target(&new_root),
+            errno: e,
+            why: "the caller must be in a mount namespace of its own, with / made private \
+                  (make_rprivate) first"
+                .into(),
+        },
         e => mount_error("pivot_root", &new_root, e),
     })?;
     let old_root = Path::new(".");
@@ -550,15 +553,15 @@ fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 fn mount_error(call: &'static str, path: &Path, errno: nix::Error) -> Error {
-    Error::sys_at(
-        call,
-        Target {
-            kind: Some(NsKind::Mnt),
-            path: Some(path.to_path_buf()),
-            pid: None,
-        },
-        errno,
-    )
+    Error::sys_at(call, mnt_target(path), errno)
+}
+
+fn mnt_target(path: &Path) -> Target {
+    Target {
+        kind: Some(NsKind::Mnt),
+        path: Some(path.to_path_buf()),
+        pid: None,
+    }
 }
 
 #[cfg(test)]

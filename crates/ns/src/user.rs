@@ -88,13 +88,22 @@ pub fn in_initial_userns() -> bool {
 pub fn become_root_in_new_userns() -> Result<()> {
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
-    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| match e {
-        nix::Error::EINVAL if thread_count() > 1 => Error::Invalid(format!(
-            "unshare(CLONE_NEWUSER): EINVAL: this process has {} threads, and a user namespace \
-             can only be entered by a single-threaded one",
-            thread_count()
-        )),
-        e => Error::sys_on("unshare(CLONE_NEWUSER)", NsKind::User, e),
+    let call = "unshare(CLONE_NEWUSER)";
+    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|errno| match errno {
+        nix::Error::EINVAL if thread_count() > 1 => Error::SysExplained {
+            call,
+            target: Target {
+                kind: Some(NsKind::User),
+                ..Target::default()
+            },
+            errno,
+            why: format!(
+                "this process has {} threads, and only a single-threaded one may enter a new \
+                 user namespace",
+                thread_count()
+            ),
+        },
+        errno => Error::sys_on(call, NsKind::User, errno),
     })?;
     write_id_maps(
         std::process::id() as i32,
@@ -102,12 +111,20 @@ pub fn become_root_in_new_userns() -> Result<()> {
         &format!("0 {gid} 1"),
         true,
     )
-    .map_err(|err| match err.errno() {
-        Some(nix::Error::EACCES) if !dumpable() => Error::Invalid(format!(
-            "{err} (the process is not dumpable, as after changing uid without exec, so its \
-             /proc files belong to root: prctl(PR_SET_DUMPABLE, 1) first)"
-        )),
-        _ => err,
+    .map_err(|err| match err {
+        Error::Sys {
+            call,
+            target,
+            errno: errno @ nix::Error::EACCES,
+        } if !dumpable() => Error::SysExplained {
+            call,
+            target,
+            errno,
+            why: "the process is not dumpable (it changed uid without exec), so its /proc files \
+                  belong to root: call prctl(PR_SET_DUMPABLE, 1) first"
+                .into(),
+        },
+        err => err,
     })
 }
 

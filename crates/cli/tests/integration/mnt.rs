@@ -282,3 +282,32 @@ fn pivot_root_into_busybox_leaves_the_old_root_behind() {
 fn podlab_demo_mnt_holds_all_its_evidence() {
     crate::user::assert_demo_holds(crate::support::podlab(), "mnt");
 }
+
+/// pivot_root refuses a shared root, and the error says what to do about it.
+#[test]
+fn pivot_root_under_a_shared_root_is_refused_with_a_reason() {
+    let scratch = Scratch::new("podlab-it-pivot-shared-").unwrap();
+    let rootfs = scratch.dir("rootfs").unwrap();
+    let err = run_in_child(|| {
+        new_mount_namespace()?;
+        // Only in this child's own namespace: its / becomes shared, as systemd leaves it.
+        nix::mount::mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_SHARED | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| Error::sys("mount(make-rshared /)", e))?;
+        mnt::pivot_root(&rootfs)
+    })
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("pivot_root")
+            && message.contains("EINVAL")
+            && message.contains("make_rprivate"),
+        "{message}"
+    );
+    finish(scratch);
+}
