@@ -1,0 +1,466 @@
+//! The image store: content store, name index and snapshots under one root folder, and the
+//! operations `podlab image ls|import|inspect|rm` and the runtime use.
+//!
+//! ```text
+//! ROOT/
+//!   oci-layout            {"imageLayoutVersion":"1.0.0"}: ROOT is itself an OCI image layout
+//!   index.json            names → manifest descriptors (atomic replace)
+//!   blobs/sha256/<hex>    manifests, configs, layer blobs (content store)
+//!   snapshots/<chainid>/  one read-only folder per unpacked layer (overlay lowerdirs)
+//!   snapshots/empty/      the lower folder of images without layers
+//!   tmp/                  staging folders of imports in progress, and snapshots being deleted
+//!   lock                  flock: shared for readers, exclusive for changes
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::busybox;
+use crate::content::{Blobs, Content};
+use crate::digest::Digest;
+use crate::durable::{self, StoreLock};
+use crate::error::{Error, Result};
+use crate::image::{Image, ImageConfig, ImageDetails, ImageSummary, Loaded};
+use crate::import::{self, Found};
+use crate::index::{NameIndex, Target, MANIFEST_MEDIA_TYPE};
+use crate::reference::Reference;
+use crate::snapshot;
+use crate::staging::Staging;
+
+const LAYOUT_FILE: &str = "oci-layout";
+const LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+const EMPTY_SNAPSHOT: &str = "empty";
+
+/// What a garbage collection removed, and what it had to keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcReport {
+    pub blobs_removed: usize,
+    pub snapshots_removed: usize,
+    /// Unreferenced snapshots kept because a mounted overlay still uses them.
+    pub snapshots_in_use: Vec<PathBuf>,
+}
+
+/// An image store rooted at one folder. Cheap to open; every call takes the store's lock, so
+/// several processes can use one root at once.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    /// One folder; a slice so that it is a [`Content`] by itself.
+    blobs: [Blobs; 1],
+    snapshots: PathBuf,
+    tmp: PathBuf,
+    index_path: PathBuf,
+    lock_path: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `root`, creating it if needed.
+    pub fn open(root: &Path) -> Result<Store> {
+        fs::create_dir_all(root).map_err(|e| Error::io("creating image store", root, e))?;
+        // Canonical, so snapshot paths compare equal to the ones the kernel shows in mountinfo.
+        let root = root
+            .canonicalize()
+            .map_err(|e| Error::io("resolving", root, e))?;
+        let store = Store {
+            blobs: [Blobs::new(root.join("blobs/sha256"))],
+            snapshots: root.join("snapshots"),
+            tmp: root.join("tmp"),
+            index_path: root.join("index.json"),
+            lock_path: root.join("lock"),
+            root,
+        };
+        store.blobs[0].create_dir()?;
+        for dir in [
+            &store.snapshots,
+            &store.tmp,
+            &store.snapshots.join(EMPTY_SNAPSHOT),
+        ] {
+            fs::create_dir_all(dir).map_err(|e| Error::io("creating folder", dir, e))?;
+        }
+        if !store.index_path.exists() {
+            let _lock = store.lock(true)?;
+            if !store.index_path.exists() {
+                durable::write_atomic(&store.root.join(LAYOUT_FILE), LAYOUT)?;
+                NameIndex::default().save(&store.index_path)?;
+            }
+        }
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The folder holding all snapshots.
+    pub fn snapshots_dir(&self) -> &Path {
+        &self.snapshots
+    }
+
+    fn lock(&self, exclusive: bool) -> Result<StoreLock> {
+        StoreLock::acquire(&self.lock_path, exclusive)
+    }
+
+    fn content(&self) -> Content<'_> {
+        Content::new(&self.blobs)
+    }
+
+    fn index(&self) -> Result<NameIndex> {
+        NameIndex::load(&self.index_path)
+    }
+
+    fn load(&self, digest: &Digest) -> Result<Loaded> {
+        Loaded::read(self.content(), digest, &self.snapshots)
+    }
+
+    /// Imports every image of an oci-archive, docker-archive or OCI layout folder at `path`
+    /// (the format is detected). `name` names the image (the archive must then hold one, or one
+    /// whose tag matches); without it the names in the archive are used. All or nothing: on any
+    /// error (corrupt tar, digest mismatch, bad layer) the store is left as it was.
+    pub fn import(&self, path: &Path, name: Option<&str>) -> Result<Vec<ImageSummary>> {
+        let _lock = self.lock(true)?;
+        self.remove_stale_staging();
+        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
+        let (_format, found) = import::read(path, &staging)?;
+        let names = assign_names(path, &found, name)?;
+        self.commit(staging, names)
+    }
+
+    /// Unpacks, moves into place and names the staged images; the index write is the commit.
+    fn commit(&self, staging: Staging, names: Vec<(String, Digest)>) -> Result<Vec<ImageSummary>> {
+        let mut loaded: BTreeMap<Digest, Loaded> = BTreeMap::new();
+        for (_, digest) in &names {
+            if !loaded.contains_key(digest) {
+                let image = Loaded::read(staging.content(), digest, &self.snapshots)?;
+                staging.unpack_layers(&image)?;
+                loaded.insert(digest.clone(), image);
+            }
+        }
+        staging.commit()?;
+        let mut index = self.index()?;
+        let mut summaries = Vec::new();
+        for (name, digest) in names {
+            let image = &loaded[&digest];
+            index.names.insert(
+                name.clone(),
+                Target {
+                    digest: digest.clone(),
+                    size: image.manifest_size,
+                    media_type: image
+                        .manifest
+                        .media_type()
+                        .as_ref()
+                        .map_or(MANIFEST_MEDIA_TYPE.to_owned(), |m| m.to_string()),
+                },
+            );
+            summaries.push(image.summary(&name));
+        }
+        index.save(&self.index_path)?;
+        Ok(summaries)
+    }
+
+    /// Staging folders left by a killed import. Called with the exclusive lock held, when no
+    /// other import can be running.
+    fn remove_stale_staging(&self) {
+        if let Ok(entries) = fs::read_dir(&self.tmp) {
+            for entry in entries.flatten() {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+
+    /// Makes sure the built-in `busybox:latest` is there, building it from the host's
+    /// `/bin/busybox` the first time (later calls only look the name up).
+    pub fn ensure_builtin_busybox(&self) -> Result<ImageSummary> {
+        self.ensure_busybox_from(Path::new(busybox::HOST_BUSYBOX))
+    }
+
+    /// [`Store::ensure_builtin_busybox`] with another static busybox binary.
+    pub fn ensure_busybox_from(&self, busybox_binary: &Path) -> Result<ImageSummary> {
+        if let Some(summary) = self.summary_of(busybox::NAME)? {
+            return Ok(summary);
+        }
+        let _lock = self.lock(true)?;
+        if let Some(summary) = self.summary_unlocked(busybox::NAME)? {
+            return Ok(summary); // another process built it while this one waited
+        }
+        self.remove_stale_staging();
+        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
+        let digest = busybox::build(&staging, busybox_binary)?;
+        let mut summaries = self.commit(staging, vec![(busybox::NAME.to_owned(), digest)])?;
+        Ok(summaries.remove(0))
+    }
+
+    fn summary_of(&self, name: &str) -> Result<Option<ImageSummary>> {
+        let _lock = self.lock(false)?;
+        self.summary_unlocked(name)
+    }
+
+    fn summary_unlocked(&self, name: &str) -> Result<Option<ImageSummary>> {
+        match self.index()?.names.get(name) {
+            Some(target) => Ok(Some(self.load(&target.digest)?.summary(name))),
+            None => Ok(None),
+        }
+    }
+
+    /// Every named image, sorted by name.
+    pub fn list(&self) -> Result<Vec<ImageSummary>> {
+        let _lock = self.lock(false)?;
+        self.index()?
+            .names
+            .iter()
+            .map(|(name, target)| Ok(self.load(&target.digest)?.summary(name)))
+            .collect()
+    }
+
+    /// Finds `name` (`busybox`, `busybox:latest`, `docker.io/library/busybox:latest`,
+    /// `NAME@sha256:…` or a bare manifest digest `sha256:…`) in the index.
+    fn lookup(&self, index: &NameIndex, name: &str) -> Result<(String, Target)> {
+        let not_found = || Error::NotFound {
+            name: name.to_owned(),
+        };
+        if name.starts_with("sha256:") {
+            let digest = Digest::parse(name)?;
+            return index
+                .names
+                .iter()
+                .find(|(_, t)| t.digest == digest)
+                .map(|(n, t)| (n.clone(), t.clone()))
+                .ok_or_else(not_found);
+        }
+        let reference = Reference::parse(name)?;
+        if let Some(digest) = &reference.digest {
+            let repository = reference.repository();
+            return index
+                .names
+                .iter()
+                .find(|(n, t)| &t.digest == digest && n.starts_with(&format!("{repository}:")))
+                .map(|(n, t)| (n.clone(), t.clone()))
+                .ok_or_else(not_found);
+        }
+        let full = reference.to_string();
+        let target = index.names.get(&full).cloned().ok_or_else(not_found)?;
+        Ok((full, target))
+    }
+
+    /// The image `name`, ready for a container: config and layers with their snapshot folders.
+    /// A snapshot that has gone missing is unpacked again from its blob.
+    pub fn resolve(&self, name: &str) -> Result<Image> {
+        let (full, loaded) = {
+            let _lock = self.lock(false)?;
+            let (full, target) = self.lookup(&self.index()?, name)?;
+            (full, self.load(&target.digest)?)
+        };
+        if loaded.layers.iter().any(|l| !l.snapshot.is_dir()) {
+            let _lock = self.lock(true)?;
+            let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
+            staging.unpack_layers(&loaded)?;
+            staging.commit()?;
+        }
+        Ok(loaded.image(&full))
+    }
+
+    /// The config defaults (entrypoint, cmd, env, working dir, user, ports, labels) of `name`.
+    pub fn config(&self, name: &str) -> Result<ImageConfig> {
+        let _lock = self.lock(false)?;
+        let (_, target) = self.lookup(&self.index()?, name)?;
+        Ok(self.load(&target.digest)?.image(name).config)
+    }
+
+    /// Overlay lower folders for a container of `image`, in the kernel's order: the top-most
+    /// layer first. An image without layers gets one empty folder (overlayfs needs a lower).
+    pub fn lowerdirs(&self, image: &Image) -> Vec<PathBuf> {
+        if image.layers.is_empty() {
+            return vec![self.snapshots.join(EMPTY_SNAPSHOT)];
+        }
+        image
+            .layers
+            .iter()
+            .rev()
+            .map(|l| l.snapshot.clone())
+            .collect()
+    }
+
+    /// Manifest, config, layers and all names of `name`, for `podlab image inspect`.
+    pub fn inspect(&self, name: &str) -> Result<ImageDetails> {
+        let _lock = self.lock(false)?;
+        let index = self.index()?;
+        let (full, target) = self.lookup(&index, name)?;
+        let loaded = self.load(&target.digest)?;
+        Ok(ImageDetails {
+            names: index.names_of(&target.digest),
+            name: full,
+            digest: target.digest,
+            size: loaded.size(),
+            manifest: loaded.manifest,
+            config: loaded.config,
+            layers: loaded.layers,
+        })
+    }
+
+    /// Reads every blob of `name` and checks its digest (the layers are otherwise only checked
+    /// when they are unpacked).
+    pub fn verify(&self, name: &str) -> Result<()> {
+        let _lock = self.lock(false)?;
+        let (_, target) = self.lookup(&self.index()?, name)?;
+        let loaded = self.load(&target.digest)?;
+        for layer in &loaded.layers {
+            self.blobs[0].verify(&layer.digest)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the name `name`; blobs and snapshots no other name needs are deleted. Refused while
+    /// a snapshot that would be deleted is a lower folder of a mounted overlay (a container).
+    pub fn remove(&self, name: &str) -> Result<()> {
+        let _lock = self.lock(true)?;
+        let mut index = self.index()?;
+        let (full, target) = self.lookup(&index, name)?;
+        index.names.remove(&full);
+        if let Ok(image) = self.load(&target.digest) {
+            let kept = self
+                .referenced(&index)
+                .map(|r| r.snapshots)
+                .unwrap_or_default();
+            let used = snapshot::in_use(&self.snapshots);
+            for layer in &image.layers {
+                let id = layer.chain_id.hex();
+                if let (false, Some(pid)) = (kept.contains(id), used.get(id)) {
+                    return Err(Error::InUse {
+                        name: full,
+                        snapshot: layer.snapshot.clone(),
+                        pid: *pid,
+                    });
+                }
+            }
+        }
+        index.save(&self.index_path)?;
+        self.collect_garbage(&index).map(drop)
+    }
+
+    /// Deletes every blob and snapshot that no name needs (except snapshots still mounted).
+    pub fn gc(&self) -> Result<GcReport> {
+        let _lock = self.lock(true)?;
+        self.remove_stale_staging();
+        self.collect_garbage(&self.index()?)
+    }
+
+    fn collect_garbage(&self, index: &NameIndex) -> Result<GcReport> {
+        let mut report = GcReport::default();
+        // If an image cannot be read, what it references is unknown: delete nothing.
+        let keep = self.referenced(index)?;
+        for digest in self.blobs[0].list()? {
+            if !keep.blobs.contains(&digest) {
+                let path = self.blobs[0].path(&digest);
+                fs::remove_file(&path).map_err(|e| Error::io("removing blob", &path, e))?;
+                report.blobs_removed += 1;
+            }
+        }
+        let used = snapshot::in_use(&self.snapshots);
+        let entries =
+            fs::read_dir(&self.snapshots).map_err(|e| Error::io("listing", &self.snapshots, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("listing", &self.snapshots, e))?;
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if id == EMPTY_SNAPSHOT || keep.snapshots.contains(&id) {
+                continue;
+            }
+            if used.contains_key(&id) {
+                report.snapshots_in_use.push(entry.path());
+                continue;
+            }
+            // Renamed away first, so no half-deleted snapshot is ever seen under its name.
+            let doomed = self.tmp.join(format!("gc-{id}"));
+            fs::rename(entry.path(), &doomed)
+                .map_err(|e| Error::io("moving snapshot away", entry.path(), e))?;
+            fs::remove_dir_all(&doomed).map_err(|e| Error::io("removing snapshot", &doomed, e))?;
+            report.snapshots_removed += 1;
+        }
+        durable::sync_dir(self.blobs[0].dir())?;
+        durable::sync_dir(&self.snapshots)?;
+        Ok(report)
+    }
+
+    fn referenced(&self, index: &NameIndex) -> Result<Referenced> {
+        let mut referenced = Referenced::default();
+        for target in index.names.values() {
+            let image = self.load(&target.digest)?;
+            referenced.blobs.insert(image.manifest_digest.clone());
+            referenced.blobs.insert(image.config_digest.clone());
+            for layer in image.layers {
+                referenced.blobs.insert(layer.digest);
+                referenced.snapshots.insert(layer.chain_id.hex().to_owned());
+            }
+        }
+        Ok(referenced)
+    }
+}
+
+#[derive(Default)]
+struct Referenced {
+    blobs: BTreeSet<Digest>,
+    snapshots: BTreeSet<String>,
+}
+
+/// Which names the imported images get: `name` if given (the one image, or the one it picks out
+/// by tag), else the names the source carries.
+fn assign_names(path: &Path, found: &[Found], name: Option<&str>) -> Result<Vec<(String, Digest)>> {
+    let mut distinct: Vec<&Found> = Vec::new();
+    for f in found {
+        if !distinct.iter().any(|d| d.manifest == f.manifest) {
+            distinct.push(f);
+        }
+    }
+    let Some(name) = name else {
+        let mut names = Vec::new();
+        for f in found {
+            if f.names.is_empty() {
+                let what = match f.tags.first() {
+                    Some(tag) => format!("{} (tag {tag:?})", f.manifest),
+                    None => f.manifest.to_string(),
+                };
+                return Err(Error::Unnamed {
+                    path: path.to_owned(),
+                    what,
+                });
+            }
+            names.extend(f.names.iter().map(|n| (n.clone(), f.manifest.clone())));
+        }
+        return Ok(names);
+    };
+    let wanted = Reference::parse(name)?;
+    if wanted.digest.is_some() {
+        return Err(Error::InvalidReference {
+            name: name.to_owned(),
+            reason: "an image is named NAME:TAG; a digest cannot be given to it".into(),
+        });
+    }
+    let full = wanted.to_string();
+    let chosen: Vec<&&Found> = if distinct.len() == 1 {
+        distinct.iter().collect()
+    } else {
+        distinct
+            .iter()
+            .filter(|f| {
+                f.names.contains(&full) || wanted.tag.as_ref().is_some_and(|t| f.tags.contains(t))
+            })
+            .collect()
+    };
+    match chosen.as_slice() {
+        [one] => Ok(vec![(full, one.manifest.clone())]),
+        _ => Err(Error::Ambiguous {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            choices: distinct
+                .iter()
+                .map(|f| {
+                    let labels: Vec<&String> = f.names.iter().chain(&f.tags).collect();
+                    format!("{} {labels:?}", f.manifest)
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
