@@ -1,0 +1,1 @@
+//! podlab-layers (being written)
