@@ -1,1 +1,40 @@
-//! podlab-kubelet
+//! podlab-kubelet: kubelet's pod-lifecycle decisions as pure functions.
+//!
+//! Each module is one concept of `reference/kubelet-semantics.md` and names its rule IDs
+//! (`SBX-3`, `PH-5c`, ...): plain data in ([`PodSpecView`], [`RuntimeView`], [`PassContext`]),
+//! plain data out, no clock, no I/O, no root. [`sync_pass`] runs one reconcile pass (spec
+//! section 1); [`explain()`] runs the section-11 cases behind `podlab explain` and [`check`]
+//! compares their outputs with the cases' `expect`.
+//!
+//! Reading order follows a pass: [`sandbox`] → [`actions`] ([`restart`], [`init`], [`ephemeral`],
+//! [`attempt`], [`kill`]) → [`status`] → [`phase`] → [`conditions`]; beside it the clock-driven
+//! machines [`backoff`] and [`probe`], and the event vocabulary [`events`].
+
+pub mod actions;
+pub mod attempt;
+pub mod backoff;
+pub mod conditions;
+pub mod ephemeral;
+mod error;
+pub mod events;
+pub mod explain;
+pub mod init;
+pub mod kill;
+pub mod model;
+pub mod phase;
+pub mod probe;
+pub mod restart;
+pub mod rules;
+pub mod sandbox;
+pub mod status;
+pub mod sync;
+
+pub use error::Error;
+pub use explain::{check, explain, CaseResult, Mismatch, CASES_SCHEMA};
+pub use model::{
+    ContainerRecord, ContainerSpecView, PassContext, PodSpecView, RestartPolicy, RuntimeState,
+    RuntimeView, SandboxRecord,
+};
+pub use phase::Phase;
+pub use rules::{RuleId, Trace, SPEC_RULE_IDS};
+pub use sync::{sync_pass, sync_pass_narrated, SyncResult};
