@@ -461,6 +461,7 @@ fn hold_as_pid1(setup: impl FnOnce() -> Result<()>, ready_write: OwnedFd) -> ! {
                 let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
             }
             drop(ready_write);
+            close_inherited_fds();
             let code = match crate::child::wait_for(child) {
                 Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => code,
                 _ => 1,
@@ -502,9 +503,18 @@ fn die_with_parent() {
 }
 
 fn sleep_forever() -> ! {
+    close_inherited_fds();
     loop {
         nix::unistd::pause();
     }
+}
+
+/// Closes every file descriptor above stderr. A long-lived child forked from a busy process
+/// would otherwise keep copies of its pipes open, and readers waiting for end-of-file on them
+/// would wait as long as it lives.
+fn close_inherited_fds() {
+    // SAFETY: nothing in this process uses those descriptors any more.
+    unsafe { libc::close_range(3, libc::c_uint::MAX, 0) };
 }
 
 fn target(kind: Option<NsKind>, path: Option<&Path>, pid: Option<i32>) -> Target {
