@@ -83,9 +83,19 @@ fn test(filter: &[String]) -> Result<()> {
     cargo(&["build", "--workspace", "--bins"], &[])?;
     println!("\n== unit tests (no root needed) ==");
     // podlab-pause is a no_std binary without a test harness; the integration tests cover it.
-    cargo(&["test", "--workspace", "--exclude", "podlab-pause", "--lib", "--bins"], filter)?;
+    cargo(
+        &[
+            "test",
+            "--workspace",
+            "--exclude",
+            "podlab-pause",
+            "--lib",
+            "--bins",
+        ],
+        filter,
+    )?;
     println!("\n== integration tests, inside fresh namespaces ==");
-    cargo(&["test", "--workspace", "--tests", "--no-run"], &[])?;
+    cargo(&["test", "--workspace", "--test", "*", "--no-run"], &[])?;
     sandbox::run_integration_tests(filter)
 }
 

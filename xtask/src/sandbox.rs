@@ -2,7 +2,7 @@
 //!
 //! As root: `unshare --mount --uts --ipc --net --pid --fork --mount-proc --propagation private`.
 //! As another user: the same with `--user --map-root-user` first. Inside, `lo` is brought up,
-//! then `cargo test --tests` runs offline. When the sandbox's PID 1 ends, the kernel kills every
+//! then `cargo test --test '*'` (every integration-test target) runs offline. When the sandbox's PID 1 ends, the kernel kills every
 //! process left in it and frees its namespaces and mounts: a test that leaks cannot leak onto
 //! the host. Tests that skip for a missing kernel feature append their reason to the file named
 //! by `PODLAB_SKIP_LOG`; they are counted and printed at the end.
@@ -36,7 +36,7 @@ pub fn run_integration_tests(filter: &[String]) -> Result<()> {
         "sh",
         "-c",
         // lo first: tests reach their servers over 127.0.0.1 inside the sandbox's netns.
-        "ip link set lo up && exec \"$0\" test --workspace --tests --offline \"$@\"",
+        "ip link set lo up && exec \"$0\" test --workspace --test '*' --offline \"$@\"",
         env!("CARGO"),
     ]);
     unshare.args(filter);
