@@ -198,7 +198,11 @@ pub fn initialized(
         );
     }
     trace.fire("COND-INIT-3", || {
-        "Initialized is True: every init container completed (or started, for sidecars)".into()
+        if pod.has_init_containers() {
+            "Initialized is True: every init container completed (or started, for sidecars)".into()
+        } else {
+            "Initialized is True: the pod has no init containers".into()
+        }
     });
     Condition::new(true, None, None, "COND-INIT-3")
 }
