@@ -363,3 +363,61 @@ fn regular_containers(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SandboxRecord, SandboxState};
+    use crate::testkit::{exited, ready_sandbox, record, runtime};
+
+    fn run(pod: &PodSpecView, rt: &RuntimeView, ctx: &PassContext) -> PodActions {
+        let mut trace = Trace::quiet();
+        let sandbox = crate::sandbox::check(&rt.sandboxes, pod.host_network, &mut trace);
+        compute(pod, rt, ctx, &sandbox, &mut trace)
+    }
+
+    fn dead_sandbox() -> SandboxRecord {
+        SandboxRecord {
+            state: SandboxState::NotReady,
+            ..ready_sandbox()
+        }
+    }
+
+    #[test]
+    fn act_2_never_only_skips_creation_once_containers_existed() {
+        let pod = PodSpecView::new(RestartPolicy::Never, &["app"]);
+        let mut rt = RuntimeView {
+            sandboxes: vec![dead_sandbox()],
+            containers: vec![],
+        };
+        let a = run(&pod, &rt, &PassContext::default());
+        assert!(a.kill_pod && a.create_sandbox);
+        assert_eq!(a.containers_to_start, [0]);
+        rt.containers.push(exited("app", 10, 1));
+        let a = run(&pod, &rt, &PassContext::default());
+        assert!(a.kill_pod && !a.create_sandbox);
+        assert_eq!(a.rules, ["ACT-1", "ACT-2"]);
+    }
+
+    #[test]
+    fn ctr_6_kill_pod_when_nothing_is_kept_or_started() {
+        let pod = PodSpecView::new(RestartPolicy::Never, &["a", "b"]);
+        let rt = runtime(vec![exited("a", 10, 0), exited("b", 11, 3)]);
+        let a = run(&pod, &rt, &PassContext::default());
+        assert!(a.kill_pod && !a.create_sandbox);
+        assert!(a.containers_to_start.is_empty() && a.containers_to_kill.is_empty());
+    }
+
+    #[test]
+    fn ctr_1_unknown_record_is_killed_by_its_id() {
+        let pod = PodSpecView::new(RestartPolicy::Always, &["app"]);
+        let rt = runtime(vec![
+            exited("app", 5, 1),
+            record("app", RuntimeState::Unknown, 9),
+        ]);
+        let a = run(&pod, &rt, &PassContext::default());
+        assert_eq!(a.containers_to_kill.len(), 1);
+        assert_eq!(a.containers_to_kill[0].container_id, "app-9");
+        assert_eq!(a.attempts(&pod, &rt), [("app", ContainerAttempt::Next(1))]);
+    }
+}

@@ -90,16 +90,7 @@ mod tests {
     fn running(name: &str) -> ContainerRecord {
         ContainerRecord {
             id: format!("{name}-id"),
-            name: name.into(),
-            state: RuntimeState::Running,
-            created: 1,
-            exit_code: 0,
-            reason: String::new(),
-            restart_count: 0,
-            sandbox_id: "s1".into(),
-            hash: 0,
-            started_at: Some(1),
-            finished_at: None,
+            ..crate::testkit::record(name, RuntimeState::Running, 1)
         }
     }
 

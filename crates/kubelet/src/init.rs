@@ -271,3 +271,55 @@ fn running_sidecar(
     }
     completes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ContainerSpecView, RestartPolicy};
+    use crate::testkit::{exited, record, runtime};
+
+    fn sidecar(name: &str) -> ContainerSpecView {
+        ContainerSpecView {
+            sidecar: true,
+            ..ContainerSpecView::new(name)
+        }
+    }
+
+    #[test]
+    fn missing_sidecars_after_initialization_restart_in_spec_order() {
+        let mut pod = PodSpecView::new(RestartPolicy::Always, &["app"]);
+        pod.init_containers = vec![sidecar("a"), ContainerSpecView::new("setup"), sidecar("b")];
+        let rt = runtime(vec![record("app", RuntimeState::Running, 30)]);
+        let mut actions = PodActions::default();
+        let initialized = compute(
+            &pod,
+            &rt,
+            &PassContext::default(),
+            &mut actions,
+            &mut Trace::quiet(),
+        );
+        assert!(initialized);
+        assert_eq!(actions.init_containers_to_start, [0, 2]);
+    }
+
+    #[test]
+    fn init_failed_counts_oom_and_unknown() {
+        let oom = ContainerRecord {
+            reason: "OOMKilled".into(),
+            ..exited("i", 1, 0)
+        };
+        assert!(is_init_container_failed(&oom));
+        assert!(is_init_container_failed(&exited("i", 1, 2)));
+        assert!(is_init_container_failed(&record(
+            "i",
+            RuntimeState::Unknown,
+            1
+        )));
+        assert!(!is_init_container_failed(&exited("i", 1, 0)));
+        assert!(!is_init_container_failed(&record(
+            "i",
+            RuntimeState::Running,
+            1
+        )));
+    }
+}

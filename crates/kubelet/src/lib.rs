@@ -28,6 +28,8 @@ pub mod rules;
 pub mod sandbox;
 pub mod status;
 pub mod sync;
+#[cfg(test)]
+mod testkit;
 
 pub use error::Error;
 pub use explain::{check, explain, CaseResult, Mismatch, CASES_SCHEMA};

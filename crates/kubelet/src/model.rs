@@ -481,32 +481,17 @@ pub fn container_hash(name: &str, image: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(name: &str, created: i64) -> ContainerRecord {
-        ContainerRecord {
-            id: format!("{name}-{created}"),
-            name: name.into(),
-            state: RuntimeState::Exited,
-            created,
-            exit_code: 0,
-            reason: String::new(),
-            restart_count: 0,
-            sandbox_id: String::new(),
-            hash: 0,
-            started_at: None,
-            finished_at: None,
-        }
-    }
+    use crate::testkit::exited;
 
     #[test]
     fn two_newest_picks_by_creation_time_in_any_order() {
         let rt = RuntimeView {
             sandboxes: vec![],
             containers: vec![
-                record("a", 5),
-                record("a", 9),
-                record("b", 20),
-                record("a", 7),
+                exited("a", 5, 0),
+                exited("a", 9, 0),
+                exited("b", 20, 0),
+                exited("a", 7, 0),
             ],
         };
         let (first, second) = rt.two_newest("a");

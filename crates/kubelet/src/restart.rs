@@ -71,17 +71,8 @@ mod tests {
 
     fn record(state: RuntimeState, exit_code: i32) -> ContainerRecord {
         ContainerRecord {
-            id: "c1".into(),
-            name: "app".into(),
-            state,
-            created: 1,
             exit_code,
-            reason: String::new(),
-            restart_count: 0,
-            sandbox_id: "s1".into(),
-            hash: 0,
-            started_at: None,
-            finished_at: None,
+            ..crate::testkit::record("app", state, 1)
         }
     }
 

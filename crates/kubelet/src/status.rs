@@ -406,3 +406,45 @@ fn started_and_ready(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RestartPolicy;
+    use crate::testkit::{exited, record, runtime};
+
+    #[test]
+    fn regular_statuses_sorted_by_name_init_in_spec_order() {
+        let mut pod = PodSpecView::new(RestartPolicy::Always, &["web", "api"]);
+        pod.init_containers = vec![ContainerSpecView::new("z"), ContainerSpecView::new("a")];
+        let rt = runtime(vec![record("web", RuntimeState::Running, 10)]);
+        let s = compute(&pod, &rt, &PassContext::default(), &mut Trace::quiet());
+        let names =
+            |list: &[ApiContainerStatus]| list.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&s.containers), ["api", "web"]);
+        assert_eq!(names(&s.init), ["z", "a"]);
+        // API-2: the regular init containers have no record while web has one.
+        assert!(s.init.iter().all(|i| i.inferred && i.ready));
+    }
+
+    #[test]
+    fn api_4_only_two_newest_records_count() {
+        let pod = PodSpecView::new(RestartPolicy::Always, &["app"]);
+        let rt = runtime(vec![
+            exited("app", 1, 7),
+            exited("app", 2, 8),
+            exited("app", 3, 9),
+        ]);
+        let s = compute(&pod, &rt, &PassContext::default(), &mut Trace::quiet());
+        let app = &s.containers[0];
+        assert_eq!(app.state.terminated().map(|t| t.exit_code), Some(9));
+        assert_eq!(
+            app.last_state
+                .as_ref()
+                .and_then(ApiState::terminated)
+                .map(|t| t.exit_code),
+            Some(8)
+        );
+        assert_eq!(app.container_id.as_deref(), Some("app-3"));
+    }
+}

@@ -136,3 +136,63 @@ pub fn sync_pass_traced(
         rules: trace.rules().to_vec(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RestartPolicy, RuntimeState};
+    use crate::phase::Phase;
+    use crate::testkit::{record, runtime};
+
+    fn healthy() -> (PodSpecView, RuntimeView) {
+        let pod = PodSpecView::new(RestartPolicy::Always, &["a", "b", "c"]);
+        let rt = runtime(
+            ["a", "b", "c"]
+                .iter()
+                .map(|n| record(n, RuntimeState::Running, 10))
+                .collect(),
+        );
+        (pod, rt)
+    }
+
+    #[test]
+    fn healthy_pod_has_nothing_to_do() {
+        let (pod, rt) = healthy();
+        let r = sync_pass(&pod, &rt, &PassContext::default());
+        assert!(r.runtime_sync_called);
+        assert!(!r.actions.kill_pod && !r.actions.create_sandbox);
+        assert!(
+            r.actions.containers_to_start.is_empty() && r.actions.containers_to_kill.is_empty()
+        );
+        assert_eq!(r.phase.phase, Phase::Running);
+        assert!(r.conditions.ready.is_true());
+        assert!(r.events().is_empty());
+    }
+
+    #[test]
+    fn quiet_and_narrated_passes_decide_the_same() {
+        let (pod, mut rt) = healthy();
+        rt.sandboxes[0].state = crate::model::SandboxState::NotReady;
+        let quiet = sync_pass(&pod, &rt, &PassContext::default());
+        let (narrated, lines) = sync_pass_narrated(&pod, &rt, &PassContext::default());
+        assert_eq!(quiet, narrated);
+        assert!(lines.iter().any(|l| l.starts_with("SBX-3: ")));
+        assert_eq!(narrated.events()[0].0, events::SANDBOX_CHANGED);
+    }
+
+    #[test]
+    fn terminal_phase_skips_the_runtime_reconcile() {
+        let (pod, rt) = healthy();
+        let ctx = PassContext {
+            eviction: Some(crate::model::Eviction {
+                reason: "Evicted".into(),
+                message: "The node was low on resource: memory.".into(),
+            }),
+            ..PassContext::default()
+        };
+        let r = sync_pass(&pod, &rt, &ctx);
+        assert_eq!(r.phase.phase, Phase::Failed);
+        assert_eq!(r.phase.reason.as_deref(), Some("Evicted"));
+        assert!(!r.runtime_sync_called);
+    }
+}

@@ -221,3 +221,115 @@ fn run_probe_worker(input: &Value, path: &str, trace: &mut Trace) -> Result<Valu
     }
     Ok(serde_json::json!({ "initial": initial.as_str(), "ticks": ticks }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sync_case(input: Value) -> Value {
+        json!({"id": "c", "kind": "sync", "input": input})
+    }
+
+    #[test]
+    fn one_case_or_a_cases_array() {
+        let case =
+            sync_case(json!({"pod": {"restartPolicy": "Always", "containers": [{"name": "app"}]}}));
+        assert_eq!(explain(&case).unwrap().len(), 1);
+        let file = json!({"schema": CASES_SCHEMA, "cases": [case.clone(), case]});
+        let results = explain(&file).unwrap();
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0].output["phase"], "Pending");
+        let members: Vec<&String> = results[0].output.as_object().unwrap().keys().collect();
+        assert_eq!(
+            members,
+            [
+                "actions",
+                "apiStatuses",
+                "conditions",
+                "phase",
+                "runtimeSyncCalled",
+                "sandbox"
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_field_names_its_path() {
+        let file = json!({"cases": [sync_case(json!({"pod": {"containers": []}}))]});
+        let err = explain(&file).unwrap_err();
+        assert_eq!(err.path(), "cases[0].input.pod");
+        assert!(err.to_string().contains("restartPolicy"), "{err}");
+    }
+
+    #[test]
+    fn wrong_value_and_unknown_field_name_their_paths() {
+        let bad_state = sync_case(json!({
+            "pod": {"restartPolicy": "Always", "containers": [{"name": "app"}]},
+            "runtime": {"containers": [{"name": "app", "state": "Running", "created": 1}]}
+        }));
+        assert_eq!(
+            explain(&bad_state).unwrap_err().path(),
+            "input.runtime.containers[0].state"
+        );
+        let typo = sync_case(
+            json!({"pod": {"restartPolicy": "Always", "containers": [], "hostNetwrok": true}}),
+        );
+        let err = explain(&typo).unwrap_err();
+        assert!(err.to_string().contains("hostNetwrok"), "{err}");
+    }
+
+    #[test]
+    fn exited_record_needs_exit_code() {
+        let case = sync_case(json!({
+            "pod": {"restartPolicy": "Always", "containers": [{"name": "app"}]},
+            "runtime": {"containers": [{"name": "app", "state": "exited", "created": 1}]}
+        }));
+        assert_eq!(
+            explain(&case).unwrap_err().path(),
+            "input.runtime.containers[0].exitCode"
+        );
+    }
+
+    #[test]
+    fn unknown_kind_and_non_case_are_typed_errors() {
+        let err =
+            explain(&json!({"cases": [{"id": "x", "kind": "resync", "input": {}}]})).unwrap_err();
+        assert_eq!(
+            err,
+            Error::UnknownKind {
+                path: "cases[0].kind".into(),
+                kind: "resync".into()
+            }
+        );
+        assert_eq!(
+            explain(&json!([1])).unwrap_err(),
+            Error::NotACase { path: "$".into() }
+        );
+        assert_eq!(
+            explain(&json!({"id": "x"})).unwrap_err(),
+            Error::NotACase { path: "$".into() }
+        );
+        let no_input = explain(&json!({"id": "x", "kind": "sync"})).unwrap_err();
+        assert_eq!(no_input.path(), "input");
+    }
+
+    #[test]
+    fn backoff_and_probe_worker_outputs_have_their_members() {
+        let backoff = json!({"id": "b", "kind": "backoff", "input": {"attempts": [{"finishedAt": 0, "now": 0}]}});
+        let out = &explain(&backoff).unwrap()[0];
+        assert_eq!(
+            out.output,
+            json!({"decisions": [{"decision": "start", "backoffAfter": 10}]})
+        );
+        assert_eq!(out.rules, ["BO-1", "BO-3"]);
+        let probe = json!({"id": "p", "kind": "probeWorker", "input": {
+            "probeType": "liveness", "spec": {"periodSeconds": 10}, "containerStartedAt": 0,
+            "ticks": [{"t": 0, "raw": "failure"}]}});
+        let out = &explain(&probe).unwrap()[0];
+        assert_eq!(
+            out.output,
+            json!({"initial": "success", "ticks": [{"t": 0, "probed": true, "reported": "success"}]})
+        );
+    }
+}
