@@ -22,6 +22,7 @@ pub mod indexer;
 pub mod indexes;
 pub mod informer;
 pub mod kind;
+pub mod manifest;
 pub mod names;
 pub mod selector;
 pub mod store;
