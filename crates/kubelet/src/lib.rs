@@ -32,7 +32,9 @@ pub mod sync;
 mod testkit;
 
 pub use error::Error;
-pub use explain::{check, explain, CaseResult, Mismatch, CASES_SCHEMA};
+pub use explain::{
+    check, explain, verify, CaseResult, CheckedCase, Mismatch, Verification, CASES_SCHEMA,
+};
 pub use model::{
     ContainerRecord, ContainerSpecView, PassContext, PodSpecView, RestartPolicy, RuntimeState,
     RuntimeView, SandboxRecord,

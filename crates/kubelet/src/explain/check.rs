@@ -9,7 +9,7 @@ use std::fmt;
 use serde_json::Value;
 
 /// One difference between `expect` and the output.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Mismatch {
     /// JSON path below `expect`, e.g. `actions.containersToStart`.
     pub path: String,

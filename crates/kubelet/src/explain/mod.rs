@@ -21,7 +21,7 @@ use crate::sync::sync_pass_traced;
 pub const CASES_SCHEMA: &str = "podlab-kubelet-cases/v1";
 
 /// What explaining one case gives.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CaseResult {
     pub id: String,
     pub kind: String,
@@ -49,6 +49,62 @@ pub fn explain(input: &Value) -> Result<Vec<CaseResult>, Error> {
         None if object.contains_key("kind") => Ok(vec![explain_case(input, "")?]),
         None => Err(Error::NotACase { path: "$".into() }),
     }
+}
+
+/// One explained case and how it compares with its `expect`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckedCase {
+    pub result: CaseResult,
+    /// `None` when the case has no `expect` (nothing to compare).
+    pub mismatches: Option<Vec<Mismatch>>,
+}
+
+impl CheckedCase {
+    pub fn passed(&self) -> bool {
+        self.mismatches.as_ref().is_none_or(Vec::is_empty)
+    }
+}
+
+/// [`explain`] plus [`check`] for every case that has an `expect`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Verification {
+    pub cases: Vec<CheckedCase>,
+}
+
+impl Verification {
+    pub fn passed(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.mismatches.as_ref().is_some_and(Vec::is_empty))
+            .count()
+    }
+
+    pub fn failed(&self) -> usize {
+        self.cases.iter().filter(|c| !c.passed()).count()
+    }
+
+    /// The closing line: `N passed, M failed`.
+    pub fn summary(&self) -> String {
+        format!("{} passed, {} failed", self.passed(), self.failed())
+    }
+}
+
+/// Explains a case or a cases file and checks each case that has an `expect`.
+pub fn verify(input: &Value) -> Result<Verification, Error> {
+    let results = explain(input)?;
+    let cases: Vec<&Value> = match input.get("cases").and_then(Value::as_array) {
+        Some(cases) => cases.iter().collect(),
+        None => vec![input],
+    };
+    let checked = results
+        .into_iter()
+        .zip(cases)
+        .map(|(result, case)| CheckedCase {
+            mismatches: case.get("expect").map(|_| check(case, &result.output)),
+            result,
+        })
+        .collect();
+    Ok(Verification { cases: checked })
 }
 
 fn join(prefix: &str, member: &str) -> String {
@@ -252,6 +308,22 @@ mod tests {
                 "sandbox"
             ]
         );
+    }
+
+    #[test]
+    fn verify_counts_passed_and_failed() {
+        let good = json!({"id": "g", "kind": "backoff", "input": {"attempts": [{"finishedAt": 0, "now": 0}]},
+                          "expect": {"decisions": [{"decision": "start", "backoffAfter": 10}]}});
+        let bad = json!({"id": "b", "kind": "backoff", "input": {"attempts": [{"finishedAt": 0, "now": 0}]},
+                         "expect": {"decisions": [{"decision": "start", "backoffAfter": 20}]}});
+        let plain = json!({"id": "p", "kind": "backoff", "input": {"attempts": []}});
+        let v = verify(&json!({"cases": [good, bad, plain]})).unwrap();
+        assert_eq!(v.summary(), "1 passed, 1 failed");
+        assert_eq!(
+            v.cases[1].mismatches.as_ref().unwrap()[0].path,
+            "decisions[0].backoffAfter"
+        );
+        assert!(v.cases[2].mismatches.is_none());
     }
 
     #[test]
