@@ -1,1 +1,93 @@
-//! Integration tests: cli.
+//! Integration tests: cli. The `podlab` command's exit statuses and messages, `podlab ns ls`
+//! against the kernel's inode ids, and the uts and ipc demos run end to end.
+
+use podlab_ns::ops::{self, Holder};
+use podlab_ns::NsKind;
+
+use crate::support::podlab;
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = podlab().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_demo_is_a_usage_error_naming_it() {
+    let (code, _, stderr) = run(&["demo", "bogus"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.contains("\"bogus\""), "{stderr}");
+}
+
+#[test]
+fn ns_ls_of_a_missing_pid_says_so() {
+    let (code, stdout, stderr) = run(&["ns", "ls", "--pid", "2147483647"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("no process with pid 2147483647"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ns_ls_lists_our_own_net_namespace() {
+    let inode = ops::ns_inode(std::process::id() as i32, NsKind::Net).unwrap();
+    let (code, stdout, stderr) = run(&["ns", "ls"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NS", "TYPE", "NPROCS", "PID", "USER", "COMMAND"]);
+    let row = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(inode.to_string().as_str()))
+        .unwrap_or_else(|| panic!("net:[{inode}] not listed:\n{stdout}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("net"), "{row}");
+}
+
+#[test]
+fn ns_ls_of_a_pid_shows_its_namespaces_as_json() {
+    let holder = Holder::spawn(&[NsKind::Net, NsKind::Uts], || Ok(())).unwrap();
+    let pid = holder.pid.as_raw().to_string();
+    let (code, stdout, stderr) = run(&["ns", "ls", "--pid", &pid, "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = listing["namespaces"].as_array().unwrap();
+    let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    for kind in NsKind::ALL.iter().filter(|k| k.supported()) {
+        assert!(
+            kinds.contains(&kind.proc_name()),
+            "{kind} missing: {kinds:?}"
+        );
+    }
+    for kind in [NsKind::Net, NsKind::Uts] {
+        let inode = holder.inode(kind).unwrap();
+        let row = rows.iter().find(|r| r["kind"] == kind.proc_name()).unwrap();
+        assert_eq!(row["inode"], inode, "{row}");
+        assert_eq!(
+            row["pid"],
+            holder.pid.as_raw(),
+            "the holder alone is in it: {row}"
+        );
+        assert_eq!(row["nprocs"], 1, "{row}");
+    }
+}
+
+#[test]
+fn demo_uts_holds() {
+    let (code, stdout, stderr) = run(&["demo", "uts"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("demo uts: all evidence holds"), "{stdout}");
+    assert!(!stdout.contains("[FAIL]"), "{stdout}");
+}
+
+#[test]
+fn demo_ipc_holds() {
+    let (code, stdout, stderr) = run(&["demo", "ipc"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("demo ipc: all evidence holds"), "{stdout}");
+    assert!(!stdout.contains("[FAIL]"), "{stdout}");
+}
