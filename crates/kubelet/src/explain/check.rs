@@ -1,8 +1,8 @@
 //! Compares an explain output with a case's `expect`: only the members `expect` names (for sync
 //! cases also only the sub-members it names of `sandbox`, `actions`, `apiStatuses` and
 //! `conditions`), strictly below that, start lists in order, `containersToKill` as a set.
-//! podlab's extra output members (`restartCount` of a status, `restart`/`message` of a kill)
-//! are compared only when `expect` gives them.
+//! podlab's extra output members (`restartCount` and any `terminatedReason` of a status,
+//! `restart`/`message` of a kill) are compared only when `expect` gives them.
 
 use std::fmt;
 
@@ -69,7 +69,8 @@ pub fn check(case: &Value, output: &Value) -> Vec<Mismatch> {
 fn optional_members(path: &str) -> &'static [&'static str] {
     let in_list = |list: &str| path.starts_with(list) && path.ends_with(']');
     if in_list("apiStatuses.init[") || in_list("apiStatuses.containers[") {
-        &["restartCount"]
+        // terminatedReason: section 11 only shows it as "Completed"; podlab renders any reason.
+        &["restartCount", "terminatedReason"]
     } else if in_list("actions.containersToKill[") {
         &["restart", "message"]
     } else {
