@@ -5,7 +5,7 @@
 use crate::actions::{self, PodActions};
 use crate::conditions::{self, PodConditions};
 use crate::events;
-use crate::model::{PassContext, PodSpecView, RuntimeView};
+use crate::model::{ContainerSpecView, PassContext, PodSpecView, RuntimeView};
 use crate::phase::{self, PhaseDecision};
 use crate::rules::{RuleId, Trace};
 use crate::sandbox::{self, SandboxCheck};
@@ -111,6 +111,7 @@ pub fn sync_pass_traced(
     trace.absorb(sandbox_trace);
     let actions = actions::compute(pod, rt, ctx, &sandbox, trace);
     let sandbox_changed_event = actions.create_sandbox && !actions.sandbox_id.is_empty();
+    trace.say(|| summary(pod, &actions));
     if actions.create_sandbox {
         trace.say(|| {
             if sandbox_changed_event {
@@ -134,6 +135,50 @@ pub fn sync_pass_traced(
         sandbox_changed_event,
         network_not_ready,
         rules: trace.rules().to_vec(),
+    }
+}
+
+/// One line with what computePodActions decided.
+fn summary<'p>(pod: &'p PodSpecView, actions: &PodActions) -> String {
+    fn names<'a>(list: impl Iterator<Item = &'a str>) -> String {
+        crate::rules::go_slice(&list.collect::<Vec<_>>())
+    }
+    let mut parts = Vec::new();
+    if actions.kill_pod {
+        parts.push("kill the pod".to_string());
+    }
+    if actions.create_sandbox {
+        parts.push(format!("create a sandbox with attempt {}", actions.attempt));
+    }
+    if !actions.containers_to_kill.is_empty() && !actions.kill_pod {
+        let killed = names(actions.containers_to_kill.iter().map(|k| k.name.as_str()));
+        parts.push(format!("kill {killed}"));
+    }
+    let pick = |indexes: &[usize], list: &'p [ContainerSpecView]| -> Vec<&'p str> {
+        indexes.iter().map(|&i| list[i].name.as_str()).collect()
+    };
+    let ephemeral: Vec<&str> = actions
+        .ephemeral_containers_to_start
+        .iter()
+        .map(|&i| pod.ephemeral_containers[i].name.as_str())
+        .collect();
+    let starts = [
+        ("start ephemeral", ephemeral),
+        (
+            "start init",
+            pick(&actions.init_containers_to_start, &pod.init_containers),
+        ),
+        ("start", pick(&actions.containers_to_start, &pod.containers)),
+    ];
+    for (what, list) in starts {
+        if !list.is_empty() {
+            parts.push(format!("{what} {}", crate::rules::go_slice(&list)));
+        }
+    }
+    if parts.is_empty() {
+        "Actions: nothing to do.".into()
+    } else {
+        format!("Actions: {}.", parts.join(", "))
     }
 }
 
