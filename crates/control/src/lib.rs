@@ -14,16 +14,19 @@
 //! * [`selector`]: label selectors (`matchLabels`, `matchExpressions`).
 //! * [`manifest`]: `apps/v1` ReplicaSet manifests, decoded and validated as the API server does.
 //! * [`replicaset`]: the ReplicaSet controller: a pure reconcile function and a driver.
+//! * [`events`]: `v1.Event`s as client-go's recorder writes them.
 
 pub mod changelog;
 mod durable;
 pub mod error;
+pub mod events;
 pub mod indexer;
 pub mod indexes;
 pub mod informer;
 pub mod kind;
 pub mod manifest;
 pub mod names;
+pub mod replicaset;
 pub mod selector;
 pub mod store;
 pub mod watch;
@@ -33,6 +36,7 @@ pub use error::{Error, IndexError, Result};
 pub use indexer::{index_func, IndexFunc, Indexer, Indexers};
 pub use informer::{EventHandler, HandlerFuncs, Informer};
 pub use kind::{controller_of, object_key, Kind, StoreObject};
+pub use replicaset::{ControllerConfig, ReplicaSetController};
 pub use selector::Selector;
 pub use store::{PodDeletion, Preconditions, Store, DEFAULT_NAMESPACE};
 pub use watch::{Watch, WatchEvent};
