@@ -20,9 +20,10 @@
 //! whose path, or hardlink target, goes through a symlink, since a symlink's target means
 //! something only inside the container, never on the host.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::{self, Metadata, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, BufWriter, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -31,6 +32,7 @@ use nix::sys::stat::{makedev, Mode, SFlag};
 use nix::sys::time::TimeSpec;
 use tar::EntryType;
 
+use crate::content::COPY_BUFFER;
 use crate::digest::{Digest, HashingReader};
 use crate::error::{Error, Result};
 
@@ -62,7 +64,7 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
         root: dest,
         lowers,
         layer,
-        folder_times: Vec::new(),
+        folder_times: BTreeMap::new(),
     };
     {
         let mut archive = tar::Archive::new(&mut hashing);
@@ -86,8 +88,9 @@ struct Applier<'a> {
     root: &'a Path,
     lowers: &'a [PathBuf],
     layer: &'a str,
-    /// Folder mtimes are set last: writing into a folder changes its mtime.
-    folder_times: Vec<(PathBuf, i64)>,
+    /// Folder mtimes are set last: writing into a folder changes its mtime. The last one given
+    /// for a folder wins, as tar's last entry does.
+    folder_times: BTreeMap<PathBuf, i64>,
 }
 
 impl Applier<'_> {
@@ -156,20 +159,24 @@ impl Applier<'_> {
                 }
                 set_owner(&path, uid, gid)?;
                 set_mode(&path, mode)?;
-                self.folder_times.push((path.clone(), mtime));
+                self.folder_times.insert(path.clone(), mtime);
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
                 remove_existing(&path)?;
-                let mut file = OpenOptions::new()
+                let file = OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .custom_flags(libc::O_NOFOLLOW)
                     .mode(0o600)
                     .open(&path)
                     .map_err(|e| Error::io("creating", &path, e))?;
-                io::copy(entry, &mut file)
+                // Big writes for big files, without a big buffer for each of many small ones.
+                let buffer = (entry.size() as usize).clamp(8 * 1024, COPY_BUFFER);
+                let mut out = BufWriter::with_capacity(buffer, file);
+                io::copy(entry, &mut out)
                     .map_err(|e| self.broken(format!("entry {}: {e}", raw.display())))?;
-                drop(file);
+                out.into_inner()
+                    .map_err(|e| Error::io("writing", &path, e.into_error()))?;
                 set_owner(&path, uid, gid)?;
                 set_mode(&path, mode)?;
             }
@@ -300,7 +307,7 @@ impl Applier<'_> {
             Some(m) => {
                 set_owner(path, m.uid(), m.gid())?;
                 set_mode(path, m.mode() & 0o7777)?;
-                self.folder_times.push((path.to_path_buf(), m.mtime()));
+                self.folder_times.insert(path.to_path_buf(), m.mtime());
             }
             None => set_mode(path, 0o755)?,
         }
@@ -329,8 +336,11 @@ impl Applier<'_> {
     }
 
     fn set_folder_times(&self) -> Result<()> {
-        for (path, mtime) in self.folder_times.iter().rev() {
-            set_mtime(path, *mtime)?;
+        for (path, mtime) in &self.folder_times {
+            // A later entry may have replaced the folder, or a folder above it.
+            if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                set_mtime(path, *mtime)?;
+            }
         }
         Ok(())
     }
@@ -653,7 +663,8 @@ mod tests {
             .file("a", 0o644, b"first")
             .file("a", 0o600, b"second")
             .dir("b/", 0o755)
-            .file("b/inner", 0o644, b"")
+            .dir("b/sub/", 0o755)
+            .file("b/sub/inner", 0o644, b"")
             .file("b", 0o644, b"now a file")
             .bytes();
         let (dir, result) = unpack_into(&tar, &[]);

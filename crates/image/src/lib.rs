@@ -6,9 +6,9 @@
 //! folder of its own; the container's root filesystem is then an overlay mount of those folders
 //! (read-only, top-most layer first) under a fresh writable folder. This crate is that, small:
 //!
-//! * [`content`](crate::Store) — `blobs/sha256/<hex>`, verified when written and when read;
-//! * [`import`] — oci-archive, docker-archive and OCI layout folders, all-or-nothing
-//!   ([`staging`] builds a whole import before anything is moved into the store);
+//! * the content store — `blobs/sha256/<hex>`, verified when written and when read;
+//! * [`Store::import`] — oci-archive, docker-archive and OCI layout folders, all or nothing
+//!   (an import is built in a staging folder before anything is moved into the store);
 //! * [`layer`] — unpacking a layer tar, turning its whiteouts into overlayfs whiteouts;
 //! * [`snapshot`] — one folder per layer, named by ChainID; [`Store::lowerdirs`] for the mount;
 //! * [`busybox`] — a real two-layer `busybox:latest` built from the host's busybox-static.
@@ -30,7 +30,7 @@ pub mod digest;
 mod durable;
 pub mod error;
 pub mod image;
-pub mod import;
+mod import;
 mod index;
 pub mod layer;
 pub mod reference;
@@ -41,6 +41,5 @@ mod store;
 pub use digest::Digest;
 pub use error::{Error, Result};
 pub use image::{Image, ImageConfig, ImageDetails, ImageSummary, Layer};
-pub use import::Format;
 pub use oci_spec;
 pub use store::{GcReport, Store};

@@ -56,12 +56,14 @@ pub(crate) fn unpack(
     let name = format!("{} ({})", layer.digest, layer.media_type);
     let mut blob = content.open(&layer.digest)?;
     let blob_path = blob.path().to_owned();
-    let unpacked = {
+    let unpacked = (|| {
         let buffered = BufReader::with_capacity(COPY_BUFFER, &mut blob);
         let (_, tar_stream) = compression::decompress(buffered, &name)?;
-        layer::unpack(tar_stream, dest, lowers, &name)?
-    };
+        layer::unpack(tar_stream, dest, lowers, &name)
+    })();
+    // A corrupt blob usually breaks the tar or the gzip stream first; its digest says why.
     let size = blob.finish()?;
+    let unpacked = unpacked?;
     if size != layer.size {
         return Err(Error::SizeMismatch {
             digest: layer.digest.clone(),

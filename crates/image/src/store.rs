@@ -125,7 +125,17 @@ impl Store {
         let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
         let (_format, found) = import::read(path, &staging)?;
         let names = assign_names(path, &found, name)?;
-        self.commit(staging, names)
+        let index = self.index()?;
+        let replaced = names
+            .iter()
+            .any(|(n, d)| index.names.get(n).is_some_and(|t| &t.digest != d));
+        let summaries = self.commit(staging, names)?;
+        if replaced {
+            // A name moved to new content: the old image may now be garbage. Best effort: the
+            // import itself has succeeded, and `gc` can be run again.
+            let _ = self.index().and_then(|index| self.collect_garbage(&index));
+        }
+        Ok(summaries)
     }
 
     /// Unpacks, moves into place and names the staged images; the index write is the commit.
