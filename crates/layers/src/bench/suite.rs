@@ -1,0 +1,943 @@
+//! The five comparisons, run in one lab against every peer that is installed.
+//!
+//! 1. `ns-set`: a namespace set (uts+ipc+net+pid+mnt) around `/bin/true`, as one command line:
+//!    `unshare --uts --ipc --net --pid --fork --mount /bin/true` vs podlab-ns's clone + exec
+//!    (the `podlab-ns-true` helper), with a plain spawn of `/bin/true` as the baseline.
+//! 2. `container-true`: one container running `/bin/true`, created, run and removed: runc,
+//!    runc and crun in the cgroup2-only view, `ctr run --rm`, `docker run --rm`, `podman run --rm`.
+//! 3. `pod`: a sandbox and two containers up (every command returned: they run), then deleted:
+//!    podman (`pod create` + `pod start` + 2× `run -d --pod`; `pod rm -f -t 0`), docker (a
+//!    sandbox container and 2 joining it with `--network container:` and `--ipc container:`;
+//!    `rm -f`), containerd the way its CRI plugin builds a pod (a sandbox task and 2 joining its
+//!    net, ipc and uts namespaces with `ctr run --with-ns`; kill + delete).
+//! 4. `scale`: 1, 10, 100, 500 pods alive (podman pods; docker and ctr sandbox containers): the
+//!    time to start one more at each level (and remove it again), and the memory per pod (Pss
+//!    and RSS of catatonit + conmon for podman, of the shim + its sandbox process for docker and
+//!    ctr; the daemons' own memory apart).
+//! 5. `teardown`: delete N pods one after another, and wait until the kernel has freed their
+//!    network namespaces (the `net_namespace` slab count is back where it was).
+//!
+//! Every command of the peers runs inside the lab (see [`crate::lab`]); comparison 1 makes its
+//! namespaces from the host's, which is what `unshare` users do.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::podlab::Podlab;
+use super::record::{fill_ratios, rows_of, Row};
+use super::stats::{interleave, Contender, Trial};
+use crate::engines::containerd::Containerd;
+use crate::engines::dockerd::Dockerd;
+use crate::engines::oci::Bundle;
+use crate::engines::podman::{self, Podman};
+use crate::hostcheck::{self, net_namespaces_in_kernel, Change};
+use crate::image::{self, Busybox};
+use crate::lab::{run, Lab};
+use crate::procs::{Memory, Table};
+use crate::{interrupt, tools, Error, Result};
+
+/// How much of each comparison to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: &'static str,
+    pub warmup: usize,
+    pub ns_rounds: usize,
+    pub container_rounds: usize,
+    pub pod_rounds: usize,
+    pub levels: Vec<u32>,
+    pub level_rounds: usize,
+    pub teardown_pods: u32,
+    pub teardown_rounds: usize,
+}
+
+impl Plan {
+    /// Under 3 minutes here.
+    pub fn quick() -> Plan {
+        Plan {
+            name: "quick",
+            warmup: 1,
+            ns_rounds: 30,
+            container_rounds: 8,
+            pod_rounds: 4,
+            levels: vec![1, 10, 30],
+            level_rounds: 3,
+            teardown_pods: 20,
+            teardown_rounds: 1,
+        }
+    }
+
+    /// Under 20 minutes here.
+    pub fn full() -> Plan {
+        Plan {
+            name: "full",
+            warmup: 2,
+            ns_rounds: 200,
+            container_rounds: 30,
+            pod_rounds: 12,
+            levels: vec![1, 10, 100, 500],
+            level_rounds: 5,
+            teardown_pods: 100,
+            teardown_rounds: 2,
+        }
+    }
+}
+
+pub struct Options {
+    pub plan: Plan,
+    pub podlab: Podlab,
+    /// The `podlab-ns-true` helper binary.
+    pub ns_helper: PathBuf,
+}
+
+/// What a run found: the rows, the versions of everything measured, what could not run, and
+/// whether the host is as it was.
+pub struct Outcome {
+    pub rows: Vec<Row>,
+    pub versions: Vec<(String, String)>,
+    pub notes: Vec<String>,
+    pub host_changes: Vec<Change>,
+    pub seconds: f64,
+}
+
+/// The peers of one lab.
+struct Peers {
+    lab: Lab,
+    containerd: Option<Containerd>,
+    dockerd: Option<Dockerd>,
+    podman: Option<Podman>,
+    bundle: Option<Bundle>,
+    cgroup2_view: bool,
+    counter: Cell<u64>,
+}
+
+impl Peers {
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.counter.get();
+        self.counter.set(n + 1);
+        format!("{prefix}{n}")
+    }
+}
+
+pub fn run_all(options: &Options) -> Result<Outcome> {
+    let started = Instant::now();
+    let before = hostcheck::snapshot();
+    let netns_baseline = net_namespaces_in_kernel();
+    let mut notes = Vec::new();
+    let mut rows = Vec::new();
+
+    println!("== 1. namespace set around /bin/true ==");
+    rows.extend(ns_set(options)?);
+    drain_netns(netns_baseline);
+
+    let result = with_peers(&mut notes, |peers, notes| {
+        let plan = &options.plan;
+        println!("== 2. one /bin/true container, created, run, removed ==");
+        rows.extend(container_true(peers, &options.podlab, plan)?);
+        drain_netns(netns_baseline);
+        println!("== 3. a pod: sandbox + two containers up, then deleted ==");
+        rows.extend(pod(peers, &options.podlab, plan)?);
+        drain_netns(netns_baseline);
+        println!("== 4. scale: {:?} pods alive ==", plan.levels);
+        rows.extend(scale(peers, &options.podlab, plan, notes)?);
+        drain_netns(netns_baseline);
+        println!("== 5. teardown of {} pods ==", plan.teardown_pods);
+        rows.extend(teardown(peers, &options.podlab, plan)?);
+        Ok(())
+    });
+    let after = hostcheck::snapshot();
+    let host_changes = hostcheck::changes(&before, &after);
+    result?;
+    fill_ratios(&mut rows);
+    Ok(Outcome {
+        rows,
+        versions: versions(),
+        notes,
+        host_changes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Starts the lab and every installed peer, runs `body`, and always tears the lab down.
+fn with_peers(
+    notes: &mut Vec<String>,
+    body: impl FnOnce(&Peers, &mut Vec<String>) -> Result<()>,
+) -> Result<()> {
+    let mut lab = Lab::new()?;
+    println!(
+        "lab: {} (net:[{}] mnt:[{}])",
+        lab.dir().display(),
+        lab.net_inode(),
+        lab.mnt_inode()
+    );
+    let built = image::build(&lab.subdir("image")?)?;
+    let mut note = |what: &str, err: &Error| {
+        let line = format!("{what}: {err}");
+        eprintln!("  {line}");
+        notes.push(line);
+    };
+    let containerd = match Containerd::start(&mut lab) {
+        Ok(c) => match built.oci_archive.as_deref().map(|a| c.import(&lab, a)) {
+            Some(Ok(())) => Some(c),
+            Some(Err(err)) => {
+                note("ctr images import", &err);
+                None
+            }
+            None => {
+                note(
+                    "ctr",
+                    &Error::Missing {
+                        binary: "umoci",
+                        package: "umoci",
+                    },
+                );
+                None
+            }
+        },
+        Err(err) => {
+            note("containerd", &err);
+            None
+        }
+    };
+    let dockerd = match containerd.as_ref().map(|c| Dockerd::start(&mut lab, c)) {
+        Some(Ok(d)) => match d.import(&lab, &built.tar) {
+            Ok(()) => Some(d),
+            Err(err) => {
+                note("docker import", &err);
+                None
+            }
+        },
+        Some(Err(err)) => {
+            note("dockerd", &err);
+            None
+        }
+        None => None,
+    };
+    let podman = match Podman::setup(&mut lab) {
+        Ok(p) => match p.import(&lab, &built.tar) {
+            Ok(()) => Some(p),
+            Err(err) => {
+                note("podman import", &err);
+                None
+            }
+        },
+        Err(err) => {
+            note("podman", &err);
+            None
+        }
+    };
+    let bundle = Bundle::create(
+        &lab.subdir("bundle")?,
+        &built.rootfs,
+        &["/bin/true"],
+        &lab.cgroup_parent("runc"),
+    )
+    .map_err(|err| note("runc spec", &err))
+    .ok();
+    let cgroup2_view = lab
+        .enable_cgroup2_view()
+        .map_err(|err| note("cgroup2 view", &err))
+        .is_ok();
+    let mut peers = Peers {
+        lab,
+        containerd,
+        dockerd,
+        podman,
+        bundle,
+        cgroup2_view,
+        counter: Cell::new(0),
+    };
+    let result = body(&peers, notes);
+    // Engines first (their clean-up steps run inside teardown), then the lab itself.
+    let torn = peers.lab.teardown();
+    result.and(torn)
+}
+
+/// Runs `cmd` and returns how long it took, in ms; fails if it fails.
+pub fn timed(cmd: &mut Command) -> Result<f64> {
+    let start = Instant::now();
+    run(cmd)?;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+fn one<'a>(name: &str, command: String, trial: Trial<'a>) -> Contender<'a> {
+    Contender {
+        name: name.into(),
+        command,
+        trial: Some(trial),
+    }
+}
+
+fn ns_set(options: &Options) -> Result<Vec<Row>> {
+    let plan = &options.plan;
+    let unshare = [
+        "--uts",
+        "--ipc",
+        "--net",
+        "--pid",
+        "--fork",
+        "--mount",
+        "/bin/true",
+    ];
+    let helper = options.ns_helper.clone();
+    let mut contenders = vec![
+        options.podlab.ns_set(),
+        one(
+            "podlab-ns (clone + exec helper)",
+            format!("{} /bin/true", helper.display()),
+            Box::new(move || Ok(vec![timed(Command::new(&helper).arg("/bin/true"))?])),
+        ),
+        one(
+            "unshare (util-linux)",
+            format!("unshare {}", unshare.join(" ")),
+            Box::new(move || Ok(vec![timed(Command::new("unshare").args(unshare))?])),
+        ),
+        one(
+            "baseline: spawn /bin/true",
+            "/bin/true".into(),
+            Box::new(|| Ok(vec![timed(&mut Command::new("/bin/true"))?])),
+        ),
+    ];
+    let outcomes = interleave(&mut contenders, 1, plan.warmup * 5, plan.ns_rounds)?;
+    Ok(rows_of("ns-set", None, &[("total", "ms")], &outcomes))
+}
+
+fn container_true(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
+    let lab = &peers.lab;
+    let mut contenders = vec![podlab.container_true(lab)];
+    if let Some(bundle) = &peers.bundle {
+        let state = lab.dir().join("runc-state");
+        let state2 = lab.dir().join("runc-state-cgroup2");
+        let crun_state = lab.dir().join("crun-state");
+        contenders.push(one(
+            "runc",
+            "runc --root STATE run --bundle B ID (cgroup v1 hybrid, as the host has it)".into(),
+            Box::new(move || {
+                let id = peers.next_id("runc");
+                Ok(vec![timed(&mut bundle.runc_run(lab, &state, &id)?)?])
+            }),
+        ));
+        if peers.cgroup2_view {
+            contenders.push(one(
+                "runc (cgroup2 view)",
+                "runc --root STATE run --bundle B ID (in the cgroup2-only mount namespace)".into(),
+                Box::new(move || {
+                    let id = peers.next_id("runc2-");
+                    Ok(vec![timed(
+                        &mut bundle.runc_run_cgroup2(lab, &state2, &id)?,
+                    )?])
+                }),
+            ));
+            if tools::which("crun").is_some() {
+                contenders.push(one(
+                    "crun (cgroup2 view)",
+                    "crun --cgroup-manager=disabled --root STATE run --bundle B ID".into(),
+                    Box::new(move || {
+                        let id = peers.next_id("crun");
+                        Ok(vec![timed(&mut bundle.crun_run(lab, &crun_state, &id)?)?])
+                    }),
+                ));
+            }
+        }
+    }
+    if let Some(c) = &peers.containerd {
+        contenders.push(one(
+            "ctr run --rm",
+            format!("ctr run --rm {} ID /bin/true", Busybox::reference()),
+            Box::new(move || {
+                let id = peers.next_id("ctr");
+                let mut cmd = c.ctr(lab, "default");
+                cmd.args(["run", "--rm", "--cgroup"])
+                    .arg(format!("{}/{id}", lab.cgroup_parent("ctr")))
+                    .arg(Busybox::reference())
+                    .args([id.as_str(), "/bin/true"]);
+                Ok(vec![timed(&mut cmd)?])
+            }),
+        ));
+    }
+    if let Some(d) = &peers.dockerd {
+        contenders.push(one(
+            "docker run --rm",
+            format!(
+                "docker run --rm --network none {} /bin/true",
+                Busybox::reference()
+            ),
+            Box::new(move || {
+                let mut cmd = d.docker(lab);
+                cmd.args(["run", "--rm", "--network", "none"])
+                    .arg(Busybox::reference())
+                    .arg("/bin/true");
+                Ok(vec![timed(&mut cmd)?])
+            }),
+        ));
+    }
+    if let Some(p) = &peers.podman {
+        contenders.push(one(
+            "podman run --rm",
+            format!(
+                "podman run --rm --network none {} /bin/true",
+                podman::image()
+            ),
+            Box::new(move || {
+                let mut cmd = p.podman(lab);
+                cmd.args(["run", "--rm", "--network", "none", "--cgroup-parent"])
+                    .arg(&p.cgroup_parent)
+                    .arg(podman::image())
+                    .arg("/bin/true");
+                Ok(vec![timed(&mut cmd)?])
+            }),
+        ));
+    }
+    let outcomes = interleave(&mut contenders, 1, plan.warmup * 2, plan.container_rounds)?;
+    Ok(rows_of(
+        "container-true",
+        None,
+        &[("total", "ms")],
+        &outcomes,
+    ))
+}
+
+const SLEEP: [&str; 2] = ["sleep", "100000"];
+
+fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
+    let lab = &peers.lab;
+    let mut contenders = vec![podlab.pod(lab, &peers.counter)];
+    if let Some(p) = &peers.podman {
+        contenders.push(one(
+            "podman pod",
+            "podman pod create --network none; pod start; 2x run -d --pod; pod rm -f -t 0".into(),
+            Box::new(move || podman_pod(peers, p)),
+        ));
+    }
+    if let Some(d) = &peers.dockerd {
+        contenders.push(one(
+            "docker --network container:",
+            "docker run -d --network none --ipc shareable (sandbox); 2x run -d --network \
+             container:S --ipc container:S; rm -f"
+                .into(),
+            Box::new(move || docker_pod(peers, d)),
+        ));
+    }
+    if let Some(c) = &peers.containerd {
+        contenders.push(one(
+            "containerd (ctr, CRI-style)",
+            "ctr run -d (sandbox); 2x ctr run -d --with-ns network|ipc|uts:/proc/PID/ns/..; \
+             task kill, task rm, container rm"
+                .into(),
+            Box::new(move || ctr_pod(peers, c)),
+        ));
+    }
+    let outcomes = interleave(&mut contenders, 3, plan.warmup, plan.pod_rounds)?;
+    Ok(rows_of(
+        "pod",
+        None,
+        &[("up", "ms"), ("down", "ms"), ("total", "ms")],
+        &outcomes,
+    ))
+}
+
+fn podman_pod(peers: &Peers, p: &Podman) -> Result<Vec<f64>> {
+    let lab = &peers.lab;
+    let name = peers.next_id("pod");
+    let start = Instant::now();
+    run(p
+        .podman(lab)
+        .args([
+            "pod",
+            "create",
+            "--name",
+            &name,
+            "--network",
+            "none",
+            "--cgroup-parent",
+        ])
+        .arg(&p.cgroup_parent))?;
+    run(p.podman(lab).args(["pod", "start", &name]))?;
+    for _ in 0..2 {
+        run(p
+            .podman(lab)
+            .args(["run", "-d", "--pod", &name])
+            .arg(podman::image())
+            .args(SLEEP))?;
+    }
+    let up = ms_since(start);
+    let down = timed(p.podman(lab).args(["pod", "rm", "-f", "-t", "0", &name]))?;
+    Ok(vec![up, down, up + down])
+}
+
+fn docker_pod(peers: &Peers, d: &Dockerd) -> Result<Vec<f64>> {
+    let lab = &peers.lab;
+    let sandbox = peers.next_id("sandbox");
+    let names = [
+        sandbox.clone(),
+        format!("{sandbox}-a"),
+        format!("{sandbox}-b"),
+    ];
+    let start = Instant::now();
+    run(d
+        .docker(lab)
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &sandbox,
+            "--network",
+            "none",
+            "--ipc",
+            "shareable",
+        ])
+        .arg(Busybox::reference())
+        .args(SLEEP))?;
+    for name in &names[1..] {
+        run(d
+            .docker(lab)
+            .args(["run", "-d", "--name", name])
+            .arg(format!("--network=container:{sandbox}"))
+            .arg(format!("--ipc=container:{sandbox}"))
+            .arg(Busybox::reference())
+            .args(SLEEP))?;
+    }
+    let up = ms_since(start);
+    let down = timed(d.docker(lab).args(["rm", "-f"]).args(&names))?;
+    Ok(vec![up, down, up + down])
+}
+
+fn ctr_pod(peers: &Peers, c: &Containerd) -> Result<Vec<f64>> {
+    let lab = &peers.lab;
+    let sandbox = peers.next_id("csandbox");
+    let ids = [
+        sandbox.clone(),
+        format!("{sandbox}-a"),
+        format!("{sandbox}-b"),
+    ];
+    let start = Instant::now();
+    ctr_start(peers, c, &sandbox, &[])?;
+    let pid = c.task_pid(lab, "default", &sandbox)?;
+    let joins: Vec<String> = [("network", "net"), ("ipc", "ipc"), ("uts", "uts")]
+        .iter()
+        .map(|(kind, file)| format!("{kind}:/proc/{pid}/ns/{file}"))
+        .collect();
+    for id in &ids[1..] {
+        ctr_start(peers, c, id, &joins)?;
+    }
+    let up = ms_since(start);
+    let start = Instant::now();
+    for id in ids.iter().rev() {
+        ctr_remove(peers, c, id)?;
+    }
+    let down = ms_since(start);
+    Ok(vec![up, down, up + down])
+}
+
+fn ctr_start(peers: &Peers, c: &Containerd, id: &str, joins: &[String]) -> Result<()> {
+    let lab = &peers.lab;
+    let mut cmd = c.ctr(lab, "default");
+    cmd.args(["run", "-d", "--cgroup"])
+        .arg(format!("{}/{id}", lab.cgroup_parent("ctr")));
+    for join in joins {
+        cmd.args(["--with-ns", join]);
+    }
+    cmd.arg(Busybox::reference()).arg(id).args(SLEEP);
+    run(&mut cmd).map(drop)
+}
+
+/// `task kill -s SIGKILL`, `task rm -f`, `containers rm` (which also removes the snapshot).
+fn ctr_remove(peers: &Peers, c: &Containerd, id: &str) -> Result<()> {
+    let lab = &peers.lab;
+    run(c.ctr(lab, "default").args(["task", "rm", "-f", id]))?;
+    run(c.ctr(lab, "default").args(["containers", "rm", id]))?;
+    Ok(())
+}
+
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+/// One kind of pod for the scale and teardown comparisons.
+struct Kind<'a> {
+    name: &'static str,
+    command: String,
+    start: Box<dyn Fn(&str) -> Result<()> + 'a>,
+    remove: Box<dyn Fn(&str) -> Result<()> + 'a>,
+    /// The processes each pod keeps alive, summed over all pods of this kind now.
+    memory: Box<dyn Fn() -> (Memory, usize) + 'a>,
+    /// The daemons' memory (dockerd, containerd), summed.
+    daemons: Box<dyn Fn() -> Memory + 'a>,
+}
+
+fn kinds<'a>(peers: &'a Peers) -> Vec<Kind<'a>> {
+    let lab = &peers.lab;
+    let dir = lab.dir().display().to_string();
+    let mut out = Vec::new();
+    if let Some(p) = &peers.podman {
+        let dir = dir.clone();
+        out.push(Kind {
+            name: "podman pod",
+            command: "podman pod create --network none; podman pod start".into(),
+            start: Box::new(move |id| {
+                run(p
+                    .podman(lab)
+                    .args([
+                        "pod",
+                        "create",
+                        "--name",
+                        id,
+                        "--network",
+                        "none",
+                        "--cgroup-parent",
+                    ])
+                    .arg(&p.cgroup_parent))?;
+                run(p.podman(lab).args(["pod", "start", id])).map(drop)
+            }),
+            remove: Box::new(move |id| {
+                run(p.podman(lab).args(["pod", "rm", "-f", "-t", "0", id])).map(drop)
+            }),
+            memory: Box::new(move || {
+                processes_below(|p| p.comm == "conmon" && p.command_text().contains(&dir))
+            }),
+            daemons: Box::new(Memory::default),
+        });
+    }
+    if let (Some(d), Some(c)) = (&peers.dockerd, &peers.containerd) {
+        out.push(Kind {
+            name: "docker sandbox",
+            command: "docker run -d --network none --ipc shareable IMAGE sleep".into(),
+            start: Box::new(move |id| {
+                run(d
+                    .docker(lab)
+                    .args([
+                        "run",
+                        "-d",
+                        "--name",
+                        id,
+                        "--network",
+                        "none",
+                        "--ipc",
+                        "shareable",
+                    ])
+                    .arg(Busybox::reference())
+                    .args(SLEEP))
+                .map(drop)
+            }),
+            remove: Box::new(move |id| run(d.docker(lab).args(["rm", "-f", id])).map(drop)),
+            memory: Box::new(|| shims_of("moby")),
+            daemons: Box::new(move || daemon_memory(&[d.pid, c.pid])),
+        });
+    }
+    if let Some(c) = &peers.containerd {
+        out.push(Kind {
+            name: "ctr sandbox",
+            command: "ctr run -d IMAGE ID sleep".into(),
+            start: Box::new(move |id| ctr_start(peers, c, id, &[])),
+            remove: Box::new(move |id| ctr_remove(peers, c, id)),
+            memory: Box::new(|| shims_of("default")),
+            daemons: Box::new(move || daemon_memory(&[c.pid])),
+        });
+    }
+    out
+}
+
+/// The memory of the processes matching `root` and of everything below them.
+fn processes_below(root: impl Fn(&crate::procs::Proc) -> bool) -> (Memory, usize) {
+    let table = Table::read();
+    let mut pids: Vec<i32> = table
+        .procs
+        .values()
+        .filter(|p| root(p))
+        .map(|p| p.pid)
+        .collect();
+    let below: Vec<i32> = pids
+        .iter()
+        .flat_map(|p| table.descendants(*p))
+        .map(|p| p.pid)
+        .collect();
+    pids.extend(below);
+    pids.sort_unstable();
+    pids.dedup();
+    let total = pids
+        .iter()
+        .filter_map(|p| crate::procs::memory(*p))
+        .fold(Memory::default(), |a, b| a + b);
+    (total, pids.len())
+}
+
+/// The runc v2 shims of one containerd namespace (`moby` is dockerd's), and their containers.
+fn shims_of(namespace: &str) -> (Memory, usize) {
+    processes_below(|p| p.comm == "containerd-shim" && p.arg_after("-namespace") == Some(namespace))
+}
+
+fn daemon_memory(pids: &[i32]) -> Memory {
+    pids.iter()
+        .filter_map(|p| crate::procs::memory(*p))
+        .fold(Memory::default(), |a, b| a + b)
+}
+
+fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -> Result<Vec<Row>> {
+    let kinds = kinds(peers);
+    let mut rows = Vec::new();
+    let mut alive: Vec<Vec<String>> = vec![Vec::new(); kinds.len()];
+    let mut broken: Vec<Option<String>> = vec![None; kinds.len()];
+    let result = (|| -> Result<()> {
+        for &level in &plan.levels {
+            // Grow every kind to `level`, one pod of each in turn.
+            let grow_start = Instant::now();
+            while alive
+                .iter()
+                .zip(&broken)
+                .any(|(a, b)| b.is_none() && a.len() < level as usize)
+            {
+                for (k, kind) in kinds.iter().enumerate() {
+                    if broken[k].is_some() || alive[k].len() >= level as usize {
+                        continue;
+                    }
+                    interrupt::check()?;
+                    let id = peers.next_id("scale");
+                    match (kind.start)(&id) {
+                        Ok(()) => alive[k].push(id),
+                        Err(err) => {
+                            notes.push(format!(
+                                "scale: {} stopped at {} pods: {err}",
+                                kind.name,
+                                alive[k].len()
+                            ));
+                            broken[k] = Some(format!("failed: {err}"));
+                        }
+                    }
+                }
+            }
+            println!(
+                "  {level} pods alive each (grown in {:.1} s)",
+                grow_start.elapsed().as_secs_f64()
+            );
+            // One more, timed, then removed again: interleaved rounds.
+            let mut contenders: Vec<Contender> = kinds
+                .iter()
+                .enumerate()
+                .map(|(k, kind)| Contender {
+                    name: kind.name.into(),
+                    command: kind.command.clone(),
+                    trial: broken[k].is_none().then(|| {
+                        Box::new(move || {
+                            let id = peers.next_id("extra");
+                            let start = Instant::now();
+                            (kind.start)(&id)?;
+                            let up = ms_since(start);
+                            let start = Instant::now();
+                            (kind.remove)(&id)?;
+                            Ok(vec![up, ms_since(start)])
+                        }) as Trial
+                    }),
+                })
+                .collect();
+            contenders.insert(0, pending_podlab(podlab));
+            let outcomes = interleave(&mut contenders, 2, 0, plan.level_rounds)?;
+            rows.extend(rows_of(
+                "scale",
+                Some(level),
+                &[("start_one_more", "ms"), ("remove_one", "ms")],
+                &outcomes,
+            ));
+            for (k, kind) in kinds.iter().enumerate() {
+                if broken[k].is_some() || alive[k].is_empty() {
+                    continue;
+                }
+                let (memory, processes) = (kind.memory)();
+                let n = alive[k].len() as f64;
+                let daemons = (kind.daemons)();
+                for (metric, unit, value) in [
+                    ("pss_per_pod", "kB", memory.pss_kb as f64 / n),
+                    ("rss_per_pod", "kB", memory.rss_kb as f64 / n),
+                    ("processes_per_pod", "count", processes as f64 / n),
+                    ("daemons_pss", "kB", daemons.pss_kb as f64),
+                ] {
+                    rows.push(single(
+                        "scale",
+                        kind.name,
+                        metric,
+                        Some(level),
+                        unit,
+                        value,
+                        &kind.command,
+                    ));
+                }
+            }
+            if let Some(command) = podlab.scale_pending() {
+                for (metric, unit) in [("pss_per_pod", "kB"), ("rss_per_pod", "kB")] {
+                    rows.push(pending_row("scale", metric, Some(level), unit, &command));
+                }
+            }
+        }
+        Ok(())
+    })();
+    // Take the scale pods down (not timed: the teardown comparison times deletion).
+    println!("  removing the scale pods");
+    for (k, kind) in kinds.iter().enumerate() {
+        for id in alive[k].drain(..) {
+            if let Err(err) = (kind.remove)(&id) {
+                notes.push(format!("scale: removing {} {id}: {err}", kind.name));
+            }
+        }
+    }
+    result?;
+    Ok(rows)
+}
+
+fn pending_podlab(podlab: &Podlab) -> Contender<'static> {
+    Contender {
+        name: "podlab".into(),
+        command: podlab
+            .scale_pending()
+            .unwrap_or_else(|| "podlab apply -f pod.yaml; podlab delete pod NAME".into()),
+        trial: None,
+    }
+}
+
+fn single(
+    comparison: &str,
+    subject: &str,
+    metric: &str,
+    level: Option<u32>,
+    unit: &str,
+    value: f64,
+    command: &str,
+) -> Row {
+    Row {
+        n: 1,
+        median: Some(value),
+        min: Some(value),
+        max: Some(value),
+        status: "measured".into(),
+        ..pending_row(comparison, metric, level, unit, command)
+    }
+    .with_subject(subject)
+}
+
+fn pending_row(
+    comparison: &str,
+    metric: &str,
+    level: Option<u32>,
+    unit: &str,
+    command: &str,
+) -> Row {
+    Row {
+        comparison: comparison.into(),
+        subject: "podlab".into(),
+        metric: metric.into(),
+        level,
+        unit: unit.into(),
+        n: 0,
+        median: None,
+        min: None,
+        max: None,
+        podlab_ratio: None,
+        status: "pending".into(),
+        command: command.into(),
+    }
+}
+
+fn teardown(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
+    let kinds = kinds(peers);
+    let n = plan.teardown_pods;
+    let mut contenders: Vec<Contender> = kinds
+        .iter()
+        .map(|kind| Contender {
+            name: kind.name.into(),
+            command: format!("{n}x ({}), then remove each", kind.command),
+            trial: Some(Box::new(move || teardown_trial(peers, kind, n)) as Trial),
+        })
+        .collect();
+    contenders.insert(0, pending_podlab(podlab));
+    let outcomes = interleave(&mut contenders, 4, 0, plan.teardown_rounds)?;
+    Ok(rows_of(
+        "teardown",
+        Some(n),
+        &[
+            ("delete_all", "ms"),
+            ("netns_freed", "ms"),
+            ("delete_per_pod", "ms"),
+            ("netns_per_pod", "count"),
+        ],
+        &outcomes,
+    ))
+}
+
+/// Creates `n` pods (not timed), then deletes them one after another (timed) and waits for the
+/// kernel's count of network namespaces to come back to where it was before they were made.
+fn teardown_trial(peers: &Peers, kind: &Kind, n: u32) -> Result<Vec<f64>> {
+    let before = net_namespaces_in_kernel();
+    let mut ids = Vec::new();
+    let made = (|| -> Result<()> {
+        for _ in 0..n {
+            interrupt::check()?;
+            let id = peers.next_id("td");
+            (kind.start)(&id)?;
+            ids.push(id);
+        }
+        Ok(())
+    })();
+    if let Err(err) = made {
+        for id in &ids {
+            let _ = (kind.remove)(id);
+        }
+        return Err(err);
+    }
+    let with_pods = net_namespaces_in_kernel();
+    let start = Instant::now();
+    for id in &ids {
+        (kind.remove)(id)?;
+    }
+    let deleted = ms_since(start);
+    let freed = match before {
+        Some(target) => {
+            crate::lab::wait_until(
+                "the kernel to free the deleted pods' network namespaces",
+                Duration::from_secs(60),
+                || net_namespaces_in_kernel().is_some_and(|now| now <= target),
+            )?;
+            ms_since(start)
+        }
+        None => f64::NAN,
+    };
+    let per_pod_netns = match (before, with_pods) {
+        (Some(b), Some(w)) => w.saturating_sub(b) as f64 / f64::from(n),
+        _ => f64::NAN,
+    };
+    Ok(vec![deleted, freed, deleted / f64::from(n), per_pod_netns])
+}
+
+/// Waits (at most 20 s) until the kernel's count of network namespaces is back to `baseline`,
+/// so that the next comparison does not pay for the previous one's asynchronous clean-up.
+fn drain_netns(baseline: Option<u64>) {
+    let Some(target) = baseline else { return };
+    let _ = crate::lab::wait_until(
+        "network namespaces to drain",
+        Duration::from_secs(20),
+        || net_namespaces_in_kernel().is_some_and(|n| n <= target),
+    );
+}
+
+/// Every peer's version, as it says it.
+pub fn versions() -> Vec<(String, String)> {
+    [
+        tools::RUNC,
+        tools::CRUN,
+        tools::CONTAINERD,
+        tools::DOCKERD,
+        tools::DOCKER,
+        tools::PODMAN,
+        tools::CONMON,
+        tools::CATATONIT,
+        tools::UMOCI,
+        tools::UNSHARE,
+        tools::BUSYBOX,
+    ]
+    .iter()
+    .map(|t| (t.binary.to_string(), tools::version(*t)))
+    .collect()
+}
+
+/// The folder of a benchmark record: `docs/benchmarks/<date>` below `workspace`.
+pub fn record_dir(workspace: &Path, date: &str) -> PathBuf {
+    workspace.join("docs/benchmarks").join(date)
+}
