@@ -168,6 +168,14 @@ impl<T: k8s_openapi::Metadata<Ty = ObjectMeta>> Indexer<T> {
         keys.into_iter().map(|k| inner.items[k].clone()).collect()
     }
 
+    /// The cached objects for which `keep` is true: a full scan, in no particular order, counted
+    /// as reading every object (it looks at each).
+    pub fn select(&self, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        let inner = self.read();
+        self.count(inner.items.len());
+        inner.items.values().filter(|o| keep(o)).cloned().collect()
+    }
+
     pub fn list_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.read().items.keys().cloned().collect();
         keys.sort();

@@ -1,6 +1,6 @@
 //! The ReplicaSet controller (kube-controller-manager's `replicaset` controller).
 //!
-//! * [`reconcile`]: one sync as a pure function (claim, manage, status) → [`Action`]s.
+//! * [`reconcile`](mod@reconcile): one sync as a pure function (claim, manage, status) → [`Action`]s.
 //! * [`rank`]: which surplus pods go first.
 //! * [`status`]: the status counts and the pod predicates behind them.
 //! * [`controller`]: the driver: informers, the work queue, carrying actions out on the store.
