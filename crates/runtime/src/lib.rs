@@ -19,17 +19,47 @@
 //! | [`cri_log`] | the CRI log format |
 //! | [`protocol`] | the shim's request socket |
 //! | [`liveness`] | process identities (pid + start time) and pidfds |
+//! | [`shim`] | the per-pod shim daemon |
+//! | [`init`] | a container's process between fork and execve (runc init) |
+//! | [`capabilities`] | containerd's default capability set |
+//! | [`image`], [`network`] | the image service and the network plugin hook |
+//! | [`gc`] | cleaning up after crashes |
+//! | [`bundle`] | a container as an OCI bundle for runc |
 
+pub mod bundle;
+pub mod capabilities;
 pub mod config;
+mod container;
 pub mod cri_log;
 pub mod error;
 pub mod etc_files;
+mod exec;
+pub mod gc;
 pub mod id;
+pub mod image;
+pub mod init;
 pub mod liveness;
+pub mod network;
 pub mod process;
 pub mod protocol;
+mod runtime;
+mod sandbox;
+pub mod shim;
 pub mod state;
 pub mod status;
 
+pub use config::{
+    ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
+    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig,
+};
 pub use error::{Error, InitFailure, Result};
+pub use exec::ExecStdio;
+pub use gc::GcReport;
 pub use id::{ContainerId, SandboxId};
+pub use image::{ImageService, ResolvedImage, StoreImages};
+pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork};
+pub use runtime::Runtime;
+pub use status::{
+    ContainerFilter, ContainerState, ContainerStatus, ExecResult, NetworkMode, PinnedNamespace,
+    SandboxFilter, SandboxState, SandboxStatus,
+};

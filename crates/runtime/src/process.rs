@@ -168,7 +168,7 @@ pub fn resolve_user(
     let mut groups = vec![gid];
     if let Some(name) = name {
         for entry in &group_entries {
-            if entry.members.iter().any(|m| *m == name) && !groups.contains(&entry.gid) {
+            if entry.members.contains(&name) && !groups.contains(&entry.gid) {
                 groups.push(entry.gid);
             }
         }

@@ -1,0 +1,380 @@
+//! CreateContainer, StartContainer, StopContainer, RemoveContainer, ContainerStatus,
+//! ListContainers, ReopenContainerLog, and a wait for a container's exit.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::config::ContainerConfig;
+use crate::id::{ContainerId, SandboxId};
+use crate::image::read_from_layers;
+use crate::liveness::now_ns;
+use crate::process;
+use crate::protocol::{Request, Response};
+use crate::runtime::{remove_tree, Runtime};
+use crate::sandbox::expect_ok;
+use crate::state::{self, ContainerRecord, ImageRecord, PidMode, SandboxLock, SandboxRecord};
+use crate::status::{ContainerFilter, ContainerState, ContainerStatus, SandboxState};
+use crate::{Error, Result};
+
+/// How long a SIGKILLed container may take to be seen gone.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+impl Runtime {
+    /// CreateContainer: resolves the image and the process (Kubernetes' command/args rules,
+    /// env, working dir, user) and records the container as Created. Nothing runs yet.
+    pub fn create_container(
+        &self,
+        sandbox_id: &SandboxId,
+        config: &ContainerConfig,
+    ) -> Result<ContainerId> {
+        let paths = self.layout.sandbox(sandbox_id);
+        let _lock = self.lock_existing(sandbox_id, &paths)?;
+        let sandbox = self.sandbox_record(sandbox_id, &paths)?;
+        let status = self.pod_sandbox_status(sandbox_id)?;
+        if status.state != SandboxState::Ready {
+            return Err(Error::SandboxNotReady {
+                id: sandbox_id.to_string(),
+                reason: status.reason.unwrap_or_default(),
+            });
+        }
+        let name = config.metadata.name.clone();
+        let invalid = |message: String| Error::InvalidConfig {
+            name: name.clone(),
+            message,
+        };
+        if name.is_empty() {
+            return Err(invalid("a container needs a name".into()));
+        }
+        let pid_mode = match &config.target_container {
+            Some(target) => {
+                let target_status = self
+                    .container_status(target)
+                    .map_err(|_| invalid(format!("target container {target} not found")))?;
+                if target_status.sandbox_id != *sandbox_id
+                    || target_status.state != ContainerState::Running
+                {
+                    return Err(invalid(format!(
+                        "target container {target} is not running in this pod"
+                    )));
+                }
+                PidMode::Target(target.clone())
+            }
+            None if sandbox.config.share_process_namespace => PidMode::Pod,
+            None => PidMode::Container,
+        };
+        let image = self.images.resolve(&config.image)?;
+        let argv = process::resolve_argv(&config.command, &config.args, &image.process)
+            .map_err(invalid)?;
+        let hostname = std::fs::read_to_string(paths.hostname()).unwrap_or_default();
+        let env = process::resolve_env(&image.process.env, &config.env, hostname.trim());
+        let cwd = process::resolve_cwd(config.working_dir.as_deref(), &image.process.working_dir);
+        let passwd = read_from_layers(&image.lowerdirs, "etc/passwd");
+        let group = read_from_layers(&image.lowerdirs, "etc/group");
+        let (uid, gid, additional_gids) = process::resolve_user(
+            &image.process.user,
+            config.run_as_user,
+            config.run_as_group,
+            passwd.as_deref(),
+            group.as_deref(),
+        )
+        .map_err(invalid)?;
+
+        let id = ContainerId::generate();
+        let container = paths.container(&id);
+        let log_path = log_path(&sandbox, config, &container.default_log());
+        for dir in [
+            container.dir.clone(),
+            container.upper(),
+            container.work(),
+            container.rootfs(),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", dir, e))?;
+        }
+        let record = ContainerRecord {
+            id: id.clone(),
+            sandbox_id: sandbox_id.clone(),
+            config: config.clone(),
+            image: ImageRecord {
+                name: config.image.clone(),
+                id: image.id,
+                lowerdirs: image.lowerdirs,
+            },
+            process: process::ProcessSpec {
+                argv,
+                env,
+                cwd,
+                uid,
+                gid,
+                additional_gids,
+            },
+            log_path,
+            pid_mode,
+            created_at: now_ns(),
+            started_at: 0,
+            finished_at: 0,
+            state: ContainerState::Created,
+            exit_code: None,
+            reason: None,
+            message: None,
+            pid: None,
+            namespaces: Default::default(),
+        };
+        if let Err(e) = state::write_record(&container.record(), &record) {
+            let _ = remove_tree(&container.dir);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// StartContainer: the shim forks the container's init, which joins the pod, builds the
+    /// rootfs and `execve`s. An init failure is [`Error::StartFailed`] with the failing step
+    /// (kubelet: `RunContainerError`); the container is then Exited with reason StartError.
+    pub fn start_container(&self, id: &ContainerId) -> Result<()> {
+        let sandbox = self.sandbox_of(id)?;
+        let paths = self.layout.sandbox(&sandbox);
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        let client = self.shim(&sandbox)?;
+        match client.call(&Request::Start {
+            container: id.clone(),
+        })? {
+            Response::Started { .. } => Ok(()),
+            Response::StartFailed(failure) => Err(Error::StartFailed {
+                id: id.to_string(),
+                failure,
+            }),
+            Response::Error { message } => Err(Error::Shim {
+                id: sandbox.to_string(),
+                message,
+            }),
+            other => Err(Error::Shim {
+                id: sandbox.to_string(),
+                message: format!("unexpected answer to Start: {other:?}"),
+            }),
+        }
+    }
+
+    /// StopContainer: SIGTERM, up to `grace` for it to exit, then SIGKILL. A container that is
+    /// not running is left as it is. (A PID 1 without a SIGTERM handler ignores SIGTERM, as in
+    /// Kubernetes: it then takes the whole grace period.)
+    pub fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<()> {
+        let status = self.container_status(id)?;
+        if status.state != ContainerState::Running {
+            return Ok(());
+        }
+        let sandbox = status.sandbox_id;
+        let waiter = self.shim(&sandbox)?;
+        waiter.send(
+            &Request::Wait {
+                container: id.clone(),
+            },
+            &[],
+        )?;
+        if !grace.is_zero() {
+            self.signal(&sandbox, id, libc::SIGTERM)?;
+            if waiter.wait_readable(grace)? {
+                return exited(&sandbox, waiter.receive(None)?);
+            }
+        }
+        self.signal(&sandbox, id, libc::SIGKILL)?;
+        exited(&sandbox, waiter.receive(Some(KILL_WAIT))?)
+    }
+
+    fn signal(&self, sandbox: &SandboxId, id: &ContainerId, signal: i32) -> Result<()> {
+        let client = self.shim(sandbox)?;
+        match client.call(&Request::Signal {
+            container: id.clone(),
+            signal,
+        })? {
+            Response::Ok => Ok(()),
+            // It exited meanwhile: the waiter hears of it.
+            Response::Error { .. } => Ok(()),
+            other => expect_ok(sandbox, other),
+        }
+    }
+
+    /// Waits until the container has exited, at most `timeout` (None: as long as it takes), and
+    /// returns its status.
+    pub fn wait_container(
+        &self,
+        id: &ContainerId,
+        timeout: Option<Duration>,
+    ) -> Result<ContainerStatus> {
+        let status = self.container_status(id)?;
+        match status.state {
+            ContainerState::Exited | ContainerState::Unknown => return Ok(status),
+            ContainerState::Created => {
+                return Err(Error::InvalidState {
+                    id: id.to_string(),
+                    state: status.state.to_string(),
+                    message: "it has not been started".into(),
+                })
+            }
+            ContainerState::Running => {}
+        }
+        let client = self.shim(&status.sandbox_id)?;
+        client.send(
+            &Request::Wait {
+                container: id.clone(),
+            },
+            &[],
+        )?;
+        let response = client.receive(timeout).map_err(|e| match e {
+            Error::Timeout { seconds, .. } => Error::Timeout {
+                what: format!("waiting for container {id}"),
+                seconds,
+            },
+            other => other,
+        })?;
+        exited(&status.sandbox_id, response)?;
+        self.container_status(id)
+    }
+
+    /// RemoveContainer: a running container is killed first, as the CRI asks; then its folder
+    /// (record, overlay upper, default log) goes. Removing an absent container is fine.
+    pub fn remove_container(&self, id: &ContainerId) -> Result<()> {
+        let sandbox = match self.sandbox_of(id) {
+            Ok(sandbox) => sandbox,
+            Err(Error::ContainerNotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if self.container_status(id)?.state == ContainerState::Running {
+            self.stop_container(id, Duration::ZERO)?;
+        }
+        let paths = self.layout.sandbox(&sandbox);
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        if let Ok(client) = self.shim(&sandbox) {
+            expect_ok(
+                &sandbox,
+                client.call(&Request::Forget {
+                    container: id.clone(),
+                })?,
+            )?;
+        }
+        remove_tree(&paths.container(id).dir)
+    }
+
+    /// ContainerStatus. A container recorded as running whose shim is gone is Unknown.
+    pub fn container_status(&self, id: &ContainerId) -> Result<ContainerStatus> {
+        let sandbox = self.sandbox_of(id)?;
+        let paths = self.layout.sandbox(&sandbox);
+        let record: ContainerRecord = state::read_record(&paths.container(id).record())?
+            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        let shim_alive =
+            record.state == ContainerState::Running && self.live_shim(&paths)?.is_some();
+        Ok(container_status(record, shim_alive))
+    }
+
+    pub fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<ContainerStatus>> {
+        let mut list = Vec::new();
+        for sandbox in self.layout.sandbox_ids()? {
+            if filter.sandbox_id.as_ref().is_some_and(|s| *s != sandbox) {
+                continue;
+            }
+            let paths = self.layout.sandbox(&sandbox);
+            let shim_alive = self.live_shim(&paths)?.is_some();
+            for id in paths.container_ids()? {
+                if filter.id.as_ref().is_some_and(|i| *i != id) {
+                    continue;
+                }
+                let Some(record) =
+                    state::read_record::<ContainerRecord>(&paths.container(&id).record())?
+                else {
+                    continue;
+                };
+                let status = container_status(record, shim_alive);
+                if filter.matches(&status) {
+                    list.push(status);
+                }
+            }
+        }
+        list.sort_by_key(|s| s.created_at);
+        Ok(list)
+    }
+
+    /// ReopenContainerLog: the shim reopens the log file (after the caller moved it away).
+    pub fn reopen_container_log(&self, id: &ContainerId) -> Result<()> {
+        let sandbox = self.sandbox_of(id)?;
+        let client = self.shim(&sandbox)?;
+        expect_ok(
+            &sandbox,
+            client.call(&Request::ReopenLog {
+                container: id.clone(),
+            })?,
+        )
+    }
+
+    /// The container's CRI log file.
+    pub fn container_log_path(&self, id: &ContainerId) -> Result<PathBuf> {
+        Ok(self.container_status(id)?.log_path)
+    }
+
+    /// The stored record of a container (config, resolved process, image layers).
+    pub fn container_record(&self, id: &ContainerId) -> Result<ContainerRecord> {
+        let sandbox = self.sandbox_of(id)?;
+        state::read_record(&self.layout.sandbox(&sandbox).container(id).record())?
+            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })
+    }
+}
+
+/// Polls nothing: the shim answers a Wait when the container exits.
+fn exited(sandbox: &SandboxId, response: Response) -> Result<()> {
+    match response {
+        Response::Exited { .. } => Ok(()),
+        Response::Error { message } => Err(Error::Shim {
+            id: sandbox.to_string(),
+            message,
+        }),
+        other => Err(Error::Shim {
+            id: sandbox.to_string(),
+            message: format!("unexpected answer to Wait: {other:?}"),
+        }),
+    }
+}
+
+fn container_status(record: ContainerRecord, shim_alive: bool) -> ContainerStatus {
+    let state = match record.state {
+        ContainerState::Running if !shim_alive => ContainerState::Unknown,
+        state => state,
+    };
+    ContainerStatus {
+        id: record.id,
+        sandbox_id: record.sandbox_id,
+        metadata: record.config.metadata,
+        state,
+        created_at: record.created_at,
+        started_at: record.started_at,
+        finished_at: record.finished_at,
+        exit_code: record.exit_code,
+        reason: record.reason,
+        message: record.message,
+        image: record.image.name,
+        image_id: record.image.id,
+        pid: record
+            .pid
+            .map(|p| p.pid)
+            .filter(|_| state == ContainerState::Running),
+        log_path: record.log_path,
+        namespaces: record.namespaces,
+        labels: record.config.labels,
+        annotations: record.config.annotations,
+    }
+}
+
+/// The log file: the config's path (below the sandbox's log directory when relative), else the
+/// container's own folder.
+fn log_path(
+    sandbox: &SandboxRecord,
+    config: &ContainerConfig,
+    default: &std::path::Path,
+) -> PathBuf {
+    match (&config.log_path, &sandbox.config.log_directory) {
+        (Some(path), _) if path.is_absolute() => path.clone(),
+        (Some(path), Some(dir)) => dir.join(path),
+        _ => default.to_path_buf(),
+    }
+}
+
+/// A deadline helper for loops that wait on several things.
+pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}

@@ -1,0 +1,483 @@
+//! What a container's process does between the shim's `fork` and its `execve`: podlab's twin of
+//! `runc init`.
+//!
+//! A new container ([`run_container`]): join the pod's net/ipc/uts namespaces, make a mount
+//! namespace of its own with `/` private, mount the overlay rootfs, `/proc`, `/dev` (with the
+//! pod's `/dev/shm`), a read-only `/sys`, the pod's `/etc/hostname`, `/etc/hosts` and
+//! `/etc/resolv.conf`, the volumes; `pivot_root`; optionally remount `/` read-only.
+//! An exec into a running container ([`run_exec`]): join all of its namespaces, mount included.
+//! Both then [`finish`]: drop to containerd's capability set, switch to the container's user,
+//! `chdir`, `execve`.
+//!
+//! The process is a fork of the single-threaded shim, so it may allocate. The pid namespace was
+//! chosen by the shim before the fork (`setns(CLONE_NEWPID)` only affects children). Whatever
+//! fails before `execve` is written as an [`InitFailure`] to a close-on-exec pipe: the shim
+//! reads end-of-file when `execve` succeeded, the failure otherwise.
+
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal};
+use podlab_ns::{mnt, NsKind};
+
+use crate::config::Mount;
+use crate::error::InitFailure;
+use crate::process::{exec_candidates, ProcessSpec};
+
+/// Everything a new container's init needs, computed by the shim before the fork.
+#[derive(Debug)]
+pub struct ContainerPlan<'a> {
+    /// The pod's namespaces to join (net unless hostNetwork, ipc, uts unless hostNetwork).
+    pub join: Vec<(BorrowedFd<'a>, NsKind)>,
+    pub rootfs: PathBuf,
+    pub lowerdirs: Vec<PathBuf>,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The pod's tmpfs for `/dev/shm`.
+    pub shm: Option<PathBuf>,
+    /// (host file, path in the container): `/etc/hostname`, `/etc/hosts`, `/etc/resolv.conf`.
+    pub etc_files: Vec<(PathBuf, &'static str)>,
+    pub mounts: Vec<Mount>,
+    pub readonly_rootfs: bool,
+    pub process: ProcessSpec,
+}
+
+/// The three descriptors the process gets as 0, 1 and 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Stdio {
+    pub stdin: RawFd,
+    pub stdout: RawFd,
+    pub stderr: RawFd,
+}
+
+pub type Step<T> = Result<T, InitFailure>;
+
+pub fn failure(
+    step: &str,
+    path: Option<&Path>,
+    errno: Option<nix::Error>,
+    detail: String,
+) -> InitFailure {
+    let path_text = path.map(|p| p.display().to_string());
+    let message = match &path_text {
+        Some(p) => format!("{step} {p}: {detail}"),
+        None => format!("{step}: {detail}"),
+    };
+    InitFailure {
+        step: step.to_string(),
+        path: path_text,
+        errno: errno.map(|e| e as i32),
+        message,
+    }
+}
+
+pub fn ns_failure(step: &str, path: Option<&Path>, err: podlab_ns::Error) -> InitFailure {
+    let errno = err.errno();
+    failure(step, path, errno, err.to_string())
+}
+
+pub fn sys_failure(step: &str, path: Option<&Path>, errno: nix::Error) -> InitFailure {
+    failure(step, path, Some(errno), errno.desc().to_string())
+}
+
+/// The body of a new container's process. Never returns: it `execve`s or reports and exits.
+pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) -> ! {
+    run_child(stdio, report, || {
+        prepare_container(plan)?;
+        finish(&plan.process)
+    })
+}
+
+/// The body of an exec'd process: join `join` (the container's mnt, net, ipc and uts
+/// namespaces, mnt last), then [`finish`].
+pub fn run_exec(
+    join: &[(BorrowedFd<'_>, NsKind)],
+    process: &ProcessSpec,
+    stdio: Stdio,
+    report: OwnedFd,
+) -> ! {
+    run_child(stdio, report, || {
+        join_all(join)?;
+        finish(process)
+    })
+}
+
+/// Runs the body of a forked child with `stdio` as its 0, 1, 2. The body ends in `execve`; if
+/// it returns, its failure goes to `report` and the child exits.
+pub fn run_child(stdio: Stdio, report: OwnedFd, body: impl FnOnce() -> Step<Infallible>) -> ! {
+    let result = set_stdio(stdio).and_then(|()| body());
+    let failure = match result {
+        Err(failure) => failure,
+        Ok(never) => match never {},
+    };
+    let mut pipe = std::fs::File::from(report);
+    let _ = pipe.write_all(&serde_json::to_vec(&failure).unwrap_or_default());
+    drop(pipe);
+    // SAFETY: leave without running the shim's atexit handlers or flushing its buffers.
+    unsafe { libc::_exit(127) }
+}
+
+fn set_stdio(stdio: Stdio) -> Step<()> {
+    for (from, to) in [(stdio.stdin, 0), (stdio.stdout, 1), (stdio.stderr, 2)] {
+        if from == to {
+            continue;
+        }
+        // SAFETY: dup2 onto the standard descriptors; `from` is open in this process.
+        if unsafe { libc::dup2(from, to) } < 0 {
+            return Err(sys_failure("dup2", None, nix::Error::last()));
+        }
+    }
+    Ok(())
+}
+
+fn join_all(join: &[(BorrowedFd<'_>, NsKind)]) -> Step<()> {
+    for (fd, kind) in join {
+        podlab_ns::ops::join(*fd, *kind)
+            .map_err(|e| ns_failure(&format!("join the {kind} namespace"), None, e))?;
+    }
+    Ok(())
+}
+
+fn prepare_container(plan: &ContainerPlan<'_>) -> Step<()> {
+    join_all(&plan.join)?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
+    let root = Path::new("/");
+    mnt::make_rprivate(root).map_err(|e| ns_failure("make / rprivate", Some(root), e))?;
+    let rootfs = &plan.rootfs;
+    mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
+        .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?;
+
+    let proc = target_in(rootfs, Path::new("/proc"), true)?;
+    mnt::mount_proc(&proc).map_err(|e| ns_failure("mount /proc", Some(&proc), e))?;
+    target_in(rootfs, Path::new("/dev"), true)?;
+    mnt::mount_dev(rootfs).map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
+    if let Some(shm) = &plan.shm {
+        let dev_shm = rootfs.join("dev/shm");
+        mnt::bind(shm, &dev_shm, false)
+            .map_err(|e| ns_failure("bind the pod's /dev/shm", Some(&dev_shm), e))?;
+    }
+    let sys = target_in(rootfs, Path::new("/sys"), true)?;
+    mnt::mount_sysfs(&sys, true).map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;
+
+    for (host, inside) in &plan.etc_files {
+        let target = etc_target(rootfs, Path::new(inside))?;
+        mnt::bind(host, &target, false).map_err(|e| ns_failure("bind-mount", Some(&target), e))?;
+    }
+    for mount in &plan.mounts {
+        let is_dir = mount.host_path.is_dir();
+        let target = target_in(rootfs, &mount.container_path, is_dir)?;
+        mnt::bind(&mount.host_path, &target, mount.readonly)
+            .map_err(|e| ns_failure("bind-mount volume", Some(&target), e))?;
+    }
+    // runc makes a missing working directory; do it while the rootfs is still writable.
+    target_in(rootfs, Path::new(&plan.process.cwd), true)?;
+
+    mnt::pivot_root(rootfs).map_err(|e| ns_failure("pivot_root", Some(rootfs), e))?;
+    if plan.readonly_rootfs {
+        remount_root_readonly()?;
+    }
+    Ok(())
+}
+
+fn remount_root_readonly() -> Step<()> {
+    let flags = nix::mount::MsFlags::MS_REMOUNT
+        | nix::mount::MsFlags::MS_BIND
+        | nix::mount::MsFlags::MS_RDONLY;
+    nix::mount::mount(None::<&str>, "/", None::<&str>, flags, None::<&str>)
+        .map_err(|e| sys_failure("remount the rootfs read-only", Some(Path::new("/")), e))
+}
+
+/// `rootfs` + `inside`, made to exist (folders, and a file as the last part unless `is_dir`)
+/// without ever following a symlink of the image: a link there could point anywhere on the
+/// host, since the rootfs is not yet `/`.
+fn target_in(rootfs: &Path, inside: &Path, is_dir: bool) -> Step<PathBuf> {
+    let parts: Vec<&std::ffi::OsStr> = inside
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .collect();
+    if inside.components().any(|c| c == Component::ParentDir) {
+        return Err(failure(
+            "mount target",
+            Some(inside),
+            None,
+            "must not contain \"..\"".into(),
+        ));
+    }
+    let mut path = rootfs.to_path_buf();
+    for (index, part) in parts.iter().enumerate() {
+        path.push(part);
+        let last = index + 1 == parts.len();
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(failure(
+                    "mount target",
+                    Some(inside),
+                    Some(nix::Error::ELOOP),
+                    format!(
+                        "{} is a symlink in the image; podlab does not follow it",
+                        path.display()
+                    ),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let made = if last && !is_dir {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o644)
+                        .open(&path)
+                        .map(drop)
+                } else {
+                    std::fs::create_dir(&path)
+                };
+                made.map_err(|e| io_failure("create mount target", &path, e))?;
+            }
+            Err(e) => return Err(io_failure("inspect mount target", &path, e)),
+        }
+    }
+    Ok(path)
+}
+
+/// The mount point of one of the pod's /etc files. An image's symlink there (a resolv.conf
+/// pointing at systemd-resolved's, say) is replaced by a plain file in the container's upper
+/// layer; the image itself is untouched.
+fn etc_target(rootfs: &Path, inside: &Path) -> Step<PathBuf> {
+    let path = rootfs.join(inside.strip_prefix("/").unwrap_or(inside));
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(&path).map_err(|e| io_failure("replace symlink", &path, e))?;
+    }
+    target_in(rootfs, inside, false)
+}
+
+fn io_failure(step: &str, path: &Path, err: std::io::Error) -> InitFailure {
+    failure(
+        step,
+        Some(path),
+        err.raw_os_error().map(nix::Error::from_raw),
+        err.to_string(),
+    )
+}
+
+/// Capabilities, user, signals, working directory, `execve`.
+pub fn finish(process: &ProcessSpec) -> Step<Infallible> {
+    let exec = ExecPlan::new(process)?;
+    crate::capabilities::drop_bounding()
+        .map_err(|e| failure("drop capabilities", None, None, e))?;
+    let groups: Vec<nix::unistd::Gid> = process
+        .additional_gids
+        .iter()
+        .map(|g| nix::unistd::Gid::from_raw(*g))
+        .collect();
+    nix::unistd::setgroups(&groups).map_err(|e| sys_failure("setgroups", None, e))?;
+    nix::unistd::setresgid(
+        nix::unistd::Gid::from_raw(process.gid),
+        nix::unistd::Gid::from_raw(process.gid),
+        nix::unistd::Gid::from_raw(process.gid),
+    )
+    .map_err(|e| sys_failure(&format!("setgid {}", process.gid), None, e))?;
+    if process.uid == 0 {
+        crate::capabilities::limit_root_sets()
+            .map_err(|e| failure("set capabilities", None, None, e))?;
+    } else {
+        crate::capabilities::clear_ambient()
+            .map_err(|e| failure("set capabilities", None, None, e))?;
+        // Without PR_SET_KEEPCAPS the kernel empties permitted and effective on this switch.
+        let uid = nix::unistd::Uid::from_raw(process.uid);
+        nix::unistd::setresuid(uid, uid, uid)
+            .map_err(|e| sys_failure(&format!("setuid {}", process.uid), None, e))?;
+    }
+    reset_signals();
+    let cwd = Path::new(&process.cwd);
+    nix::unistd::chdir(cwd).map_err(|e| {
+        let mut f = sys_failure("chdir", Some(cwd), e);
+        f.message = format!(
+            "chdir to cwd ({:?}) set in config.json failed: {}",
+            process.cwd,
+            e.desc()
+        );
+        f
+    })?;
+    // SAFETY: marks every descriptor above stderr close-on-exec; the report pipe already is.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    Err(exec.exec())
+}
+
+/// The shim blocks the signals it reads from a signalfd, and Rust ignores SIGPIPE: neither may
+/// reach the container's program.
+pub fn reset_signals() {
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    for signal in [
+        Signal::SIGPIPE,
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        // SAFETY: restoring the default disposition installs no handler code.
+        let _ = unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) };
+    }
+}
+
+/// argv, envp and the paths to try, as C strings, ready before anything is changed.
+#[derive(Debug)]
+pub struct ExecPlan {
+    program: String,
+    candidates: Vec<CString>,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl ExecPlan {
+    pub fn new(process: &ProcessSpec) -> Step<ExecPlan> {
+        let program = process
+            .argv
+            .first()
+            .cloned()
+            .ok_or_else(|| failure("exec", None, None, "no command given".into()))?;
+        let cstring = |s: &str| {
+            CString::new(s)
+                .map_err(|_| failure("exec", None, None, format!("{s:?} holds a NUL byte")))
+        };
+        let candidates = exec_candidates(&program, process.env_value("PATH"))
+            .iter()
+            .map(|c| cstring(c))
+            .collect::<Step<_>>()?;
+        Ok(ExecPlan {
+            candidates,
+            argv: process
+                .argv
+                .iter()
+                .map(|a| cstring(a))
+                .collect::<Step<_>>()?,
+            envp: process
+                .env
+                .iter()
+                .map(|e| cstring(e))
+                .collect::<Step<_>>()?,
+            program,
+        })
+    }
+
+    /// Tries each candidate; returns only on failure, worded like runc.
+    pub fn exec(&self) -> InitFailure {
+        let mut worst = nix::Error::ENOENT;
+        for candidate in &self.candidates {
+            let Err(errno) = nix::unistd::execve(candidate, &self.argv, &self.envp);
+            match errno {
+                nix::Error::ENOENT | nix::Error::ENOTDIR => {}
+                nix::Error::EACCES => worst = errno,
+                other => {
+                    worst = other;
+                    break;
+                }
+            }
+        }
+        let message = if worst == nix::Error::ENOENT && !self.program.contains('/') {
+            format!(
+                "exec: {:?}: executable file not found in $PATH",
+                self.program
+            )
+        } else {
+            format!("exec: {:?}: {}", self.program, worst.desc().to_lowercase())
+        };
+        InitFailure {
+            step: "exec".into(),
+            path: Some(self.program.clone()),
+            errno: Some(worst as i32),
+            message,
+        }
+    }
+}
+
+/// Reads what a child wrote to its report pipe: None when it reached `execve` (end of file
+/// with nothing written), the failure otherwise.
+pub fn read_report(report: OwnedFd) -> Option<InitFailure> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let mut pipe = std::fs::File::from(report);
+    let _ = pipe.read_to_end(&mut bytes);
+    if bytes.is_empty() {
+        return None;
+    }
+    Some(
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| InitFailure {
+            step: "init".into(),
+            path: None,
+            errno: None,
+            message: format!(
+                "unreadable report from the container's init: {}",
+                String::from_utf8_lossy(&bytes)
+            ),
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_failures_read_like_runc() {
+        let process = ProcessSpec {
+            argv: vec!["no-such-program-podlab".into()],
+            env: vec!["PATH=/nonexistent-a:/nonexistent-b".into()],
+            ..ProcessSpec::default()
+        };
+        let failure = ExecPlan::new(&process).unwrap().exec();
+        assert_eq!(
+            failure.message,
+            "exec: \"no-such-program-podlab\": executable file not found in $PATH"
+        );
+        let process = ProcessSpec {
+            argv: vec!["/nonexistent/prog".into()],
+            ..ProcessSpec::default()
+        };
+        let failure = ExecPlan::new(&process).unwrap().exec();
+        assert_eq!(
+            failure.message,
+            "exec: \"/nonexistent/prog\": no such file or directory"
+        );
+        assert_eq!(failure.errno, Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn mount_targets_are_made_and_symlinks_refused() {
+        let dir = std::env::temp_dir().join(format!("podlab-init-targets-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::os::unix::fs::symlink("/etc", dir.join("evil")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("etc/resolv.conf")).unwrap();
+        assert_eq!(
+            target_in(&dir, Path::new("/a/b"), true).unwrap(),
+            dir.join("a/b")
+        );
+        assert!(dir.join("a/b").is_dir());
+        assert!(target_in(&dir, Path::new("/a/f"), false).unwrap().is_file());
+        let err = target_in(&dir, Path::new("/evil/x"), true).unwrap_err();
+        assert!(err.message.contains("symlink"), "{}", err.message);
+        assert!(target_in(&dir, Path::new("/a/../x"), true).is_err());
+        let resolv = etc_target(&dir, Path::new("/etc/resolv.conf")).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&resolv).unwrap().is_file(),
+            "the link became a file"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,162 @@
+//! [`Runtime`]: the CRI RuntimeService, as a library. Its methods run in the caller's process
+//! (the kubelet layer, the CLI); the long-lived parts live in each pod's shim, reached over its
+//! socket, and in the state files.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::RuntimeConfig;
+use crate::id::{resolve_prefix, ContainerId, SandboxId};
+use crate::image::{ImageService, StoreImages};
+use crate::network::NetworkPlugin;
+use crate::protocol::ShimClient;
+use crate::state::{self, Layout, SandboxPaths, ShimRecord};
+use crate::{Error, Result};
+
+/// The runtime: state under a root folder, images from an image service, an optional network
+/// plugin. Cheap to open; every method reads the state it needs, so several processes may use
+/// the same root at once (changes to a sandbox are serialised by its lock).
+pub struct Runtime {
+    pub(crate) config: RuntimeConfig,
+    pub(crate) layout: Layout,
+    pub(crate) images: Arc<dyn ImageService>,
+    pub(crate) network: Option<Arc<dyn NetworkPlugin>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .field(
+                "network",
+                &self.network.as_ref().map(|n| n.name().to_string()),
+            )
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Opens the runtime on `config.root` (made if missing) with podlab-image's store at
+    /// `config.image_root`.
+    pub fn open(config: RuntimeConfig) -> Result<Runtime> {
+        let images = StoreImages::open(&config.image_root)?;
+        Runtime::with_images(config, Arc::new(images))
+    }
+
+    /// [`Runtime::open`] with another image service.
+    pub fn with_images(config: RuntimeConfig, images: Arc<dyn ImageService>) -> Result<Runtime> {
+        let layout = Layout::new(&config.root);
+        std::fs::create_dir_all(layout.sandboxes_dir())
+            .map_err(|e| Error::io("creating", layout.sandboxes_dir(), e))?;
+        Ok(Runtime {
+            config,
+            layout,
+            images,
+            network: None,
+        })
+    }
+
+    /// Sets the plugin that attaches pods to a network (CNI).
+    pub fn set_network_plugin(&mut self, plugin: Arc<dyn NetworkPlugin>) {
+        self.network = Some(plugin);
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {
+        let path = self.config.helper_dir.join(name);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::Invalid(format!(
+                "{name} not found in {} (build it with `cargo build -p podlab-pause -p podlab-runtime --bins`)",
+                self.config.helper_dir.display()
+            )))
+        }
+    }
+
+    /// The full id of the sandbox an id or unambiguous prefix names.
+    pub fn resolve_sandbox_id(&self, prefix: &str) -> Result<SandboxId> {
+        let ids = self.layout.sandbox_ids()?;
+        let found = resolve_prefix("pod sandbox", prefix, ids.iter().map(|i| i.as_str()))?;
+        found
+            .and_then(|id| SandboxId::parse(&id).ok())
+            .filter(|id| self.layout.sandbox(id).record().exists())
+            .ok_or_else(|| Error::SandboxNotFound {
+                id: prefix.to_string(),
+            })
+    }
+
+    /// The full id of the container an id or unambiguous prefix names.
+    pub fn resolve_container_id(&self, prefix: &str) -> Result<ContainerId> {
+        let mut all = Vec::new();
+        for sandbox in self.layout.sandbox_ids()? {
+            all.extend(self.layout.sandbox(&sandbox).container_ids()?);
+        }
+        let found = resolve_prefix("container", prefix, all.iter().map(|i| i.as_str()))?;
+        found
+            .and_then(|id| ContainerId::parse(&id).ok())
+            .ok_or_else(|| Error::ContainerNotFound {
+                id: prefix.to_string(),
+            })
+    }
+
+    /// The sandbox a container belongs to.
+    pub(crate) fn sandbox_of(&self, container: &ContainerId) -> Result<SandboxId> {
+        for sandbox in self.layout.sandbox_ids()? {
+            if self
+                .layout
+                .sandbox(&sandbox)
+                .container(container)
+                .record()
+                .exists()
+            {
+                return Ok(sandbox);
+            }
+        }
+        Err(Error::ContainerNotFound {
+            id: container.to_string(),
+        })
+    }
+
+    /// The shim's record, if its shim is alive.
+    pub(crate) fn live_shim(&self, paths: &SandboxPaths) -> Result<Option<ShimRecord>> {
+        Ok(state::read_record::<ShimRecord>(&paths.shim_record())?
+            .filter(|record| record.shim.is_alive()))
+    }
+
+    /// A connection to the sandbox's shim; SandboxNotReady when it is gone.
+    pub(crate) fn shim(&self, id: &SandboxId) -> Result<ShimClient> {
+        let paths = self.layout.sandbox(id);
+        if self.live_shim(&paths)?.is_none() {
+            return Err(Error::SandboxNotReady {
+                id: id.to_string(),
+                reason: "its shim is not running".into(),
+            });
+        }
+        ShimClient::connect(&paths.socket(), id.as_str())
+    }
+}
+
+/// Removes `dir` and everything below it, first detaching any mount left there (deepest first).
+pub(crate) fn remove_tree(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let mut mounts = podlab_ns::mnt::mounts_below(dir)?;
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
+    for mount in mounts {
+        podlab_ns::mnt::unmount(&mount.mount_point)?;
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("removing", dir, e)),
+    }
+}

@@ -1,0 +1,410 @@
+//! RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus, ListPodSandbox.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::config::PodSandboxConfig;
+use crate::etc_files;
+use crate::id::SandboxId;
+use crate::liveness::{now_ns, Pidfd};
+use crate::network::{NetworkAttachment, PodNetwork};
+use crate::protocol::{Request, Response, ShimReady};
+use crate::runtime::{remove_tree, Runtime};
+use crate::shim::ShimArgs;
+use crate::state::{self, SandboxLock, SandboxPaths, SandboxRecord, ShimRecord};
+use crate::status::{NetworkMode, SandboxFilter, SandboxState, SandboxStatus};
+use crate::{Error, Result};
+
+/// How long the runtime waits for a shim to exit after Shutdown, or for killed processes.
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// containerd's mount options for the pod's /dev/shm.
+const SHM_OPTIONS: &str = "nosuid,nodev,noexec,mode=1777,size=65536k";
+
+impl Runtime {
+    /// RunPodSandbox: a shim, a pause process in the pod's namespaces, the pins, `lo` up, the
+    /// network plugin's attachment, the /etc files. A failure at any step removes everything
+    /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
+    pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
+        let id = SandboxId::generate();
+        let paths = self.layout.sandbox(&id);
+        std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
+        let lock = match SandboxLock::acquire(&paths.lock()) {
+            Ok(lock) => lock,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&paths.dir);
+                return Err(e);
+            }
+        };
+        match self.make_sandbox(&id, &paths, config) {
+            Ok(()) => {
+                drop(lock);
+                Ok(id)
+            }
+            Err(err) => {
+                self.undo_sandbox(&id, &paths);
+                drop(lock);
+                Err(err)
+            }
+        }
+    }
+
+    fn make_sandbox(
+        &self,
+        id: &SandboxId,
+        paths: &SandboxPaths,
+        config: &PodSandboxConfig,
+    ) -> Result<()> {
+        let created_at = now_ns();
+        let network_mode = if config.host_network {
+            NetworkMode::Node
+        } else {
+            NetworkMode::Pod
+        };
+        let pause = self.helper("podlab-pause")?;
+        let shim = self.helper("podlab-shim")?;
+        write_etc_files(paths, config, &[])?;
+        std::fs::create_dir(paths.containers_dir())
+            .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
+        std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
+        podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
+
+        start_shim(
+            id,
+            paths,
+            &shim,
+            &ShimArgs {
+                sandbox_dir: paths.dir.clone(),
+                id: id.clone(),
+                pause,
+                hostname: config.hostname.clone(),
+                domainname: config.domainname.clone(),
+                share_pid: config.share_process_namespace,
+                host_network: config.host_network,
+            },
+        )?;
+        let attachment = match (&self.network, network_mode) {
+            (Some(plugin), NetworkMode::Pod) => {
+                let netns = paths.ns(podlab_ns::NsKind::Net);
+                let pod = pod_network(id, config, &netns);
+                plugin.set_up(&pod).map_err(|e| Error::Network {
+                    id: id.to_string(),
+                    phase: "set-up",
+                    message: format!("{}: {e}", plugin.name()),
+                })?
+            }
+            _ => NetworkAttachment::default(),
+        };
+        if !attachment.ips.is_empty() {
+            write_etc_files(paths, config, &attachment.ips)?;
+        }
+        let sandbox = SandboxRecord {
+            id: id.clone(),
+            config: config.clone(),
+            created_at,
+            state: SandboxState::Ready,
+            network_mode,
+            ips: attachment.ips,
+            network_result: attachment.result,
+        };
+        state::write_record(&paths.record(), &sandbox)
+    }
+
+    /// Takes down what a failed RunPodSandbox made: the network attachment (a DEL after a failed
+    /// ADD too, as CNI wants), the shim and its pause, the pins, the shm mount, the folder.
+    fn undo_sandbox(&self, id: &SandboxId, paths: &SandboxPaths) {
+        if let (Some(plugin), Some(shim)) = (&self.network, self.live_shim(paths).ok().flatten()) {
+            if let Some(net) = shim
+                .namespaces
+                .iter()
+                .find(|n| n.kind == podlab_ns::NsKind::Net)
+            {
+                let config = PodSandboxConfig::default();
+                let _ = plugin.tear_down(&pod_network(id, &config, &net.path), None);
+            }
+        }
+        let _ = self.shutdown_shim(id, paths);
+        let _ = crate::gc::clean_sandbox_leftovers(paths);
+        let _ = remove_tree(&paths.dir);
+    }
+
+    /// StopPodSandbox: every container killed (the kubelet stopped them gracefully before), the
+    /// network torn down, the pause process stopped, the namespaces unpinned. The records stay
+    /// until RemovePodSandbox. Stopping a stopped sandbox is fine.
+    pub fn stop_pod_sandbox(&self, id: &SandboxId) -> Result<()> {
+        let paths = self.layout.sandbox(id);
+        let _lock = self.lock_existing(id, &paths)?;
+        let mut record = self.sandbox_record(id, &paths)?;
+        if let Ok(client) = self.shim(id) {
+            expect_ok(id, client.call(&Request::StopContainers)?)?;
+        }
+        if record.state == SandboxState::Ready {
+            self.tear_down_network(&record, &paths)?;
+        }
+        self.shutdown_shim(id, &paths)?;
+        crate::gc::clean_sandbox_leftovers(&paths)?;
+        if record.state != SandboxState::NotReady {
+            record.state = SandboxState::NotReady;
+            state::write_record(&paths.record(), &record)?;
+        }
+        Ok(())
+    }
+
+    fn tear_down_network(&self, record: &SandboxRecord, paths: &SandboxPaths) -> Result<()> {
+        let (Some(plugin), NetworkMode::Pod) = (&self.network, record.network_mode) else {
+            return Ok(());
+        };
+        let netns = paths.ns(podlab_ns::NsKind::Net);
+        if !podlab_ns::ops::is_pinned(&netns) {
+            return Ok(());
+        }
+        plugin
+            .tear_down(
+                &pod_network(&record.id, &record.config, &netns),
+                record.network_result.as_ref(),
+            )
+            .map_err(|e| Error::Network {
+                id: record.id.to_string(),
+                phase: "teardown",
+                message: format!("{}: {e}", plugin.name()),
+            })
+    }
+
+    /// Asks a live shim to shut down and waits for it to be gone.
+    fn shutdown_shim(&self, id: &SandboxId, paths: &SandboxPaths) -> Result<()> {
+        let Some(shim) = self.live_shim(paths)? else {
+            return Ok(());
+        };
+        let pidfd = shim.shim.open();
+        let client = self.shim(id)?;
+        expect_ok(id, client.call(&Request::Shutdown)?)?;
+        if let Some(pidfd) = pidfd {
+            if !pidfd.wait_exit(EXIT_WAIT) {
+                pidfd.signal(libc::SIGKILL)?;
+                pidfd.wait_exit(EXIT_WAIT);
+            }
+            pidfd.reap_if_child();
+        }
+        Ok(())
+    }
+
+    /// RemovePodSandbox: stop it if needed, then remove every trace. Removing a sandbox that is
+    /// not there is fine, as in the CRI.
+    pub fn remove_pod_sandbox(&self, id: &SandboxId) -> Result<()> {
+        let paths = self.layout.sandbox(id);
+        if !paths.dir.exists() {
+            return Ok(());
+        }
+        match self.stop_pod_sandbox(id) {
+            Ok(()) | Err(Error::SandboxNotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        crate::gc::clean_sandbox_leftovers(&paths)?;
+        remove_tree(&paths.dir)
+    }
+
+    /// PodSandboxStatus, with the kernel's word on whether it is Ready: its shim and its pause
+    /// process must still run.
+    pub fn pod_sandbox_status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        let paths = self.layout.sandbox(id);
+        let record = self.sandbox_record(id, &paths)?;
+        let shim = state::read_record::<ShimRecord>(&paths.shim_record())?;
+        Ok(sandbox_status(record, shim))
+    }
+
+    pub fn list_pod_sandboxes(&self) -> Result<Vec<SandboxStatus>> {
+        self.list_pod_sandboxes_filtered(&SandboxFilter::default())
+    }
+
+    pub fn list_pod_sandboxes_filtered(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxStatus>> {
+        let mut list = Vec::new();
+        for id in self.layout.sandbox_ids()? {
+            match self.pod_sandbox_status(&id) {
+                Ok(status) if filter.matches(&status) => list.push(status),
+                Ok(_) | Err(Error::SandboxNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        list.sort_by_key(|s| s.created_at);
+        Ok(list)
+    }
+
+    pub(crate) fn sandbox_record(
+        &self,
+        id: &SandboxId,
+        paths: &SandboxPaths,
+    ) -> Result<SandboxRecord> {
+        state::read_record(&paths.record())?
+            .ok_or_else(|| Error::SandboxNotFound { id: id.to_string() })
+    }
+
+    /// The sandbox's lock, once it is known to exist (and still so after waiting for the lock).
+    pub(crate) fn lock_existing(
+        &self,
+        id: &SandboxId,
+        paths: &SandboxPaths,
+    ) -> Result<SandboxLock> {
+        if !paths.record().exists() {
+            return Err(Error::SandboxNotFound { id: id.to_string() });
+        }
+        let lock = SandboxLock::acquire(&paths.lock())?;
+        if !paths.record().exists() {
+            return Err(Error::SandboxNotFound { id: id.to_string() });
+        }
+        Ok(lock)
+    }
+}
+
+fn sandbox_status(record: SandboxRecord, shim: Option<ShimRecord>) -> SandboxStatus {
+    let shim_alive = shim.as_ref().is_some_and(|s| s.shim.is_alive());
+    let pause_alive = shim
+        .as_ref()
+        .and_then(|s| s.pause)
+        .is_some_and(|p| p.is_alive());
+    let (state, reason) = match (record.state, shim_alive, pause_alive) {
+        (SandboxState::NotReady, _, _) => (SandboxState::NotReady, Some("stopped".to_string())),
+        (SandboxState::Ready, true, true) => (SandboxState::Ready, None),
+        (SandboxState::Ready, false, _) => {
+            (SandboxState::NotReady, Some("its shim is gone".to_string()))
+        }
+        (SandboxState::Ready, true, false) => (
+            SandboxState::NotReady,
+            Some("its pause process has exited".to_string()),
+        ),
+    };
+    let mut ips = record.ips.into_iter();
+    SandboxStatus {
+        id: record.id,
+        metadata: record.config.metadata,
+        state,
+        created_at: record.created_at,
+        network_mode: record.network_mode,
+        ip: ips.next(),
+        additional_ips: ips.collect(),
+        hostname: record.config.hostname,
+        pause_pid: shim
+            .as_ref()
+            .and_then(|s| s.pause)
+            .filter(|_| pause_alive)
+            .map(|p| p.pid),
+        shim_pid: shim.as_ref().filter(|_| shim_alive).map(|s| s.shim.pid),
+        namespaces: shim.map(|s| s.namespaces).unwrap_or_default(),
+        labels: record.config.labels,
+        annotations: record.config.annotations,
+        log_directory: record.config.log_directory,
+        reason,
+    }
+}
+
+fn pod_network<'a>(
+    id: &'a SandboxId,
+    config: &'a PodSandboxConfig,
+    netns: &'a Path,
+) -> PodNetwork<'a> {
+    PodNetwork {
+        sandbox_id: id,
+        metadata: &config.metadata,
+        netns,
+        labels: &config.labels,
+        annotations: &config.annotations,
+    }
+}
+
+/// `hostname`, `hosts` and `resolv.conf` in the sandbox folder, as kubelet and containerd
+/// write them. Plain writes: they are rewritten whole before any container can see them.
+fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[String]) -> Result<()> {
+    let write = |path: std::path::PathBuf, text: String| {
+        std::fs::write(&path, text).map_err(|e| Error::io("writing", path, e))
+    };
+    let hostname = if config.host_network {
+        podlab_ns::uts::hostname()?
+    } else {
+        config.hostname.clone()
+    };
+    write(paths.hostname(), etc_files::render_hostname(&hostname))?;
+    let hosts = if config.host_network {
+        let node = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        etc_files::render_host_network_hosts(&node, &config.hosts)
+    } else {
+        etc_files::render_hosts(&config.hostname, ips, &config.hosts)
+    };
+    write(paths.hosts(), hosts)?;
+    let resolv = match &config.dns {
+        Some(dns) => etc_files::render_resolv_conf(dns),
+        None => std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
+    };
+    write(paths.resolv_conf(), resolv)
+}
+
+/// Starts the shim and reads its one line: the sandbox is up, or why not.
+fn start_shim(
+    id: &SandboxId,
+    paths: &SandboxPaths,
+    shim: &Path,
+    args: &ShimArgs,
+) -> Result<ShimRecord> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths.shim_log())
+        .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
+    let mut child = Command::new(shim)
+        .args(args.to_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::io("starting", shim, e))?;
+    let mut answer = Vec::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|mut out| out.read_to_end(&mut answer));
+    // The first process only forks the daemon and exits.
+    let _ = child.wait();
+    let failed = |message: String| Error::SandboxStart {
+        id: id.to_string(),
+        message,
+    };
+    if let Some(Err(e)) = read {
+        return Err(failed(format!("reading the shim's answer: {e}")));
+    }
+    match serde_json::from_slice::<ShimReady>(answer.trim_ascii()) {
+        Ok(ShimReady::Ready(record)) => Ok(record),
+        Ok(ShimReady::Failed { message }) => Err(failed(message)),
+        Err(_) => {
+            let log = std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
+            Err(failed(format!(
+                "the shim exited without answering; its log says: {}",
+                log.trim()
+            )))
+        }
+    }
+}
+
+pub(crate) fn expect_ok(id: &SandboxId, response: Response) -> Result<()> {
+    match response {
+        Response::Ok => Ok(()),
+        Response::Error { message } => Err(Error::Shim {
+            id: id.to_string(),
+            message,
+        }),
+        other => Err(Error::Shim {
+            id: id.to_string(),
+            message: format!("unexpected answer {other:?}"),
+        }),
+    }
+}
+
+/// Used by gc: a pidfd for each still-running process of a record.
+pub(crate) fn open_alive(
+    identities: impl IntoIterator<Item = crate::liveness::ProcessIdentity>,
+) -> Vec<Pidfd> {
+    identities.into_iter().filter_map(|p| p.open()).collect()
+}

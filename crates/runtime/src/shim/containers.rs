@@ -1,0 +1,493 @@
+//! Containers in the shim: start one, carry its output into its CRI log, record its exit,
+//! and exec into it.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use podlab_ns::{ops, NsKind};
+
+use super::sandbox::{fork_in, PidNamespace};
+use super::{raw, save, Shim};
+use crate::cri_log::{LineSplitter, Stream};
+use crate::error::InitFailure;
+use crate::id::ContainerId;
+use crate::init::{self, ContainerPlan, Stdio};
+use crate::liveness::{now_ns, ProcessIdentity};
+use crate::protocol::Response;
+use crate::state::{self, ContainerRecord, PidMode};
+use crate::status::ContainerState;
+
+/// containerd's exit code and reason for a container whose start failed.
+pub(crate) const START_ERROR_EXIT_CODE: i32 = 128;
+pub(crate) const START_ERROR_REASON: &str = "StartError";
+
+/// A container the shim has started.
+pub(crate) struct Live {
+    pub record: ContainerRecord,
+    pub log: Option<File>,
+}
+
+/// One output pipe of a container, on its way into the container's log.
+pub(crate) struct LogPipe {
+    container: ContainerId,
+    fd: OwnedFd,
+    splitter: LineSplitter,
+    done: bool,
+}
+
+impl Shim {
+    pub(super) fn log_pipes(&self) -> impl Iterator<Item = (usize, BorrowedFd<'_>)> {
+        self.logs
+            .iter()
+            .enumerate()
+            .filter(|(_, pipe)| !pipe.done)
+            .map(|(index, pipe)| (index, pipe.fd.as_fd()))
+    }
+
+    /// Reads what is in one pipe (once) and logs it; end of file finishes the stream.
+    pub(super) fn read_log(&mut self, index: usize) {
+        let mut buffer = [0u8; 64 * 1024];
+        let Some(pipe) = self.logs.get_mut(index) else {
+            return;
+        };
+        let records = match nix::unistd::read(&pipe.fd, &mut buffer) {
+            Ok(0) | Err(nix::Error::EIO) => {
+                pipe.done = true;
+                pipe.splitter.finish(now_ns())
+            }
+            Ok(n) => pipe.splitter.push(&buffer[..n], now_ns()),
+            Err(nix::Error::EAGAIN | nix::Error::EINTR) => return,
+            Err(e) => {
+                eprintln!("podlab-shim: reading a log pipe: {e}");
+                pipe.done = true;
+                pipe.splitter.finish(now_ns())
+            }
+        };
+        let container = pipe.container.clone();
+        self.write_log(&container, &records);
+    }
+
+    fn write_log(&mut self, container: &ContainerId, records: &[u8]) {
+        if records.is_empty() {
+            return;
+        }
+        if let Some(file) = self
+            .containers
+            .get_mut(container)
+            .and_then(|l| l.log.as_mut())
+        {
+            if let Err(e) = file.write_all(records) {
+                eprintln!("podlab-shim: writing the log of {container}: {e}");
+            }
+        }
+    }
+
+    /// Everything the pipes of `container` hold right now, logged: called when its process
+    /// has exited, so that the record of the exit never comes before its last lines.
+    fn drain_logs(&mut self, container: &ContainerId) {
+        let indexes: Vec<usize> = self
+            .logs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.container == *container && !p.done)
+            .map(|(i, _)| i)
+            .collect();
+        for index in indexes {
+            while !self.logs[index].done && readable_now(self.logs[index].fd.as_fd()) {
+                self.read_log(index);
+            }
+        }
+    }
+
+    pub(super) fn close_finished_logs(&mut self) {
+        self.logs.retain(|pipe| !pipe.done);
+    }
+
+    pub(super) fn start_container(&mut self, id: &ContainerId) -> Response {
+        match self.try_start(id) {
+            Ok(response) => response,
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    fn try_start(&mut self, id: &ContainerId) -> Result<Response, String> {
+        if self
+            .containers
+            .get(id)
+            .is_some_and(|l| l.record.state == ContainerState::Running)
+        {
+            return Err(format!("container {id} is already running"));
+        }
+        let paths = self.paths.container(id);
+        let mut record: ContainerRecord = state::read_record(&paths.record())
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("container {id} has no record in this sandbox"))?;
+        if record.state != ContainerState::Created {
+            return Err(format!("container {id} is {}, not created", record.state));
+        }
+        if !self.pause_alive {
+            return Err("the sandbox's pause process has exited".into());
+        }
+        let log = open_log(&record.log_path)?;
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let (report_r, report_w) = pipe()?;
+        let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+        let target_pid_ns = match &record.pid_mode {
+            PidMode::Target(target) => Some(self.target_pid_ns(target)?),
+            _ => None,
+        };
+        let pid_ns = match &record.pid_mode {
+            PidMode::Container => PidNamespace::New,
+            PidMode::Pod => PidNamespace::Join(
+                self.namespaces
+                    .pid
+                    .as_ref()
+                    .map(|fd| fd.as_fd())
+                    .ok_or("the pod has no pid namespace of its own")?,
+            ),
+            PidMode::Target(_) => PidNamespace::Join(
+                target_pid_ns
+                    .as_ref()
+                    .map(|fd| fd.as_fd())
+                    .expect("opened above"),
+            ),
+        };
+        let plan = ContainerPlan {
+            join: self.namespaces.for_container(),
+            rootfs: paths.rootfs(),
+            lowerdirs: record.image.lowerdirs.clone(),
+            upper: paths.upper(),
+            work: paths.work(),
+            shm: Some(self.paths.shm()).filter(|p| p.is_dir()),
+            etc_files: vec![
+                (self.paths.hostname(), "/etc/hostname"),
+                (self.paths.hosts(), "/etc/hosts"),
+                (self.paths.resolv_conf(), "/etc/resolv.conf"),
+            ],
+            mounts: record.config.mounts.clone(),
+            readonly_rootfs: record.config.readonly_rootfs,
+            process: record.process.clone(),
+        };
+        let stdio = Stdio {
+            stdin: raw(&null),
+            stdout: raw(&out_w),
+            stderr: raw(&err_w),
+        };
+        let pid = fork_in(self.own_pid_ns(), pid_ns, || {
+            init::run_container(&plan, stdio, report_w)
+        })?;
+        drop((out_w, err_w, null));
+        if let Some(failure) = init::read_report(report_r) {
+            let _ = podlab_ns::child::wait_for(pid);
+            self.record_start_failure(&mut record, &failure);
+            return Ok(Response::StartFailed(failure));
+        }
+        record.state = ContainerState::Running;
+        record.started_at = now_ns();
+        record.pid = ProcessIdentity::of(pid.as_raw()).ok();
+        // A process that exited at once has no namespaces left to read; that is fine.
+        record.namespaces = ops::inspect(pid.as_raw()).unwrap_or_default();
+        save(&paths.record(), &record);
+        let started_at = record.started_at;
+        for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
+            let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+            self.logs.push(LogPipe {
+                container: id.clone(),
+                fd,
+                splitter: LineSplitter::new(stream),
+                done: false,
+            });
+        }
+        self.containers.insert(
+            id.clone(),
+            Live {
+                record,
+                log: Some(log),
+            },
+        );
+        Ok(Response::Started {
+            pid: pid.as_raw(),
+            started_at,
+        })
+    }
+
+    fn target_pid_ns(&self, target: &ContainerId) -> Result<OwnedFd, String> {
+        let live = self
+            .containers
+            .get(target)
+            .filter(|l| l.record.state == ContainerState::Running)
+            .ok_or_else(|| format!("target container {target} is not running in this pod"))?;
+        let pid = live
+            .record
+            .pid
+            .ok_or("the target container has no pid")?
+            .pid;
+        ops::open_pid(pid, NsKind::Pid).map_err(|e| e.to_string())
+    }
+
+    /// As containerd: a container that could not start is exited with code 128, reason
+    /// StartError and the error as its message.
+    fn record_start_failure(&mut self, record: &mut ContainerRecord, failure: &InitFailure) {
+        record.state = ContainerState::Exited;
+        record.exit_code = Some(START_ERROR_EXIT_CODE);
+        record.reason = Some(START_ERROR_REASON.into());
+        record.message = Some(failure.message.clone());
+        record.finished_at = now_ns();
+        save(&self.paths.container(&record.id).record(), record);
+    }
+
+    /// A reaped pid that may be one of our containers: log its last output, record its exit,
+    /// answer those who wait for it.
+    pub(super) fn container_exited(&mut self, pid: i32, code: i32) {
+        let Some(id) = self
+            .containers
+            .iter()
+            .find(|(_, l)| {
+                l.record.state == ContainerState::Running
+                    && l.record.pid.map(|p| p.pid) == Some(pid)
+            })
+            .map(|(id, _)| id.clone())
+        else {
+            return;
+        };
+        self.drain_logs(&id);
+        let finished_at = now_ns();
+        if let Some(live) = self.containers.get_mut(&id) {
+            live.record.state = ContainerState::Exited;
+            live.record.exit_code = Some(code);
+            live.record.finished_at = finished_at;
+            live.record.reason = Some(if code == 0 { "Completed" } else { "Error" }.into());
+            let record = live.record.clone();
+            save(&self.paths.container(&id).record(), &record);
+        }
+        let waiting: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|(_, c)| *c == id)
+            .map(|(t, _)| *t)
+            .collect();
+        self.waiters.retain(|(_, c)| *c != id);
+        for token in waiting {
+            self.reply(
+                token,
+                &Response::Exited {
+                    exit_code: code,
+                    finished_at,
+                },
+            );
+        }
+    }
+
+    pub(super) fn signal_container(&mut self, id: &ContainerId, signal: i32) -> Response {
+        let Some(pid) = self.running_pid(id) else {
+            return Response::Error {
+                message: format!("container {id} is not running"),
+            };
+        };
+        let signal = match Signal::try_from(signal) {
+            Ok(s) => s,
+            Err(e) => {
+                return Response::Error {
+                    message: e.to_string(),
+                }
+            }
+        };
+        // Safe from pid reuse: the pid is our unreaped child, and only this loop reaps.
+        match nix::sys::signal::kill(Pid::from_raw(pid), signal) {
+            Ok(()) | Err(nix::Error::ESRCH) => Response::Ok,
+            Err(e) => Response::Error {
+                message: format!("kill {pid}: {e}"),
+            },
+        }
+    }
+
+    fn running_pid(&self, id: &ContainerId) -> Option<i32> {
+        self.containers
+            .get(id)
+            .filter(|l| l.record.state == ContainerState::Running)
+            .and_then(|l| l.record.pid)
+            .map(|p| p.pid)
+    }
+
+    pub(super) fn wait_container(&mut self, token: u64, id: ContainerId) -> Option<Response> {
+        match self.containers.get(&id) {
+            Some(live) if live.record.state == ContainerState::Running => {
+                self.waiters.push((token, id));
+                None
+            }
+            Some(live) => Some(Response::Exited {
+                exit_code: live.record.exit_code.unwrap_or(-1),
+                finished_at: live.record.finished_at,
+            }),
+            None => {
+                match state::read_record::<ContainerRecord>(&self.paths.container(&id).record()) {
+                    Ok(Some(record)) if record.state == ContainerState::Exited => {
+                        Some(Response::Exited {
+                            exit_code: record.exit_code.unwrap_or(-1),
+                            finished_at: record.finished_at,
+                        })
+                    }
+                    Ok(Some(record)) => Some(Response::Error {
+                        message: format!(
+                            "container {id} is {}: it has not been started",
+                            record.state
+                        ),
+                    }),
+                    _ => Some(Response::Error {
+                        message: format!("container {id} not found in this sandbox"),
+                    }),
+                }
+            }
+        }
+    }
+
+    pub(super) fn reopen_log(&mut self, id: &ContainerId) -> Response {
+        let Some(live) = self.containers.get_mut(id) else {
+            return Response::Error {
+                message: format!("container {id} is not known to the shim"),
+            };
+        };
+        match open_log(&live.record.log_path) {
+            Ok(file) => {
+                live.log = Some(file);
+                Response::Ok
+            }
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    pub(super) fn forget(&mut self, id: &ContainerId) -> Response {
+        if self.running_pid(id).is_some() {
+            return Response::Error {
+                message: format!("container {id} is still running"),
+            };
+        }
+        self.containers.remove(id);
+        self.logs.retain(|p| p.container != *id);
+        self.waiters.retain(|(_, c)| c != id);
+        Response::Ok
+    }
+
+    /// SIGKILL for every running container, then wait for each and record its exit.
+    pub(super) fn stop_containers(&mut self) {
+        let running: Vec<i32> = self
+            .containers
+            .keys()
+            .filter_map(|id| self.running_pid(id))
+            .collect();
+        for pid in &running {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        self.reap_until_gone(&running);
+    }
+
+    /// Starts `argv` in a running container's namespaces with the caller's three descriptors.
+    pub(super) fn exec(
+        &mut self,
+        token: u64,
+        id: &ContainerId,
+        argv: Vec<String>,
+        fds: Vec<OwnedFd>,
+    ) -> Response {
+        match self.try_exec(id, argv, fds) {
+            Ok(Ok(pid)) => {
+                self.execs.insert(pid, token);
+                Response::ExecStarted { pid }
+            }
+            Ok(Err(failure)) => Response::StartFailed(failure),
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    fn try_exec(
+        &mut self,
+        id: &ContainerId,
+        argv: Vec<String>,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Result<i32, InitFailure>, String> {
+        let [stdin, stdout, stderr]: [OwnedFd; 3] = fds.try_into().map_err(|_| {
+            "an Exec request carries exactly three descriptors (stdin, stdout, stderr)".to_string()
+        })?;
+        let pid = self
+            .running_pid(id)
+            .ok_or_else(|| format!("container {id} is not running"))?;
+        let live = &self.containers[id];
+        let mut process = live.record.process.clone();
+        if argv.is_empty() {
+            return Err("exec needs a command".into());
+        }
+        process.argv = argv;
+        let open = |kind| ops::open_pid(pid, kind).map_err(|e| e.to_string());
+        let pid_ns = open(NsKind::Pid)?;
+        let joined: Vec<(OwnedFd, NsKind)> = [NsKind::Net, NsKind::Ipc, NsKind::Uts, NsKind::Mnt]
+            .into_iter()
+            .map(|kind| open(kind).map(|fd| (fd, kind)))
+            .collect::<Result<_, _>>()?;
+        let join: Vec<(BorrowedFd<'_>, NsKind)> = joined
+            .iter()
+            .map(|(fd, kind)| (fd.as_fd(), *kind))
+            .collect();
+        let (report_r, report_w) = pipe()?;
+        let stdio = Stdio {
+            stdin: raw(&stdin),
+            stdout: raw(&stdout),
+            stderr: raw(&stderr),
+        };
+        let child = fork_in(
+            self.own_pid_ns(),
+            PidNamespace::Join(pid_ns.as_fd()),
+            || init::run_exec(&join, &process, stdio, report_w),
+        )?;
+        drop((stdin, stdout, stderr));
+        match init::read_report(report_r) {
+            None => Ok(Ok(child.as_raw())),
+            Some(failure) => {
+                let _ = podlab_ns::child::wait_for(child);
+                Ok(Err(failure))
+            }
+        }
+    }
+
+    pub(super) fn signal_exec(&mut self, pid: i32, signal: i32) -> Response {
+        if !self.execs.contains_key(&pid) {
+            return Response::Error {
+                message: format!("process {pid} is not an exec of this shim"),
+            };
+        }
+        match Signal::try_from(signal).map(|s| nix::sys::signal::kill(Pid::from_raw(pid), s)) {
+            Ok(Ok(())) | Ok(Err(nix::Error::ESRCH)) => Response::Ok,
+            Ok(Err(e)) => Response::Error {
+                message: e.to_string(),
+            },
+            Err(e) => Response::Error {
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+fn readable_now(fd: BorrowedFd<'_>) -> bool {
+    let mut probe = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+    nix::poll::poll(&mut probe, nix::poll::PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))
+}
+
+fn open_log(path: &Path) -> Result<File, String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("opening the log {}: {e}", path.display()))
+}

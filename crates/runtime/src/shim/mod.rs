@@ -1,0 +1,488 @@
+//! `podlab-shim`: one per pod, podlab's twin of `containerd-shim-runc-v2`.
+//!
+//! The library starts it for RunPodSandbox. It detaches at once (fork, the parent exits,
+//! `setsid`), becomes a child subreaper, starts the pause process in the pod's new namespaces,
+//! pins them, prints one [`ShimReady`] line on its stdout and then serves requests on
+//! `shim.sock` until told to shut down. Containers and exec'd processes are its children: it
+//! holds their stdout/stderr pipes and writes them to their CRI log files, reaps them and
+//! records their exit codes, so the kubelet layer or the CLI may come and go (or be killed)
+//! without losing either.
+//!
+//! It is single-threaded on purpose: every container is a plain `fork` of it, free to allocate
+//! and to `setns` into a mount namespace, which a multi-threaded parent would forbid. Its one
+//! loop waits on `poll(2)`: the socket, the clients, the log pipes, and a signalfd for SIGCHLD.
+
+mod containers;
+mod sandbox;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::id::{ContainerId, SandboxId};
+use crate::liveness::ProcessIdentity;
+use crate::protocol::{self, Request, Response, ShimReady};
+use crate::state::{self, SandboxPaths, ShimRecord};
+
+use containers::{Live, LogPipe};
+use sandbox::PodNamespaces;
+
+/// The shim's command line, built by the library and parsed by the binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShimArgs {
+    pub sandbox_dir: PathBuf,
+    pub id: SandboxId,
+    pub pause: PathBuf,
+    pub hostname: String,
+    pub domainname: String,
+    pub share_pid: bool,
+    pub host_network: bool,
+}
+
+impl ShimArgs {
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--id".into(),
+            self.id.as_str().into(),
+            "--sandbox-dir".into(),
+            self.sandbox_dir.clone().into(),
+            "--pause".into(),
+            self.pause.clone().into(),
+            "--hostname".into(),
+            self.hostname.clone().into(),
+            "--domainname".into(),
+            self.domainname.clone().into(),
+        ];
+        if self.share_pid {
+            args.push("--share-pid".into());
+        }
+        if self.host_network {
+            args.push("--host-network".into());
+        }
+        args
+    }
+
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ShimArgs, String> {
+        let mut id = None;
+        let mut sandbox_dir = None;
+        let mut pause = None;
+        let mut hostname = String::new();
+        let mut domainname = String::new();
+        let mut share_pid = false;
+        let mut host_network = false;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let arg = arg.to_string_lossy().into_owned();
+            let mut value = || {
+                args.next()
+                    .ok_or_else(|| format!("{arg} needs a value"))
+                    .map(|v| v.to_string_lossy().into_owned())
+            };
+            match arg.as_str() {
+                "--id" => id = Some(SandboxId::parse(&value()?).map_err(|e| e.to_string())?),
+                "--sandbox-dir" => sandbox_dir = Some(PathBuf::from(value()?)),
+                "--pause" => pause = Some(PathBuf::from(value()?)),
+                "--hostname" => hostname = value()?,
+                "--domainname" => domainname = value()?,
+                "--share-pid" => share_pid = true,
+                "--host-network" => host_network = true,
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(ShimArgs {
+            id: id.ok_or("--id is required")?,
+            sandbox_dir: sandbox_dir.ok_or("--sandbox-dir is required")?,
+            pause: pause.ok_or("--pause is required")?,
+            hostname,
+            domainname,
+            share_pid,
+            host_network,
+        })
+    }
+}
+
+/// The whole life of a shim. Returns only in the process that started it (at once, after the
+/// detaching fork); the daemon exits from within.
+pub fn run(args: ShimArgs) -> anyhow::Result<()> {
+    // SAFETY: the shim is single-threaded here; the parent only exits.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Parent { .. } => return Ok(()),
+        nix::unistd::ForkResult::Child => {}
+    }
+    let _ = nix::unistd::setsid();
+    let code = match Shim::start(args) {
+        Ok(mut shim) => {
+            shim.serve();
+            0
+        }
+        Err(message) => {
+            eprintln!("podlab-shim: {message}");
+            announce(&ShimReady::Failed { message });
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+/// Writes the one line for the starter on stdout and points stdout at /dev/null, so that the
+/// starter's read ends with it.
+fn announce(ready: &ShimReady) {
+    let mut line = serde_json::to_vec(ready).unwrap_or_default();
+    line.push(b'\n');
+    let _ = std::io::stdout().write_all(&line);
+    let _ = std::io::stdout().flush();
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto stdout.
+        unsafe { libc::dup2(null.as_raw_fd(), 1) };
+    }
+}
+
+/// A connected client.
+struct Client {
+    fd: OwnedFd,
+}
+
+/// What a poll slot is for.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Signals,
+    Listener,
+    Client(u64),
+    Log(usize),
+}
+
+pub(crate) struct Shim {
+    paths: SandboxPaths,
+    listener: OwnedFd,
+    signals: SignalFd,
+    clients: BTreeMap<u64, Client>,
+    next_client: u64,
+    /// Clients waiting for a container's exit.
+    waiters: Vec<(u64, ContainerId)>,
+    /// Exec'd processes and the client that waits for each.
+    execs: HashMap<i32, u64>,
+    containers: HashMap<ContainerId, Live>,
+    logs: Vec<LogPipe>,
+    pause: ProcessIdentity,
+    pause_alive: bool,
+    namespaces: PodNamespaces,
+    record: ShimRecord,
+}
+
+impl Shim {
+    fn start(args: ShimArgs) -> Result<Shim, String> {
+        podlab_ns::pid::set_child_subreaper().map_err(|e| e.to_string())?;
+        let mut mask = SigSet::empty();
+        for signal in [
+            Signal::SIGCHLD,
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+        ] {
+            mask.add(signal);
+        }
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)
+            .map_err(|e| format!("sigprocmask: {e}"))?;
+        let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+            .map_err(|e| format!("signalfd: {e}"))?;
+        let paths = SandboxPaths::new(args.sandbox_dir.clone());
+        let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| e.to_string())?;
+        std::fs::write(paths.shim_pid(), format!("{}\n", me.pid))
+            .map_err(|e| format!("writing {}: {e}", paths.shim_pid().display()))?;
+        let listener = protocol::listen(&paths.socket()).map_err(|e| e.to_string())?;
+        let started = sandbox::start(&args, &paths, me);
+        let (pause, namespaces, record) = match started {
+            Ok(started) => started,
+            Err(message) => {
+                let _ = std::fs::remove_file(paths.socket());
+                let _ = std::fs::remove_file(paths.shim_pid());
+                return Err(message);
+            }
+        };
+        announce(&ShimReady::Ready(record.clone()));
+        Ok(Shim {
+            paths,
+            listener,
+            signals,
+            clients: BTreeMap::new(),
+            next_client: 0,
+            waiters: Vec::new(),
+            execs: HashMap::new(),
+            containers: HashMap::new(),
+            logs: Vec::new(),
+            pause,
+            pause_alive: true,
+            namespaces,
+            record,
+        })
+    }
+
+    fn serve(&mut self) {
+        loop {
+            let (mut fds, slots) = self.poll_set();
+            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::Error::EINTR) => continue,
+                Err(e) => {
+                    eprintln!("podlab-shim: poll: {e}");
+                    continue;
+                }
+            }
+            let ready: Vec<(Slot, PollFlags)> = fds
+                .iter()
+                .zip(slots)
+                .filter_map(|(fd, slot)| {
+                    let revents = fd.revents().unwrap_or(PollFlags::empty());
+                    (!revents.is_empty()).then_some((slot, revents))
+                })
+                .collect();
+            drop(fds);
+            // Output first, so that an exit seen in the same round finds its last lines logged.
+            for (slot, _) in &ready {
+                if let Slot::Log(index) = slot {
+                    self.read_log(*index);
+                }
+            }
+            for (slot, revents) in ready {
+                match slot {
+                    Slot::Signals => self.on_signals(),
+                    Slot::Listener => self.accept(),
+                    Slot::Client(token) => {
+                        if self.on_client(token, revents) == Flow::Exit {
+                            return;
+                        }
+                    }
+                    Slot::Log(_) => {}
+                }
+            }
+            self.close_finished_logs();
+        }
+    }
+
+    fn poll_set(&self) -> (Vec<PollFd<'_>>, Vec<Slot>) {
+        let mut fds = vec![
+            PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+        ];
+        let mut slots = vec![Slot::Signals, Slot::Listener];
+        for (token, client) in &self.clients {
+            fds.push(PollFd::new(client.fd.as_fd(), PollFlags::POLLIN));
+            slots.push(Slot::Client(*token));
+        }
+        for (index, pipe) in self.log_pipes() {
+            fds.push(PollFd::new(pipe, PollFlags::POLLIN));
+            slots.push(Slot::Log(index));
+        }
+        (fds, slots)
+    }
+
+    fn accept(&mut self) {
+        match nix::sys::socket::accept4(
+            self.listener.as_raw_fd(),
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        ) {
+            Ok(fd) => {
+                // SAFETY: accept4 returned a new descriptor.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                self.next_client += 1;
+                self.clients.insert(self.next_client, Client { fd });
+            }
+            Err(e) => eprintln!("podlab-shim: accept: {e}"),
+        }
+    }
+
+    fn on_client(&mut self, token: u64, revents: PollFlags) -> Flow {
+        let Some(client) = self.clients.get(&token) else {
+            return Flow::Continue;
+        };
+        let received = if revents.contains(PollFlags::POLLIN) {
+            protocol::receive_message::<Request>(client.fd.as_fd())
+        } else {
+            Ok(None)
+        };
+        match received {
+            Ok(Some((request, fds))) => self.handle(token, request, fds),
+            Ok(None) | Err(_) => {
+                self.drop_client(token);
+                Flow::Continue
+            }
+        }
+    }
+
+    fn drop_client(&mut self, token: u64) {
+        self.clients.remove(&token);
+        self.waiters.retain(|(t, _)| *t != token);
+    }
+
+    pub(crate) fn reply(&mut self, token: u64, response: &Response) {
+        let sent = match self.clients.get(&token) {
+            Some(client) => protocol::send_message(client.fd.as_fd(), response, &[]),
+            None => return,
+        };
+        if sent.is_err() {
+            self.drop_client(token);
+        }
+    }
+
+    fn handle(&mut self, token: u64, request: Request, fds: Vec<OwnedFd>) -> Flow {
+        let response = match request {
+            Request::Ping => Some(Response::Pong {
+                pause_alive: self.pause_alive,
+            }),
+            Request::Start { container } => Some(self.start_container(&container)),
+            Request::Signal { container, signal } => {
+                Some(self.signal_container(&container, signal))
+            }
+            Request::Wait { container } => self.wait_container(token, container),
+            Request::ReopenLog { container } => Some(self.reopen_log(&container)),
+            Request::Forget { container } => Some(self.forget(&container)),
+            Request::Exec { container, argv } => Some(self.exec(token, &container, argv, fds)),
+            Request::SignalExec { pid, signal } => Some(self.signal_exec(pid, signal)),
+            Request::StopContainers => {
+                self.stop_containers();
+                Some(Response::Ok)
+            }
+            Request::Shutdown => {
+                self.shutdown();
+                self.reply(token, &Response::Ok);
+                return Flow::Exit;
+            }
+        };
+        if let Some(response) = response {
+            self.reply(token, &response);
+        }
+        Flow::Continue
+    }
+
+    fn on_signals(&mut self) {
+        while let Ok(Some(info)) = self.signals.read_signal() {
+            if info.ssi_signo != Signal::SIGCHLD as u32 {
+                eprintln!(
+                    "podlab-shim: ignoring signal {} (the shim ends only by a Shutdown request)",
+                    info.ssi_signo
+                );
+            }
+        }
+        self.reap();
+    }
+
+    /// Reaps every child that has exited: the pause process, containers, exec'd processes, and
+    /// orphans re-parented to this subreaper.
+    fn reap(&mut self) {
+        loop {
+            match nix::sys::wait::waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(status) => {
+                    if let Some(pid) = status.pid() {
+                        self.on_exit(pid.as_raw(), exit_code(status));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reaps children, whichever ends first, until every one of `pids` has been reaped. Waiting
+    /// for one pid alone could deadlock: a dying PID 1 of a pid namespace waits in the kernel
+    /// until every other process of its namespace is reaped, and those are children of the shim.
+    pub(crate) fn reap_until_gone(&mut self, pids: &[i32]) {
+        let mut left: Vec<i32> = pids.to_vec();
+        while !left.is_empty() {
+            match nix::sys::wait::waitpid(Pid::from_raw(-1), None) {
+                Ok(status) => {
+                    if let Some(pid) = status.pid() {
+                        left.retain(|p| *p != pid.as_raw());
+                        self.on_exit(pid.as_raw(), exit_code(status));
+                    }
+                }
+                Err(nix::Error::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    pub(crate) fn on_exit(&mut self, pid: i32, code: i32) {
+        if pid == self.pause.pid {
+            self.pause_alive = false;
+            eprintln!("podlab-shim: the pause process {pid} exited ({code})");
+        } else if let Some(token) = self.execs.remove(&pid) {
+            self.reply(token, &Response::ExecExited { exit_code: code });
+        } else {
+            self.container_exited(pid, code);
+        }
+    }
+
+    /// Kills the pause process and every remaining child, unpins, and removes the shim's files.
+    fn shutdown(&mut self) {
+        self.stop_containers();
+        for pid in self.execs.keys() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        if self.pause_alive {
+            let _ = nix::sys::signal::kill(Pid::from_raw(self.pause.pid), Signal::SIGKILL);
+        }
+        let mut children: Vec<i32> = self.execs.keys().copied().collect();
+        if self.pause_alive {
+            children.push(self.pause.pid);
+        }
+        self.reap_until_gone(&children);
+        self.reap();
+        sandbox::unpin_all(&self.record.namespaces);
+        let _ = std::fs::remove_file(self.paths.socket());
+        let _ = std::fs::remove_file(self.paths.shim_record());
+        let _ = std::fs::remove_file(self.paths.shim_pid());
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
+
+/// A wait status as the CRI reports it: the exit code, or 128 + the signal.
+pub(crate) fn exit_code(status: WaitStatus) -> i32 {
+    match status {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, signal, _) => 128 + signal as i32,
+        _ => 255,
+    }
+}
+
+/// Writes a record, saying so on the shim's log when it fails (there is nobody else to tell).
+pub(crate) fn save<T: serde::Serialize>(path: &std::path::Path, record: &T) {
+    if let Err(e) = state::write_record(path, record) {
+        eprintln!("podlab-shim: {e}");
+    }
+}
+
+pub(crate) fn raw(fd: &impl AsRawFd) -> RawFd {
+    fd.as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_round_trip() {
+        let args = ShimArgs {
+            sandbox_dir: "/run/podlab/sandboxes/x".into(),
+            id: SandboxId::generate(),
+            pause: "/usr/bin/podlab-pause".into(),
+            hostname: "web".into(),
+            domainname: String::new(),
+            share_pid: true,
+            host_network: false,
+        };
+        assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
+        assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());
+    }
+}

@@ -1,0 +1,894 @@
+//! podlab-runtime against the kernel. Needs root; run inside the test sandbox:
+//!
+//! ```text
+//! cargo build -p podlab-pause -p podlab-runtime --bins
+//! unshare --mount --uts --ipc --net --pid --fork --mount-proc --propagation private \
+//!     cargo test -p podlab-runtime --test runtime
+//! ```
+//!
+//! Every test has a root of its own (below `$PODLAB_ROOT` when set, else the temp folder),
+//! removed by a guard even when the test fails. The evidence is the kernel's: namespace inode
+//! ids from /proc, what a process inside sees, exit codes, the mount table.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use podlab_ns::NsKind;
+use podlab_runtime::{
+    ContainerConfig, ContainerFilter, ContainerId, ContainerMetadata, ContainerState, DnsConfig,
+    Error, HostsConfig, Mount, NetworkAttachment, NetworkMode, NetworkPlugin, PodNetwork,
+    PodSandboxConfig, PodSandboxMetadata, Runtime, RuntimeConfig, SandboxId, SandboxState,
+};
+
+const BUSYBOX: &str = "busybox";
+const WAIT: Option<Duration> = Some(Duration::from_secs(20));
+
+/// One test's runtime root; on drop every sandbox is removed, gc runs, and the folder goes.
+struct TestRoot {
+    dir: PathBuf,
+    runtime: Runtime,
+}
+
+impl TestRoot {
+    fn new(name: &str) -> TestRoot {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "these tests need root (run them under unshare as the file's doc says)"
+        );
+        // Orphans of a killed shim come to the test process, which then reaps them.
+        podlab_ns::pid::set_child_subreaper().unwrap();
+        let base = std::env::var_os("PODLAB_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("rt-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = RuntimeConfig {
+            root: dir.join("state"),
+            helper_dir: helper_dir(),
+            image_root: dir.join("images"),
+        };
+        let store = podlab_image::Store::open(&config.image_root).unwrap();
+        store.ensure_builtin_busybox().unwrap();
+        let runtime = Runtime::open(config).unwrap();
+        TestRoot { dir, runtime }
+    }
+
+    fn sandbox(&self, config: &PodSandboxConfig) -> SandboxId {
+        self.runtime.run_pod_sandbox(config).unwrap()
+    }
+
+    fn container(&self, sandbox: &SandboxId, name: &str, command: &[&str]) -> ContainerId {
+        let id = self
+            .runtime
+            .create_container(sandbox, &container_config(name, command))
+            .unwrap();
+        self.runtime.start_container(&id).unwrap();
+        id
+    }
+
+    fn exec(&self, id: &ContainerId, cmd: &[&str]) -> (String, i32) {
+        let result = self.runtime.exec_sync(id, &strings(cmd), WAIT).unwrap();
+        (
+            String::from_utf8_lossy(&result.stdout).into_owned(),
+            result.exit_code,
+        )
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+}
+
+impl Drop for TestRoot {
+    fn drop(&mut self) {
+        if let Ok(sandboxes) = self.runtime.list_pod_sandboxes() {
+            for sandbox in sandboxes {
+                let _ = self.runtime.remove_pod_sandbox(&sandbox.id);
+            }
+        }
+        let _ = self.runtime.gc();
+        if let Ok(mounts) = podlab_ns::mnt::mounts_below(&self.dir) {
+            for mount in mounts.iter().rev() {
+                let _ = podlab_ns::mnt::unmount(&mount.mount_point);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// target/debug, where `cargo build --bins` put podlab-pause and podlab-shim.
+fn helper_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    for helper in ["podlab-pause", "podlab-shim"] {
+        assert!(
+            dir.join(helper).is_file(),
+            "{helper} is not in {}: run `cargo build -p podlab-pause -p podlab-runtime --bins` first",
+            dir.display()
+        );
+    }
+    dir
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn pod(name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: PodSandboxMetadata {
+            name: name.into(),
+            namespace: "default".into(),
+            uid: format!("uid-{name}"),
+            attempt: 0,
+        },
+        hostname: name.into(),
+        ..PodSandboxConfig::default()
+    }
+}
+
+fn container_config(name: &str, command: &[&str]) -> ContainerConfig {
+    ContainerConfig {
+        metadata: ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        },
+        image: BUSYBOX.into(),
+        command: strings(command),
+        ..ContainerConfig::default()
+    }
+}
+
+fn inode(pid: i32, kind: NsKind) -> u64 {
+    podlab_ns::ops::ns_inode(pid, kind).unwrap()
+}
+
+fn pid_of(root: &TestRoot, id: &ContainerId) -> i32 {
+    root.runtime
+        .container_status(id)
+        .unwrap()
+        .pid
+        .expect("a running container has a pid")
+}
+
+/// Whether the process is gone (or a zombie nobody reaps yet).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Nothing of the runtime under `root` is mounted, and no folder of a sandbox is left.
+fn assert_nothing_left(root: &TestRoot, pids: &[i32]) {
+    let mounts = podlab_ns::mnt::mounts_below(&root.state_dir()).unwrap();
+    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
+    let sandboxes = root.state_dir().join("sandboxes");
+    let left: Vec<_> = std::fs::read_dir(&sandboxes).unwrap().collect();
+    assert!(left.is_empty(), "sandbox folders left: {left:?}");
+    for pid in pids {
+        assert!(gone(*pid), "process {pid} is still there");
+    }
+}
+
+#[test]
+fn containers_share_net_ipc_uts_with_pause_but_not_pid() {
+    let root = TestRoot::new("share");
+    let mut config = pod("web-1");
+    config.domainname = "podlab.test".into();
+    config.dns = Some(DnsConfig {
+        servers: vec!["10.96.0.10".into()],
+        searches: vec!["default.svc.cluster.local".into()],
+        options: vec!["ndots:5".into()],
+    });
+    let sandbox = root.sandbox(&config);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    assert_eq!(status.state, SandboxState::Ready);
+    assert_eq!(status.network_mode, NetworkMode::Pod);
+    let pause = status.pause_pid.unwrap();
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let b = root.container(&sandbox, "b", &["sleep", "1001"]);
+    for id in [&a, &b] {
+        let pid = pid_of(&root, id);
+        for kind in [NsKind::Net, NsKind::Ipc, NsKind::Uts] {
+            assert_eq!(
+                inode(pid, kind),
+                inode(pause, kind),
+                "{kind} of container {id}"
+            );
+            assert_eq!(
+                status.namespace_inode(kind),
+                Some(inode(pause, kind)),
+                "pinned {kind}"
+            );
+            let pin = status.namespace_path(kind).unwrap();
+            assert_eq!(
+                std::fs::metadata(pin).unwrap().ino(),
+                inode(pause, kind),
+                "{kind} pin"
+            );
+        }
+        assert_ne!(
+            inode(pid, NsKind::Pid),
+            inode(pause, NsKind::Pid),
+            "own pid namespace"
+        );
+        assert_ne!(
+            inode(pid, NsKind::Mnt),
+            inode(pause, NsKind::Mnt),
+            "own mount namespace"
+        );
+        let recorded = root.runtime.container_status(id).unwrap().namespaces;
+        assert_eq!(recorded.get(&NsKind::Net), Some(&inode(pid, NsKind::Net)));
+    }
+    assert_ne!(
+        inode(pid_of(&root, &a), NsKind::Pid),
+        inode(pid_of(&root, &b), NsKind::Pid)
+    );
+    assert_ne!(
+        inode(pid_of(&root, &a), NsKind::Net),
+        inode(1, NsKind::Net),
+        "not the test's netns"
+    );
+
+    assert_eq!(root.exec(&a, &["hostname"]).0, "web-1\n");
+    assert_eq!(root.exec(&b, &["cat", "/etc/hostname"]).0, "web-1\n");
+    assert_eq!(
+        root.exec(&a, &["cat", "/proc/sys/kernel/domainname"]).0,
+        "podlab.test\n"
+    );
+    let (ps, _) = root.exec(&a, &["ps", "-o", "pid,args"]);
+    assert!(
+        ps.contains("1 sleep 1000"),
+        "the container's process is its PID 1: {ps}"
+    );
+    assert!(!ps.contains("1001") && !ps.contains("podlab-pause"), "{ps}");
+    let (hosts, _) = root.exec(&a, &["cat", "/etc/hosts"]);
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"),
+        "{hosts}"
+    );
+    let (resolv, _) = root.exec(&b, &["cat", "/etc/resolv.conf"]);
+    assert_eq!(
+        resolv,
+        "search default.svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
+    );
+    let (links, _) = root.exec(&a, &["cat", "/sys/class/net/lo/operstate"]);
+    assert_eq!(
+        links.trim(),
+        "unknown",
+        "lo is up in the pod (loopback reports unknown when up)"
+    );
+    let (flags, _) = root.exec(&a, &["cat", "/sys/class/net/lo/flags"]);
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(flags & 1, 1, "IFF_UP on lo");
+    let (caps, _) = root.exec(&a, &["grep", "CapEff", "/proc/self/status"]);
+    assert!(
+        caps.contains("00000000a80425fb"),
+        "containerd's default set: {caps}"
+    );
+}
+
+#[test]
+fn a_shared_pid_namespace_has_pause_as_pid_1() {
+    let root = TestRoot::new("sharepid");
+    let mut config = pod("shared");
+    config.share_process_namespace = true;
+    let sandbox = root.sandbox(&config);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let pause = status.pause_pid.unwrap();
+    assert_eq!(
+        podlab_ns::pid::pid_in_own_ns(pause).unwrap().last(),
+        Some(&1)
+    );
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let b = root.container(&sandbox, "b", &["sleep", "1001"]);
+    for id in [&a, &b] {
+        assert_eq!(
+            inode(pid_of(&root, id), NsKind::Pid),
+            inode(pause, NsKind::Pid)
+        );
+    }
+    assert_eq!(
+        status.namespace_inode(NsKind::Pid),
+        Some(inode(pause, NsKind::Pid))
+    );
+    let (ps, _) = root.exec(&a, &["ps", "-o", "pid,args"]);
+    let lines: Vec<&str> = ps.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("1 ") && l.contains("podlab-pause")),
+        "pause is PID 1: {ps}"
+    );
+    assert!(
+        ps.contains("sleep 1000") && ps.contains("sleep 1001"),
+        "{ps}"
+    );
+}
+
+#[test]
+fn exit_codes_and_logs_are_recorded() {
+    let root = TestRoot::new("exit");
+    let sandbox = root.sandbox(&pod("exits"));
+    let ok = root.container(&sandbox, "ok", &["sh", "-c", "exit 0"]);
+    let bad = root.container(
+        &sandbox,
+        "bad",
+        &[
+            "sh",
+            "-c",
+            "echo to-stdout; echo to-stderr >&2; printf no-newline; exit 3",
+        ],
+    );
+    let ok = root.runtime.wait_container(&ok, WAIT).unwrap();
+    assert_eq!(
+        (ok.state, ok.exit_code, ok.reason.as_deref()),
+        (ContainerState::Exited, Some(0), Some("Completed"))
+    );
+    let bad = root.runtime.wait_container(&bad, WAIT).unwrap();
+    assert_eq!(
+        (bad.exit_code, bad.reason.as_deref()),
+        (Some(3), Some("Error"))
+    );
+    assert!(
+        bad.started_at > 0 && bad.finished_at >= bad.started_at && bad.started_at >= bad.created_at
+    );
+
+    let text = std::fs::read_to_string(&bad.log_path).unwrap();
+    let records: Vec<Vec<&str>> = text.lines().map(|l| l.splitn(4, ' ').collect()).collect();
+    let tail: Vec<(&str, &str, &str)> = records.iter().map(|r| (r[1], r[2], r[3])).collect();
+    let mut expected = vec![
+        ("stdout", "F", "to-stdout"),
+        ("stderr", "F", "to-stderr"),
+        ("stdout", "P", "no-newline"),
+    ];
+    // The two pipes are read independently: only the order within a stream is certain.
+    let mut got = tail.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected, "{text}");
+    for record in &records {
+        assert!(
+            record[0].ends_with('Z') && record[0].len() == 30,
+            "RFC3339Nano time: {}",
+            record[0]
+        );
+    }
+    let lines = podlab_runtime::cri_log::read_log(&bad.log_path).unwrap();
+    assert_eq!(lines.len(), 3);
+
+    let listed = root
+        .runtime
+        .list_containers(&ContainerFilter {
+            sandbox_id: Some(sandbox.clone()),
+            state: Some(ContainerState::Exited),
+            ..ContainerFilter::default()
+        })
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+}
+
+#[test]
+fn a_failed_start_reads_like_runc_and_is_recorded() {
+    let root = TestRoot::new("startfail");
+    let sandbox = root.sandbox(&pod("fails"));
+    let id = root
+        .runtime
+        .create_container(&sandbox, &container_config("nope", &["no-such-binary"]))
+        .unwrap();
+    let err = root.runtime.start_container(&id).unwrap_err();
+    match &err {
+        Error::StartFailed { failure, .. } => {
+            assert_eq!(failure.step, "exec");
+            assert_eq!(
+                failure.message,
+                "exec: \"no-such-binary\": executable file not found in $PATH"
+            );
+        }
+        other => panic!("expected StartFailed, got {other}"),
+    }
+    let status = root.runtime.container_status(&id).unwrap();
+    assert_eq!(
+        (status.state, status.exit_code, status.reason.as_deref()),
+        (ContainerState::Exited, Some(128), Some("StartError"))
+    );
+
+    let mut config = container_config("badcwd", &["true"]);
+    config.working_dir = Some("/etc/passwd/x".into());
+    let id = root.runtime.create_container(&sandbox, &config).unwrap();
+    let err = root.runtime.start_container(&id).unwrap_err().to_string();
+    assert!(err.contains("/etc/passwd/x"), "{err}");
+
+    let missing = root.runtime.create_container(
+        &sandbox,
+        &ContainerConfig {
+            image: "no-such-image".into(),
+            ..container_config("x", &["true"])
+        },
+    );
+    assert!(
+        matches!(missing, Err(Error::ImageNotFound { .. })),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn sysv_shared_memory_made_in_one_container_is_seen_in_another() {
+    let root = TestRoot::new("shm");
+    let sandbox = root.sandbox(&pod("ipc"));
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let b = root.container(&sandbox, "b", &["sleep", "1000"]);
+    let (pid_a, pid_b) = (pid_of(&root, &a), pid_of(&root, &b));
+    // In container a's ipc namespace: a segment with a message.
+    let shmid: i32 = podlab_ns::child::run_in_child(move || {
+        podlab_ns::ops::join_path(&podlab_ns::ops::ns_path(pid_a, NsKind::Ipc), NsKind::Ipc)?;
+        let id = podlab_ns::ipc::create_sysv_shm(4096)?;
+        podlab_ns::ipc::shm_write(id, b"from container a")?;
+        Ok(id)
+    })
+    .unwrap();
+    // Container b sees it from inside, in its own /proc.
+    let (table, _) = root.exec(&b, &["cat", "/proc/sysvipc/shm"]);
+    let ids: Vec<i32> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert!(
+        ids.contains(&shmid),
+        "segment {shmid} in b's table: {table}"
+    );
+    let read: Vec<u8> = podlab_ns::child::run_in_child(move || {
+        podlab_ns::ops::join_path(&podlab_ns::ops::ns_path(pid_b, NsKind::Ipc), NsKind::Ipc)?;
+        podlab_ns::ipc::shm_read(shmid, 16)
+    })
+    .unwrap();
+    assert_eq!(read, b"from container a");
+    assert_ne!(
+        inode(std::process::id() as i32, NsKind::Ipc),
+        inode(pid_a, NsKind::Ipc)
+    );
+}
+
+#[test]
+fn exec_sync_returns_output_and_exit_code() {
+    let root = TestRoot::new("exec");
+    let sandbox = root.sandbox(&pod("exec"));
+    let id = root.container(&sandbox, "app", &["sleep", "1000"]);
+    let result = root
+        .runtime
+        .exec_sync(
+            &id,
+            &strings(&["sh", "-c", "echo hi; echo oops >&2; exit 7"]),
+            WAIT,
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            result.stdout.as_slice(),
+            result.stderr.as_slice(),
+            result.exit_code
+        ),
+        (&b"hi\n"[..], &b"oops\n"[..], 7)
+    );
+    let pid = pid_of(&root, &id);
+    let (mnt, _) = root.exec(&id, &["readlink", "/proc/self/ns/mnt"]);
+    assert_eq!(
+        mnt.trim(),
+        format!("mnt:[{}]", inode(pid, NsKind::Mnt)),
+        "exec joins the mount namespace"
+    );
+    let (pidns, _) = root.exec(&id, &["readlink", "/proc/self/ns/pid"]);
+    assert_eq!(pidns.trim(), format!("pid:[{}]", inode(pid, NsKind::Pid)));
+    let err = root
+        .runtime
+        .exec_sync(
+            &id,
+            &strings(&["sleep", "30"]),
+            Some(Duration::from_millis(300)),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    let err = root
+        .runtime
+        .exec_sync(&id, &strings(&["no-such-tool"]), WAIT)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("executable file not found in $PATH"),
+        "{err}"
+    );
+    let (ps, _) = root.exec(&id, &["ps", "-o", "pid,args"]);
+    assert!(
+        !ps.contains("sleep 30"),
+        "the timed-out exec was killed: {ps}"
+    );
+}
+
+#[test]
+fn stop_and_remove_leave_nothing_behind() {
+    let root = TestRoot::new("remove");
+    let mut config = pod("gone");
+    config.share_process_namespace = true;
+    let sandbox = root.sandbox(&config);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let b = root.container(
+        &sandbox,
+        "b",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 0' TERM; while true; do sleep 1; done",
+        ],
+    );
+    let pids = [
+        status.pause_pid.unwrap(),
+        status.shim_pid.unwrap(),
+        pid_of(&root, &a),
+        pid_of(&root, &b),
+    ];
+    let pins: Vec<PathBuf> = status.namespaces.iter().map(|n| n.path.clone()).collect();
+    assert_eq!(pins.len(), 4, "uts ipc net pid");
+    assert!(pins.iter().all(|p| podlab_ns::ops::is_pinned(p)));
+
+    root.runtime
+        .stop_container(&b, Duration::from_secs(10))
+        .unwrap();
+    let b_status = root.runtime.container_status(&b).unwrap();
+    assert_eq!(b_status.exit_code, Some(0), "SIGTERM reached the trap");
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    let stopped = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    assert_eq!(stopped.state, SandboxState::NotReady);
+    assert_eq!(
+        root.runtime.container_status(&a).unwrap().state,
+        ContainerState::Exited
+    );
+    assert!(
+        pins.iter().all(|p| !podlab_ns::ops::is_pinned(p)),
+        "stop unpins"
+    );
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert!(matches!(
+        root.runtime.pod_sandbox_status(&sandbox),
+        Err(Error::SandboxNotFound { .. })
+    ));
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &pids);
+}
+
+#[test]
+fn kill_9_of_the_shim_then_gc_leaves_nothing() {
+    let root = TestRoot::new("kill9");
+    let sandbox = root.sandbox(&pod("crash"));
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let shim = status.shim_pid.unwrap();
+    let pids = [shim, status.pause_pid.unwrap(), pid_of(&root, &a)];
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The shim was re-parented to this (subreaper) test process: reap it.
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(shim), None);
+    let broken = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    assert_eq!(broken.state, SandboxState::NotReady);
+    assert_eq!(
+        root.runtime.container_status(&a).unwrap().state,
+        ContainerState::Unknown
+    );
+    assert!(
+        !gone(pids[1]) && !gone(pids[2]),
+        "pause and the container outlive their shim"
+    );
+
+    let report = root.runtime.gc().unwrap();
+    assert_eq!(report.sandboxes_removed, vec![sandbox]);
+    assert!(
+        report.processes_killed.contains(&pids[1]) && report.processes_killed.contains(&pids[2]),
+        "{report:?}"
+    );
+    assert!(!report.unmounted.is_empty());
+    assert_nothing_left(&root, &pids);
+}
+
+#[test]
+fn an_exported_bundle_runs_under_runc() {
+    let root = TestRoot::new("bundle");
+    let sandbox = root.sandbox(&pod("bundled"));
+    let script =
+        "test -f /marker && cat /marker; echo run >> /marker; echo hello-from-bundle; hostname";
+    let id = root.container(&sandbox, "app", &["sh", "-c", script]);
+    let status = root.runtime.wait_container(&id, WAIT).unwrap();
+    assert_eq!(status.exit_code, Some(0));
+    let lines = podlab_runtime::cri_log::read_log(&status.log_path).unwrap();
+    let out: Vec<String> = lines
+        .iter()
+        .map(|l| String::from_utf8_lossy(&l.content).into_owned())
+        .collect();
+    assert_eq!(out, ["hello-from-bundle", "bundled"]);
+
+    let bundle = root.dir.join("bundle");
+    root.runtime.export_bundle(&id, &bundle).unwrap();
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    assert_eq!(spec["process"]["args"][0], "sh");
+    assert_eq!(spec["process"]["terminal"], false);
+    assert!(bundle.join("rootfs/bin/busybox").is_file());
+    assert!(
+        !bundle.join("rootfs/etc/issue").exists(),
+        "the image's whiteout holds in the copy"
+    );
+    let runc_root = root.dir.join("runc-state");
+    let output = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(&runc_root)
+        .args(["run", "--bundle"])
+        .arg(&bundle)
+        .arg(format!("podlab-test-{}", std::process::id()))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("runc is installed");
+    assert!(
+        output.status.success(),
+        "runc run: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "run\nhello-from-bundle\nbundled\n",
+        "the container's own change (/marker in its upper layer) is in the bundle"
+    );
+}
+
+#[test]
+fn security_context_user_readonly_rootfs_and_volumes() {
+    let root = TestRoot::new("secctx");
+    let sandbox = root.sandbox(&pod("secure"));
+    let volume = root.dir.join("empty-dir");
+    std::fs::create_dir_all(&volume).unwrap();
+    let mount = Mount {
+        host_path: volume.clone(),
+        container_path: "/data".into(),
+        readonly: false,
+    };
+    let mut writer = container_config(
+        "writer",
+        &["sh", "-c", "echo shared > /data/file; sleep 1000"],
+    );
+    writer.mounts = vec![mount.clone()];
+    writer.readonly_rootfs = true;
+    let writer = root.runtime.create_container(&sandbox, &writer).unwrap();
+    root.runtime.start_container(&writer).unwrap();
+    let mut reader = container_config("reader", &["sleep", "1000"]);
+    reader.mounts = vec![Mount {
+        readonly: true,
+        ..mount
+    }];
+    reader.run_as_user = Some(1000);
+    reader.run_as_group = Some(3000);
+    let reader = root.runtime.create_container(&sandbox, &reader).unwrap();
+    root.runtime.start_container(&reader).unwrap();
+
+    let (_, code) = root.exec(&writer, &["touch", "/x"]);
+    assert_ne!(code, 0, "the rootfs is read-only");
+    let (_, code) = root.exec(&writer, &["touch", "/tmp/x"]);
+    assert_ne!(code, 0);
+    let (id, _) = root.exec(&reader, &["id"]);
+    assert_eq!(id.trim(), "uid=1000 gid=3000 groups=3000");
+    let (caps, _) = root.exec(&reader, &["grep", "CapEff", "/proc/self/status"]);
+    assert!(
+        caps.contains("0000000000000000"),
+        "a non-root user has no capabilities: {caps}"
+    );
+    let (uid, _) = root.exec(&reader, &["stat", "-c", "%u", "/proc/1"]);
+    assert_eq!(
+        uid.trim(),
+        "1000",
+        "the container's process runs as the user"
+    );
+    for _ in 0..200 {
+        if volume.join("file").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (shared, _) = root.exec(&reader, &["cat", "/data/file"]);
+    assert_eq!(shared, "shared\n");
+    let (_, code) = root.exec(&reader, &["sh", "-c", "echo no > /data/other"]);
+    assert_ne!(code, 0, "a read-only volume");
+}
+
+#[test]
+fn an_ephemeral_container_joins_its_targets_pid_namespace() {
+    let root = TestRoot::new("debug");
+    let sandbox = root.sandbox(&pod("debugged"));
+    let target = root.container(&sandbox, "app", &["sleep", "1234"]);
+    let mut debug = container_config("debugger", &["sleep", "1000"]);
+    debug.target_container = Some(target.clone());
+    let debug = root.runtime.create_container(&sandbox, &debug).unwrap();
+    root.runtime.start_container(&debug).unwrap();
+    assert_eq!(
+        inode(pid_of(&root, &debug), NsKind::Pid),
+        inode(pid_of(&root, &target), NsKind::Pid)
+    );
+    let (ps, _) = root.exec(&debug, &["ps", "-o", "pid,args"]);
+    assert!(ps.contains("1 sleep 1234"), "{ps}");
+}
+
+#[test]
+fn a_host_network_pod_has_the_nodes_network_and_hostname() {
+    let root = TestRoot::new("hostnet");
+    let mut config = pod("on-the-node");
+    config.host_network = true;
+    let sandbox = root.sandbox(&config);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    assert_eq!(status.network_mode, NetworkMode::Node);
+    assert_eq!(
+        status.namespaces.iter().map(|n| n.kind).collect::<Vec<_>>(),
+        [NsKind::Ipc]
+    );
+    let id = root.container(&sandbox, "app", &["sleep", "1000"]);
+    let me = std::process::id() as i32;
+    let pid = pid_of(&root, &id);
+    assert_eq!(inode(pid, NsKind::Net), inode(me, NsKind::Net));
+    assert_eq!(inode(pid, NsKind::Uts), inode(me, NsKind::Uts));
+    assert_ne!(inode(pid, NsKind::Ipc), inode(me, NsKind::Ipc));
+    let (hostname, _) = root.exec(&id, &["hostname"]);
+    assert_eq!(hostname.trim(), podlab_ns::uts::hostname().unwrap());
+    let (hosts, _) = root.exec(&id, &["cat", "/etc/hosts"]);
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file (host network).\n"),
+        "{hosts}"
+    );
+}
+
+/// A network plugin that records its calls and hands out one address.
+#[derive(Default)]
+struct FakeNetwork {
+    fail: bool,
+    calls: Mutex<Vec<String>>,
+}
+
+impl NetworkPlugin for FakeNetwork {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn set_up(
+        &self,
+        pod: &PodNetwork<'_>,
+    ) -> Result<NetworkAttachment, podlab_runtime::network::PluginError> {
+        let pinned = podlab_ns::ops::is_pinned(pod.netns);
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("set_up pinned={pinned}"));
+        if self.fail {
+            return Err("no addresses left".into());
+        }
+        Ok(NetworkAttachment {
+            ips: vec!["10.88.0.7".into()],
+            result: Some(serde_json::json!({"interface": "eth0"})),
+        })
+    }
+
+    fn tear_down(
+        &self,
+        pod: &PodNetwork<'_>,
+        result: Option<&serde_json::Value>,
+    ) -> Result<(), podlab_runtime::network::PluginError> {
+        let pinned = podlab_ns::ops::is_pinned(pod.netns);
+        self.calls.lock().unwrap().push(format!(
+            "tear_down pinned={pinned} result={}",
+            result.is_some()
+        ));
+        Ok(())
+    }
+}
+
+#[test]
+fn the_network_hook_gives_the_pod_its_ip_and_is_undone() {
+    let mut root = TestRoot::new("network");
+    let plugin = Arc::new(FakeNetwork::default());
+    root.runtime.set_network_plugin(plugin.clone());
+    let mut config = pod("addressed");
+    config.hosts = HostsConfig {
+        domain: Some("sub.default.svc.cluster.local".into()),
+        aliases: Vec::new(),
+    };
+    let sandbox = root.sandbox(&config);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    assert_eq!(status.ip.as_deref(), Some("10.88.0.7"));
+    let id = root.container(&sandbox, "app", &["sleep", "1000"]);
+    let (hosts, _) = root.exec(&id, &["cat", "/etc/hosts"]);
+    assert!(
+        hosts.ends_with("10.88.0.7\taddressed.sub.default.svc.cluster.local\taddressed\n"),
+        "{hosts}"
+    );
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    assert_eq!(
+        *plugin.calls.lock().unwrap(),
+        ["set_up pinned=true", "tear_down pinned=true result=true"]
+    );
+}
+
+#[test]
+fn a_failed_sandbox_leaves_nothing_behind() {
+    let mut root = TestRoot::new("sbxfail");
+    let plugin = Arc::new(FakeNetwork {
+        fail: true,
+        ..FakeNetwork::default()
+    });
+    root.runtime.set_network_plugin(plugin.clone());
+    let err = root.runtime.run_pod_sandbox(&pod("unlucky")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Network {
+                phase: "set-up",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no addresses left"), "{err}");
+    assert_nothing_left(&root, &[]);
+    let state = root.state_dir().display().to_string();
+    let strays: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&state))
+        })
+        .filter(|pid| !gone(*pid))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "no shim or pause of this root runs: {strays:?}"
+    );
+    assert_eq!(
+        plugin.calls.lock().unwrap().len(),
+        2,
+        "set-up, then the teardown CNI wants after a failed ADD"
+    );
+}
+
+#[test]
+fn ids_resolve_by_prefix_and_lists_filter_by_label() {
+    let root = TestRoot::new("ids");
+    let mut config = pod("labelled");
+    config.labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    let sandbox = root.sandbox(&config);
+    let other = root.sandbox(&pod("other"));
+    assert_eq!(
+        root.runtime
+            .resolve_sandbox_id(&sandbox.as_str()[..13])
+            .unwrap(),
+        sandbox
+    );
+    let filtered = root
+        .runtime
+        .list_pod_sandboxes_filtered(&podlab_runtime::SandboxFilter {
+            labels: config.labels.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        filtered.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+        std::slice::from_ref(&sandbox)
+    );
+    assert_eq!(root.runtime.list_pod_sandboxes().unwrap().len(), 2);
+    let _ = other;
+}
