@@ -3,7 +3,10 @@
 //! Exit status: 0 success; 1 a demo's evidence did not hold, or an operation failed; 2 bad
 //! input (an unknown namespace kind, a kind this kernel lacks, no way to get privileges).
 
+#[allow(dead_code)] // wired by the pod commands
+mod columns;
 mod demo;
+mod explain;
 mod nsls;
 mod privilege;
 
@@ -29,6 +32,18 @@ enum Command {
         /// uts, ipc, net, pid, mnt, user, or all (the default).
         #[arg(default_value = "all")]
         what: String,
+    },
+    /// Kubelet's decisions for a cases file, with the rule IDs that made them.
+    Explain {
+        /// A JSON file with one case, or an object with a `cases` array (`-` for stdin).
+        #[arg(short = 'f', long = "filename")]
+        file: std::path::PathBuf,
+        /// `json`: one JSON object with the outputs; default: the decisions in words.
+        #[arg(short = 'o', long = "output", value_parser = ["json"])]
+        output: Option<String>,
+        /// Compare each output with the case's `expect`; end with `N passed, M failed`.
+        #[arg(long)]
+        check: bool,
     },
     /// Namespaces on this host.
     Ns {
@@ -63,12 +78,20 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 fn main() -> ExitCode {
+    // Like every Unix filter: `podlab get pods | head` ends quietly when head has read enough.
+    // SAFETY: restoring a default signal disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo { what } => demo::run(&what),
         Command::Ns {
             command: NsCommand::Ls { pid, json },
         } => nsls::run(pid, json),
+        Command::Explain {
+            file,
+            output,
+            check,
+        } => explain::run(&file, output.is_some(), check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
