@@ -5,7 +5,8 @@
 //!   the host's hostname, mounts or network, and nothing they start can outlive them.
 //! * `demo [WHAT]` — builds podlab and runs `podlab demo WHAT`.
 //! * `bench` — the criterion benches, then their record in `docs/benchmarks/<date>/`.
-//! * `peers [pause]` — podlab next to the real tools (catatonit, ...) in the same run.
+//! * `peers [--quick | pause]` — podlab next to the real peers (runc, crun, containerd, dockerd,
+//!   podman, catatonit) in the same run; see `peers.rs`.
 //! * `tidy` — formatting and the house rules that are checked by tests (see `tidy.rs`).
 //! * `ci` — `tidy`, then `test`: what `.ci/run` runs.
 //!
@@ -49,7 +50,7 @@ fn run(args: &[String]) -> Result<()> {
             test(rest)
         }
         "help" | "-h" | "--help" => {
-            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [pause] | tidy | ci");
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause] | tidy | ci");
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),

@@ -1,6 +1,12 @@
 //! `cargo xtask peers`: podlab next to the real tools on this machine, in the same run.
 //!
-//! * `pause` — resident memory of an idle `podlab-pause` next to an idle `catatonit -P`
+//! * `peers [--quick]` — the five side-by-side comparisons of issue 7 (a namespace set, a
+//!   `/bin/true` container, a pod, scale, teardown) against runc, crun, containerd/ctr, dockerd
+//!   and podman, all started as private instances in a lab of their own: installs what is
+//!   missing (`scripts/peers/install.sh`, as root), builds `peers-bench` and podlab in release
+//!   mode, runs it, and it writes `docs/benchmarks/<date>/peers.{csv,md}` and `peers-*.svg`.
+//!   `--quick` finishes in under 3 minutes, the full run in under 20. See docs/peers.md.
+//! * `peers pause` — resident memory of an idle `podlab-pause` next to an idle `catatonit -P`
 //!   (podman's pod infra process), each started fresh and read from `/proc/PID/status` and
 //!   `/proc/PID/smaps_rollup` once they sleep.
 
@@ -11,9 +17,51 @@ use anyhow::{bail, Context, Result};
 
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
-        Some("pause") | None => pause(),
-        Some(other) => bail!("unknown peer comparison {other:?} (expected: pause)"),
+        Some("pause") => pause(),
+        None | Some("--quick") | Some("--full") => bench(args),
+        Some(other) => {
+            bail!("unknown peer comparison {other:?} (expected: --quick, --full or pause)")
+        }
     }
+}
+
+/// Installs the peers if needed, builds, and runs `peers-bench` with `args`.
+fn bench(args: &[String]) -> Result<()> {
+    let root = crate::workspace_root();
+    let install = root.join("scripts/peers/install.sh");
+    let status = Command::new("bash")
+        .arg(&install)
+        .status()
+        .with_context(|| format!("running {}", install.display()))?;
+    if !status.success() {
+        bail!("the peers are not installed (see the line above)");
+    }
+    crate::cargo(
+        &["build", "--release", "-p", "podlab-layers", "--bins"],
+        &[],
+    )?;
+    // podlab itself in release mode too, so that its rows (once its commands exist) are
+    // measured as the peers' optimized builds are. A podlab that does not build leaves its
+    // rows pending rather than stopping the peers' measurements.
+    let podlab = ["-p", "podlab", "-p", "podlab-pause", "-p", "podlab-runtime"];
+    let mut build = vec!["build", "--release"];
+    build.extend(podlab);
+    build.push("--bins");
+    if let Err(err) = crate::cargo(&build, &[]) {
+        println!("xtask peers: podlab did not build ({err:#}); its rows stay pending");
+    }
+    let bench = root.join("target/release/peers-bench");
+    let status = Command::new(&bench)
+        .args(args)
+        .arg("--workspace")
+        .arg(&root)
+        .current_dir(&root)
+        .status()
+        .with_context(|| format!("running {}", bench.display()))?;
+    if !status.success() {
+        bail!("peers-bench failed ({status})");
+    }
+    Ok(())
 }
 
 fn pause() -> Result<()> {

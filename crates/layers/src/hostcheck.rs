@@ -252,9 +252,16 @@ fn cgroup_dirs(dir: &Path, depth: usize, out: &mut BTreeSet<String>) {
 /// How many network namespaces the kernel holds now: the `net_namespace` objects of the slab
 /// allocator. A namespace is freed asynchronously (the `netns` workqueue) after its last
 /// reference goes, so this count falls some time after the processes and pins are gone; it is
-/// the kernel's own signal that the freeing is done. None when neither file can be read.
+/// the kernel's own signal that the freeing is done.
+///
+/// SLUB counts an object that sits freed in a per-CPU cache (a CPU slab or sheaf) as in use, so
+/// the raw count lags by up to a few dozen; writing `1` to the cache's `shrink` file first makes
+/// SLUB flush those caches (it frees cached memory and changes no setting), and the count is
+/// then exact. None when neither file can be read.
 pub fn net_namespaces_in_kernel() -> Option<u64> {
-    if let Ok(text) = std::fs::read_to_string("/sys/kernel/slab/net_namespace/objects") {
+    let slab = Path::new("/sys/kernel/slab/net_namespace");
+    let _ = std::fs::write(slab.join("shrink"), "1");
+    if let Ok(text) = std::fs::read_to_string(slab.join("objects")) {
         if let Some(n) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
             return Some(n);
         }

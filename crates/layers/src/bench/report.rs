@@ -102,7 +102,7 @@ pub fn markdown(header: &Header, rows: &[Row], plots: &[(String, String)]) -> St
             "| subject | metric | level | median | min | max | n | podlab / peer | status |\n",
         );
         md.push_str("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
-        for r in &mine {
+        for r in mine.iter().filter(|r| r.status != "pending") {
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -118,6 +118,14 @@ pub fn markdown(header: &Header, rows: &[Row], plots: &[(String, String)]) -> St
                     .unwrap_or_default(),
                 status_cell(r),
             );
+        }
+        let pending: BTreeSet<&str> = mine
+            .iter()
+            .filter(|r| r.status == "pending")
+            .map(|r| r.command.as_str())
+            .collect();
+        for command in pending {
+            let _ = writeln!(md, "\npodlab: pending, will run `{command}`.");
         }
         for (plot_comparison, file) in plots {
             if plot_comparison == comparison {

@@ -59,11 +59,11 @@ impl Plan {
             name: "quick",
             warmup: 1,
             ns_rounds: 30,
-            container_rounds: 8,
-            pod_rounds: 4,
-            levels: vec![1, 10, 30],
+            container_rounds: 6,
+            pod_rounds: 3,
+            levels: vec![1, 10],
             level_rounds: 3,
-            teardown_pods: 20,
+            teardown_pods: 10,
             teardown_rounds: 1,
         }
     }
@@ -892,7 +892,7 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32) -> Result<Vec<f64>> {
         Some(target) => {
             crate::lab::wait_until(
                 "the kernel to free the deleted pods' network namespaces",
-                Duration::from_secs(60),
+                Duration::from_secs(30),
                 || net_namespaces_in_kernel().is_some_and(|now| now <= target),
             )?;
             ms_since(start)
