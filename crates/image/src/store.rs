@@ -41,6 +41,8 @@ pub struct GcReport {
     pub snapshots_removed: usize,
     /// Unreferenced snapshots kept because a mounted overlay still uses them.
     pub snapshots_in_use: Vec<PathBuf>,
+    /// Why nothing was collected: an image that cannot be read might need any blob.
+    pub skipped: Option<String>,
 }
 
 /// An image store rooted at one folder. Cheap to open; every call takes the store's lock, so
@@ -281,6 +283,12 @@ impl Store {
 
     /// Overlay lower folders for a container of `image`, in the kernel's order: the top-most
     /// layer first. An image without layers gets one empty folder (overlayfs needs a lower).
+    ///
+    /// `mount(2)` takes them as one `lowerdir=a:b:c` option inside a page (4 KiB) of options,
+    /// which holds about 40 layers at a root like `/run/podlab/images`; the new mount API
+    /// (`fsconfig` with `lowerdir+`, Linux 6.8) takes one folder at a time and has no such limit.
+    /// A snapshot is protected from [`Store::remove`] once it is mounted, not between `resolve`
+    /// and the mount.
     pub fn lowerdirs(&self, image: &Image) -> Vec<PathBuf> {
         if image.layers.is_empty() {
             return vec![self.snapshots.join(EMPTY_SNAPSHOT)];
@@ -359,8 +367,14 @@ impl Store {
 
     fn collect_garbage(&self, index: &NameIndex) -> Result<GcReport> {
         let mut report = GcReport::default();
-        // If an image cannot be read, what it references is unknown: delete nothing.
-        let keep = self.referenced(index)?;
+        let keep = match self.referenced(index) {
+            Ok(keep) => keep,
+            Err(err) => {
+                // What an unreadable image references is unknown: delete nothing.
+                report.skipped = Some(format!("an image cannot be read: {err}"));
+                return Ok(report);
+            }
+        };
         for digest in self.blobs[0].list()? {
             if !keep.blobs.contains(&digest) {
                 let path = self.blobs[0].path(&digest);

@@ -202,8 +202,31 @@ fn an_umoci_layout_imports_with_its_layers_and_whiteout() {
     assert_ne!(top.chain_id, top.diff_id);
     assert_eq!(bottom.chain_id, bottom.diff_id);
 
-    // The name index is an OCI layout that umoci itself can read.
+    // A second image in the layout: a name then has to pick one by its tag.
     let umoci = tool("umoci").unwrap();
+    run(
+        &umoci,
+        &["new", "--image", &format!("{}:empty", layout.display())],
+    );
+    let err = store.import(&layout, Some("pick:nope")).unwrap_err();
+    assert!(matches!(err, Error::Ambiguous { .. }), "{err}");
+    let picked = store.import(&layout, Some("pick:t")).unwrap();
+    assert_eq!(
+        picked[0].digest, summaries[0].digest,
+        "tag t picks the image tagged t"
+    );
+    let empty = store.import(&layout, Some("nothing:empty")).unwrap();
+    assert_eq!(empty[0].layers, 0);
+    let empty = store.resolve("nothing:empty").unwrap();
+    let lowers = store.lowerdirs(&empty);
+    assert_eq!(
+        lowers.len(),
+        1,
+        "overlayfs needs a lower folder even for no layers"
+    );
+    assert_eq!(fs::read_dir(&lowers[0]).unwrap().count(), 0);
+
+    // The name index is an OCI layout that umoci itself can read.
     let listed = Command::new(umoci)
         .args(["ls", "--layout"])
         .arg(store.root())
@@ -449,6 +472,18 @@ fn corrupt_blobs_are_found_on_read() {
     assert!(
         !top.snapshot.exists(),
         "no half-unpacked snapshot is left under its name"
+    );
+
+    // An image that cannot even be read can still be removed, and its content goes with it.
+    flip(&config);
+    assert!(store.list().is_err(), "listing reads every config");
+    store.remove("busybox").unwrap();
+    assert!(store.list().unwrap().is_empty());
+    assert_eq!(fs::read_dir(&blobs).unwrap().count(), 0);
+    assert_eq!(
+        fs::read_dir(store.snapshots_dir()).unwrap().count(),
+        1,
+        "only the empty snapshot"
     );
 }
 
