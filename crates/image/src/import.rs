@@ -18,7 +18,7 @@ use std::io::{self, BufReader, BufWriter, Read};
 use std::path::{Component, Path, PathBuf};
 
 use oci_spec::image::{Descriptor, ImageIndex, ImageManifest, ImageManifestBuilder, MediaType};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::compression::{self, Compression};
 use crate::content::COPY_BUFFER;
@@ -28,15 +28,6 @@ use crate::image::{descriptor, INDEX_TYPES, MANIFEST_TYPES, OCI_CONFIG_TYPE};
 use crate::index::{CONTAINERD_NAME, REF_NAME};
 use crate::reference;
 use crate::staging::Staging;
-
-/// What kind of file an import read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    OciLayout,
-    OciArchive,
-    DockerArchive,
-}
 
 /// An image found in the source, its blobs staged.
 #[derive(Debug, Clone)]
@@ -48,24 +39,19 @@ pub(crate) struct Found {
     pub tags: Vec<String>,
 }
 
-/// Stages every image in `path` and tells what format it was.
-pub(crate) fn read(path: &Path, staging: &Staging) -> Result<(Format, Vec<Found>)> {
+/// Stages every image in `path`: an OCI layout (folder or archive) if it has an `oci-layout`
+/// file, else a docker-archive if it has a `manifest.json`.
+pub(crate) fn read(path: &Path, staging: &Staging) -> Result<Vec<Found>> {
     let meta = fs::metadata(path).map_err(|e| Error::io("reading import source", path, e))?;
     let source = if meta.is_dir() {
         Source::Folder(path.to_owned())
     } else {
         Source::extract(path, &staging.scratch("archive")?)?
     };
-    let archive = !meta.is_dir();
     if source.exists("oci-layout") {
-        let format = if archive {
-            Format::OciArchive
-        } else {
-            Format::OciLayout
-        };
-        Ok((format, read_oci(&source, staging)?))
+        read_oci(&source, staging)
     } else if source.exists("manifest.json") {
-        Ok((Format::DockerArchive, read_docker(&source, staging)?))
+        read_docker(&source, staging)
     } else {
         Err(Error::format(
             path,

@@ -139,6 +139,9 @@ impl Applier<'_> {
                 return make_whiteout(&target);
             }
         }
+        if rel.as_os_str().is_empty() && kind != EntryType::Directory {
+            return Err(self.refuse(&raw, "only a folder can stand for the layer's root"));
+        }
         let path = self.prepare_parents(&rel, &raw)?;
         let header = entry.header();
         let bad_header =
@@ -744,6 +747,26 @@ mod tests {
         let (_dir, result) = unpack_into(&hardlink_via_symlink, &[]);
         assert!(matches!(result, Err(Error::UnsafeEntry { .. })));
         assert_eq!(fs::symlink_metadata(&outside_file).unwrap().nlink(), 1);
+    }
+
+    #[test]
+    fn the_root_can_only_be_a_folder() {
+        let tar = LayerTar::new()
+            .dir("./", 0o700)
+            .file("./", 0o644, b"x")
+            .bytes();
+        let (dir, result) = unpack_into(&tar, &[]);
+        assert!(
+            matches!(result, Err(Error::UnsafeEntry { .. })),
+            "{result:?}"
+        );
+        let root = fs::symlink_metadata(dir.path()).unwrap();
+        assert!(root.is_dir(), "the snapshot folder is still there");
+        assert_eq!(
+            root.mode() & 0o7777,
+            0o700,
+            "the root entry's mode applies to the snapshot"
+        );
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl Store {
         let _lock = self.lock(true)?;
         self.remove_stale_staging();
         let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
-        let (_format, found) = import::read(path, &staging)?;
+        let found = import::read(path, &staging)?;
         let names = assign_names(path, &found, name)?;
         let index = self.index()?;
         let replaced = names
