@@ -25,14 +25,31 @@ fn tool(name: &str) -> Option<PathBuf> {
 }
 
 fn run(program: &Path, args: &[&str]) {
-    let output = Command::new(program).args(args).output().unwrap();
+    check(
+        Command::new(program).args(args),
+        &format!("{} {args:?}", program.display()),
+    );
+}
+
+fn check(command: &mut Command, what: &str) {
+    let output = command.output().unwrap();
     assert!(
         output.status.success(),
-        "{} {args:?}: {}\n{}",
-        program.display(),
+        "{what}: {}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// `program` in a private mount namespace with a tmpfs over /var/lib: skopeo and podman keep a
+/// blob cache in /var/lib/containers, which a test must not leave on the host.
+fn confined(program: &Path) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount -t tmpfs podlab-test /var/lib && exec "$0" "$@""#)
+        .arg(program);
+    command
 }
 
 /// An OCI layout `DIR:t` made by umoci with two layers: the first adds `etc/hello`, the second
@@ -76,7 +93,7 @@ fn skopeo_copy(layout: &Path, dest: &str, extra: &[&str]) -> Option<()> {
     let mut args = vec!["copy", "-q"];
     args.extend(extra);
     args.extend([source.as_str(), dest]);
-    run(&skopeo, &args);
+    check(confined(&skopeo).args(&args), &format!("skopeo {args:?}"));
     Some(())
 }
 
@@ -106,7 +123,8 @@ impl Podman {
     fn run(&self, args: &[&str]) {
         let root = self.dir.join("root");
         let runroot = self.dir.join("run");
-        let output = Command::new(&self.program)
+        let mut command = confined(&self.program);
+        command
             .env("CONTAINERS_CONF", self.dir.join("containers.conf"))
             .env("TMPDIR", self.dir.join("tmp"))
             .arg("--root")
@@ -114,15 +132,8 @@ impl Podman {
             .arg("--runroot")
             .arg(&runroot)
             .args(["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "podman {args:?}: {}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .args(args);
+        check(&mut command, &format!("podman {args:?}"));
     }
 }
 
