@@ -2,7 +2,8 @@
 //! inode ids the kernel shows under /proc.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::ffi::CString;
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -258,17 +259,31 @@ fn a_failing_setup_reaches_the_parent() {
 
 #[test]
 fn spawn_with_clone_starts_the_child_in_new_namespaces() {
-    let kinds = [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid];
+    const KINDS: [NsKind; 4] = [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid];
+    // The clone child of this multi-threaded harness must not allocate (see spawn_with_clone):
+    // paths and buffers are made here, and the child reports in fixed-size binary.
+    let paths: Vec<CString> = KINDS
+        .iter()
+        .map(|k| CString::new(format!("/proc/self/ns/{}", k.proc_name())).unwrap())
+        .collect();
     let (view_read, view_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
-    let child = ops::spawn_with_clone(&kinds, || {
+    let child = ops::spawn_with_clone(&KINDS, || {
         // The child's own view: its pid and its namespaces, then it waits to be looked at.
-        let mut line = format!("{}", nix::unistd::getpid());
-        for kind in kinds {
-            line.push_str(&format!(" {}", ops::self_inode(kind).unwrap_or(0)));
+        let mut view = [0u64; 1 + KINDS.len()];
+        view[0] = nix::unistd::getpid().as_raw() as u64;
+        for (slot, path) in view[1..].iter_mut().zip(&paths) {
+            // SAFETY: a valid C string and a stat buffer on this stack.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::stat(path.as_ptr(), &mut st) } == 0 {
+                *slot = st.st_ino;
+            }
         }
-        line.push('\n');
-        let _ = nix::unistd::write(&view_write, line.as_bytes());
+        // SAFETY: the bytes of a plain array of integers.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(view.as_ptr().cast::<u8>(), std::mem::size_of_val(&view))
+        };
+        let _ = nix::unistd::write(&view_write, bytes);
         let _ = nix::unistd::read(&go_read, &mut [0u8; 1]);
         0
     })
@@ -276,16 +291,16 @@ fn spawn_with_clone_starts_the_child_in_new_namespaces() {
     drop(view_write);
     drop(go_read);
     let guard = KillOnDrop(child);
-    let mut line = String::new();
-    BufReader::new(std::fs::File::from(view_read))
-        .read_line(&mut line)
+    let mut bytes = [0u8; 8 * (1 + KINDS.len())];
+    std::fs::File::from(view_read)
+        .read_exact(&mut bytes)
         .unwrap();
-    let seen: Vec<u64> = line
-        .split_whitespace()
-        .map(|w| w.parse().unwrap())
+    let seen: Vec<u64> = bytes
+        .chunks(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
         .collect();
     assert_eq!(seen[0], 1, "the child is PID 1 of its new pid namespace");
-    for (i, kind) in kinds.iter().enumerate() {
+    for (i, kind) in KINDS.iter().enumerate() {
         let from_outside = ops::ns_inode(child.as_raw(), *kind).unwrap();
         assert_eq!(
             seen[i + 1],

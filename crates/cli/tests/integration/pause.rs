@@ -31,12 +31,15 @@ impl Pause {
     /// it has its signal handlers, so that a signal sent next is the one it handles.
     fn start(kinds: &[NsKind]) -> Pause {
         let binary = CString::new(pause_binary().as_os_str().as_bytes()).unwrap();
-        let argv = [binary.clone()];
+        // Built here: the clone child of this multi-threaded harness must not allocate.
+        let argv = [binary.as_ptr(), std::ptr::null()];
         let (stderr, stderr_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
         let pid = ops::spawn_with_clone(kinds, || {
-            // SAFETY: dup2 onto stderr in the child, which then execs or exits.
-            unsafe { libc::dup2(stderr_write.as_raw_fd(), 2) };
-            let _ = nix::unistd::execv(&binary, &argv);
+            // SAFETY: plain system calls on prepared arguments, then exec or exit.
+            unsafe {
+                libc::dup2(stderr_write.as_raw_fd(), 2);
+                libc::execv(binary.as_ptr(), argv.as_ptr());
+            }
             127
         })
         .unwrap();
