@@ -45,9 +45,29 @@ pub enum PrintError {
     #[error("{0}")]
     FieldSelector(String),
 
-    /// A `*-file=` template file could not be read.
-    #[error("error reading template {path}, {reason}\n")]
-    TemplateFile { path: String, reason: String },
+    /// YAML output failed as kubectl's does.
+    #[error("{0}")]
+    Yaml(String),
+
+    /// `-o name` on an object without kind or name.
+    #[error("{0}")]
+    Name(String),
+
+    /// `render` was asked for a table format; tables are built with [`crate::Table`].
+    #[error("the table formats (default, wide) are printed with podlab_print::Table")]
+    TableFormat,
+
+    /// `-o jsonpath` or `-o go-template` without a template.
+    #[error("template format specified but no template given")]
+    MissingTemplate,
+
+    /// A `*-file=` template file could not be read (`what` is `--template` or `template`).
+    #[error("error reading {what} {path}, {reason}\n")]
+    TemplateFile {
+        what: String,
+        path: String,
+        reason: String,
+    },
 
     /// Writing the output failed.
     #[error("writing output: {0}")]

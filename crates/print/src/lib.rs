@@ -11,10 +11,16 @@ pub mod columns;
 pub mod error;
 pub mod gotemplate;
 pub mod jsonpath;
+pub mod output;
+pub mod sort;
 pub mod table;
+pub mod yaml;
 
 pub use columns::{Column, CustomColumns};
 pub use error::PrintError;
 pub use gotemplate::GoTemplate;
 pub use jsonpath::{relaxed_expression, JsonPath};
+pub use output::{kubectl_list, render, render_to_string, resource_name, OutputFormat};
+pub use sort::{natural_less, parse_quantity, sort_by, SortBy, SortTarget};
 pub use table::{format_labels, labels_of, Row, Table, TableOptions};
+pub use yaml::to_yaml;

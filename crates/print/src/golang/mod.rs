@@ -10,6 +10,7 @@ pub(crate) mod float;
 pub(crate) mod fmt;
 pub(crate) mod json;
 pub(crate) mod quote;
+pub(crate) mod sort;
 pub(crate) mod tabwriter;
 
 pub(crate) use data::{Data, NumberMode};

@@ -155,12 +155,14 @@ pub(crate) struct Exec<'t> {
     in_range: i32,
     end_range: i32,
     last_end_node: Option<usize>,
+    allow_missing: bool,
 }
 
 impl<'t> Exec<'t> {
-    pub(crate) fn new(nodes: &'t [Node]) -> Self {
+    pub(crate) fn new(nodes: &'t [Node], allow_missing: bool) -> Self {
         Exec {
             nodes,
+            allow_missing,
             begin_range: 0,
             in_range: 0,
             end_range: 0,
@@ -217,7 +219,7 @@ impl<'t> Exec<'t> {
         match node {
             Node::List(nodes) => self.eval_list(input, nodes),
             Node::Text(t) => Ok(vec![JVal::Text(t.clone())]),
-            Node::Field(name) => Ok(eval_field(&input, name)),
+            Node::Field(name) => eval_field(&input, name, self.allow_missing),
             Node::Array(params) => eval_array(&input, params),
             Node::Filter { left, right, op } => self.eval_filter(&input, left, right, op),
             Node::Int(i) => Ok(input.iter().map(|_| JVal::Int(*i)).collect()),
@@ -310,8 +312,15 @@ impl<'t> Exec<'t> {
     }
 }
 
-fn eval_field<'a>(input: &[JVal<'a>], name: &str) -> Vec<JVal<'a>> {
+fn eval_field<'a>(
+    input: &[JVal<'a>],
+    name: &str,
+    allow_missing: bool,
+) -> Result<Vec<JVal<'a>>, String> {
     let mut results = Vec::new();
+    if input.is_empty() {
+        return Ok(results);
+    }
     for value in input {
         if let Some(JVal::Data(Data::Map(map))) = value.indirect() {
             if let Some(found) = map.get(name) {
@@ -319,7 +328,10 @@ fn eval_field<'a>(input: &[JVal<'a>], name: &str) -> Vec<JVal<'a>> {
             }
         }
     }
-    results
+    if results.is_empty() && !allow_missing {
+        return Err(format!("{name} is not found"));
+    }
+    Ok(results)
 }
 
 fn eval_array<'a>(input: &[JVal<'a>], node_params: &[Param; 3]) -> Result<Vec<JVal<'a>>, String> {

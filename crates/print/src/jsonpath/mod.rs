@@ -15,6 +15,7 @@ use crate::PrintError;
 pub struct JsonPath {
     template: String,
     nodes: Vec<parse::Node>,
+    allow_missing_keys: bool,
 }
 
 impl JsonPath {
@@ -28,7 +29,15 @@ impl JsonPath {
         Ok(JsonPath {
             template: template.to_string(),
             nodes,
+            allow_missing_keys: true,
         })
+    }
+
+    /// `--allow-missing-template-keys=false`: a field found nowhere is an error
+    /// (`X is not found`).
+    pub fn allow_missing_keys(mut self, allow: bool) -> Self {
+        self.allow_missing_keys = allow;
+        self
     }
 
     /// The template text as given.
@@ -69,7 +78,7 @@ impl JsonPath {
 
     /// The values each node yields (for custom columns and sort-by).
     pub(crate) fn find_results<'a>(&self, data: &'a Data) -> Result<Vec<Vec<JVal<'a>>>, String> {
-        eval::Exec::new(&self.nodes).find_results(JVal::Data(data), 0)
+        eval::Exec::new(&self.nodes, self.allow_missing_keys).find_results(JVal::Data(data), 0)
     }
 }
 
