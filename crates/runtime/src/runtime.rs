@@ -44,10 +44,17 @@ impl Runtime {
     }
 
     /// [`Runtime::open`] with another image service.
-    pub fn with_images(config: RuntimeConfig, images: Arc<dyn ImageService>) -> Result<Runtime> {
+    pub fn with_images(
+        mut config: RuntimeConfig,
+        images: Arc<dyn ImageService>,
+    ) -> Result<Runtime> {
+        let sandboxes = config.root.join("sandboxes");
+        std::fs::create_dir_all(&sandboxes).map_err(|e| Error::io("creating", &sandboxes, e))?;
+        // Absolute and free of symlinks: the paths go into mount tables and command lines,
+        // where gc looks for them.
+        config.root = std::fs::canonicalize(&config.root)
+            .map_err(|e| Error::io("resolving", &config.root, e))?;
         let layout = Layout::new(&config.root);
-        std::fs::create_dir_all(layout.sandboxes_dir())
-            .map_err(|e| Error::io("creating", layout.sandboxes_dir(), e))?;
         Ok(Runtime {
             config,
             layout,

@@ -892,3 +892,182 @@ fn ids_resolve_by_prefix_and_lists_filter_by_label() {
     assert_eq!(root.runtime.list_pod_sandboxes().unwrap().len(), 2);
     let _ = other;
 }
+
+#[test]
+fn gc_removes_a_sandbox_whose_maker_died_before_recording_it() {
+    let root = TestRoot::new("halfmade");
+    let sandbox = root.sandbox(&pod("half"));
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let pids = [status.shim_pid.unwrap(), status.pause_pid.unwrap()];
+    // What a maker killed between starting the shim and writing sandbox.json leaves: a live
+    // shim and pause, pins and the shm mount, no record, a free lock.
+    let dir = root.state_dir().join("sandboxes").join(sandbox.as_str());
+    std::fs::remove_file(dir.join("sandbox.json")).unwrap();
+    assert!(
+        root.runtime.list_pod_sandboxes().unwrap().is_empty(),
+        "not a sandbox yet"
+    );
+    let report = root.runtime.gc().unwrap();
+    assert_eq!(report.sandboxes_removed, vec![sandbox]);
+    assert_nothing_left(&root, &pids);
+}
+
+#[test]
+fn gc_keeps_a_cleanly_stopped_sandbox_and_a_live_one() {
+    let root = TestRoot::new("gckeeps");
+    let live = root.sandbox(&pod("live"));
+    let stopped = root.sandbox(&pod("stopped"));
+    let done = root.container(&stopped, "done", &["true"]);
+    root.runtime.wait_container(&done, WAIT).unwrap();
+    root.runtime.stop_pod_sandbox(&stopped).unwrap();
+    let report = root.runtime.gc().unwrap();
+    assert!(
+        report.sandboxes_removed.is_empty() && report.processes_killed.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(
+        root.runtime.pod_sandbox_status(&live).unwrap().state,
+        SandboxState::Ready
+    );
+    let kept = root.runtime.container_status(&done).unwrap();
+    assert_eq!(
+        kept.exit_code,
+        Some(0),
+        "the stopped sandbox keeps its records"
+    );
+}
+
+/// Medians of `times`, in milliseconds.
+fn median_ms(times: &mut [Duration]) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1000.0
+}
+
+#[test]
+#[ignore = "a measurement, not a check: run with --ignored --nocapture"]
+fn measure_sandbox_ready_and_a_true_container() {
+    use std::time::Instant;
+    let root = TestRoot::new("timing");
+    let rounds = 40;
+    let (mut unshare, mut ready, mut container, mut teardown, mut whole) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut create, mut start) = (vec![], vec![]);
+    for round in 0..rounds + 3 {
+        let t = Instant::now();
+        let status = std::process::Command::new("unshare")
+            .args(["--uts", "--ipc", "--net", "--pid", "--fork", "/bin/true"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let unshare_time = t.elapsed();
+
+        let t0 = Instant::now();
+        let sandbox = root.runtime.run_pod_sandbox(&pod("timing")).unwrap();
+        let ready_time = t0.elapsed();
+        let t = Instant::now();
+        let id = root
+            .runtime
+            .create_container(&sandbox, &container_config("true", &["/bin/true"]))
+            .unwrap();
+        let create_time = t.elapsed();
+        root.runtime.start_container(&id).unwrap();
+        let start_time = t.elapsed() - create_time;
+        let exit = root.runtime.wait_container(&id, WAIT).unwrap();
+        let container_time = t.elapsed();
+        assert_eq!(exit.exit_code, Some(0));
+        let t = Instant::now();
+        root.runtime.remove_container(&id).unwrap();
+        root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+        let teardown_time = t.elapsed();
+        let whole_time = t0.elapsed();
+        if round >= 3 {
+            unshare.push(unshare_time);
+            ready.push(ready_time);
+            container.push(container_time);
+            teardown.push(teardown_time);
+            whole.push(whole_time);
+            create.push(create_time);
+            start.push(start_time);
+        }
+    }
+    eprintln!(
+        "medians of {rounds} rounds, root {}:\n  unshare --uts --ipc --net --pid --fork /bin/true: {:.2} ms\n  \
+         run_pod_sandbox (ready): {:.2} ms\n  create+start+wait of /bin/true: {:.2} ms\n  \
+         remove container + sandbox: {:.2} ms\n  the whole run --rm: {:.2} ms\n  \
+         (create {:.2} ms, start {:.2} ms)",
+        root.dir.display(),
+        median_ms(&mut unshare),
+        median_ms(&mut ready),
+        median_ms(&mut container),
+        median_ms(&mut teardown),
+        median_ms(&mut whole),
+        median_ms(&mut create),
+        median_ms(&mut start)
+    );
+}
+
+#[test]
+fn a_sandbox_that_cannot_be_made_says_why_and_leaves_nothing() {
+    let root = TestRoot::new("badhost");
+    let mut config = pod("bad");
+    config.hostname = "h".repeat(100);
+    let err = root.runtime.run_pod_sandbox(&config).unwrap_err();
+    assert!(matches!(err, Error::SandboxStart { .. }), "{err}");
+    assert!(err.to_string().contains("set the hostname"), "{err}");
+    assert_nothing_left(&root, &[]);
+}
+
+#[test]
+fn the_caller_killed_mid_way_loses_no_exit_code_and_no_log_line() {
+    use std::io::{Read, Write};
+    let root = TestRoot::new("callerdies");
+    let sandbox = root.sandbox(&pod("orphaned"));
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    // A caller in a process of its own starts the container and is SIGKILLed while the
+    // container still has its output to write and its exit to make.
+    // SAFETY: the child only uses the runtime, writes to a pipe and waits to be killed.
+    let caller = match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            let config = container_config(
+                "late",
+                &[
+                    "sh",
+                    "-c",
+                    "sleep 0.2; echo one; echo two >&2; exit 5",
+                ],
+            );
+            let id = root.runtime.create_container(&sandbox, &config).unwrap();
+            root.runtime.start_container(&id).unwrap();
+            let mut pipe = std::fs::File::from(write_end);
+            let _ = pipe.write_all(id.as_str().as_bytes());
+            drop(pipe);
+            loop {
+                nix::unistd::pause();
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    drop(write_end);
+    let mut id = String::new();
+    std::fs::File::from(read_end)
+        .read_to_string(&mut id)
+        .unwrap();
+    nix::sys::signal::kill(caller, nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::wait::waitpid(caller, None).unwrap();
+    let id = ContainerId::parse(&id).unwrap();
+    let status = root.runtime.wait_container(&id, WAIT).unwrap();
+    assert_eq!(status.exit_code, Some(5));
+    let lines = podlab_runtime::cri_log::read_log(&status.log_path).unwrap();
+    let mut got: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l.stream.as_str(),
+                String::from_utf8_lossy(&l.content)
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, ["stderr two", "stdout one"]);
+}
