@@ -1030,11 +1030,7 @@ fn the_caller_killed_mid_way_loses_no_exit_code_and_no_log_line() {
         nix::unistd::ForkResult::Child => {
             let config = container_config(
                 "late",
-                &[
-                    "sh",
-                    "-c",
-                    "sleep 0.2; echo one; echo two >&2; exit 5",
-                ],
+                &["sh", "-c", "sleep 0.2; echo one; echo two >&2; exit 5"],
             );
             let id = root.runtime.create_container(&sandbox, &config).unwrap();
             root.runtime.start_container(&id).unwrap();
