@@ -11,7 +11,7 @@ use crate::liveness::now_ns;
 use crate::process;
 use crate::protocol::{Request, Response};
 use crate::runtime::{remove_tree, Runtime};
-use crate::sandbox::expect_ok;
+use crate::sandbox::{expect_ok, unexpected};
 use crate::state::{self, ContainerRecord, ImageRecord, PidMode, SandboxLock, SandboxRecord};
 use crate::status::{ContainerFilter, ContainerState, ContainerStatus, SandboxState};
 use crate::{Error, Result};
@@ -138,18 +138,7 @@ impl Runtime {
             container: id.clone(),
         })? {
             Response::Started { .. } => Ok(()),
-            Response::StartFailed(failure) => Err(Error::StartFailed {
-                id: id.to_string(),
-                failure,
-            }),
-            Response::Error { message } => Err(Error::Shim {
-                id: sandbox.to_string(),
-                message,
-            }),
-            other => Err(Error::Shim {
-                id: sandbox.to_string(),
-                message: format!("unexpected answer to Start: {other:?}"),
-            }),
+            other => Err(unexpected(&sandbox, Some(id), "Start", other)),
         }
     }
 
@@ -320,14 +309,7 @@ impl Runtime {
 fn exited(sandbox: &SandboxId, response: Response) -> Result<()> {
     match response {
         Response::Exited { .. } => Ok(()),
-        Response::Error { message } => Err(Error::Shim {
-            id: sandbox.to_string(),
-            message,
-        }),
-        other => Err(Error::Shim {
-            id: sandbox.to_string(),
-            message: format!("unexpected answer to Wait: {other:?}"),
-        }),
+        other => Err(unexpected(sandbox, None, "Wait", other)),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::container::remaining;
 use crate::id::{ContainerId, SandboxId};
 use crate::protocol::{Request, Response, ShimClient};
 use crate::runtime::Runtime;
+use crate::sandbox::unexpected;
 use crate::status::{ContainerState, ExecResult};
 use crate::{Error, Result};
 
@@ -118,12 +119,7 @@ impl Runtime {
                         exit_code = Some(code);
                         exited_at = Some(Instant::now());
                     }
-                    other => {
-                        return Err(Error::Shim {
-                            id: sandbox.to_string(),
-                            message: format!("unexpected answer during exec: {other:?}"),
-                        })
-                    }
+                    other => return Err(unexpected(&sandbox, Some(id), "Exec", other)),
                 }
             }
         }
@@ -147,10 +143,7 @@ impl Runtime {
         let (sandbox, client, pid) = self.start_exec(id, cmd, stdio)?;
         match client.receive(timeout) {
             Ok(Response::ExecExited { exit_code }) => Ok(exit_code),
-            Ok(other) => Err(Error::Shim {
-                id: sandbox.to_string(),
-                message: format!("unexpected answer during exec: {other:?}"),
-            }),
+            Ok(other) => Err(unexpected(&sandbox, Some(id), "Exec", other)),
             Err(Error::Timeout { .. }) => {
                 self.kill_exec(&sandbox, pid);
                 Err(Error::Timeout {
@@ -194,18 +187,7 @@ impl Runtime {
         )?;
         match client.receive(None)? {
             Response::ExecStarted { pid } => Ok((sandbox, client, pid)),
-            Response::StartFailed(failure) => Err(Error::StartFailed {
-                id: id.to_string(),
-                failure,
-            }),
-            Response::Error { message } => Err(Error::Shim {
-                id: sandbox.to_string(),
-                message,
-            }),
-            other => Err(Error::Shim {
-                id: sandbox.to_string(),
-                message: format!("unexpected answer to Exec: {other:?}"),
-            }),
+            other => Err(unexpected(&sandbox, Some(id), "Exec", other)),
         }
     }
 

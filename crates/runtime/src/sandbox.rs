@@ -391,14 +391,31 @@ fn start_shim(
 pub(crate) fn expect_ok(id: &SandboxId, response: Response) -> Result<()> {
     match response {
         Response::Ok => Ok(()),
-        Response::Error { message } => Err(Error::Shim {
+        other => Err(unexpected(id, None, "the request", other)),
+    }
+}
+
+/// The error a response stands for when it is not the answer asked for: a start failure of
+/// `container`, the shim's own error, or an answer that does not fit `request`.
+pub(crate) fn unexpected(
+    sandbox: &SandboxId,
+    container: Option<&crate::id::ContainerId>,
+    request: &str,
+    response: Response,
+) -> Error {
+    match (response, container) {
+        (Response::StartFailed(failure), Some(id)) => Error::StartFailed {
             id: id.to_string(),
+            failure,
+        },
+        (Response::Error { message }, _) => Error::Shim {
+            id: sandbox.to_string(),
             message,
-        }),
-        other => Err(Error::Shim {
-            id: id.to_string(),
-            message: format!("unexpected answer {other:?}"),
-        }),
+        },
+        (other, _) => Error::Shim {
+            id: sandbox.to_string(),
+            message: format!("unexpected answer to {request}: {other:?}"),
+        },
     }
 }
 
