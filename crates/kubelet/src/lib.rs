@@ -9,6 +9,10 @@
 //! Reading order follows a pass: [`sandbox`] → [`actions`] ([`restart`], [`init`], [`ephemeral`],
 //! [`attempt`], [`kill`]) → [`status`] → [`phase`] → [`conditions`]; beside it the clock-driven
 //! machines [`backoff`] and [`probe`], and the event vocabulary [`events`].
+//!
+//! Beyond the pure rules: [`translate`] turns a `v1.Pod` into the runtime's CRI requests, and
+//! [`node`] is the node agent (kubelet's twin) that runs a pod worker per pod against
+//! podlab-runtime and writes statuses and events to podlab-control's store.
 
 pub mod actions;
 pub mod attempt;
@@ -21,6 +25,7 @@ pub mod explain;
 pub mod init;
 pub mod kill;
 pub mod model;
+pub mod node;
 pub mod phase;
 pub mod probe;
 pub mod restart;
@@ -30,6 +35,7 @@ pub mod status;
 pub mod sync;
 #[cfg(test)]
 mod testkit;
+pub mod translate;
 
 pub use error::Error;
 pub use explain::{

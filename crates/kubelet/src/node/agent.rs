@@ -1,0 +1,342 @@
+//! The agent's main loop (kubelet's `syncLoop` with the API server as its pod source): list the
+//! pods, find the sandboxes the runtime already has for them, remove what belongs to no pod any
+//! more, start a worker per pod, then follow the store's watch — binding new pods to this node
+//! (the scheduler's `Scheduled` event), handing each change to its pod's worker — until stopped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use podlab_control::{EventType, Store};
+use podlab_runtime::{Runtime, SandboxId, SandboxStatus};
+
+use crate::translate::{self, PodDirs};
+
+use super::config::NodeConfig;
+use super::daemon::NodeLock;
+use super::events::Recorder;
+use super::execute::kill_pod;
+use super::view::PodRuntime;
+use super::worker::{remove_pod_dirs, PodWorker, WorkerMsg};
+use super::NodeError;
+
+/// How long the loop waits on the watch before it looks at its own state (stop flag, workers).
+const TICK: Duration = Duration::from_millis(200);
+
+/// What every worker and probe thread of the agent shares.
+pub struct Node {
+    pub config: NodeConfig,
+    pub store: Store,
+    pub runtime: Runtime,
+    pub recorder: Recorder,
+    /// `status.hostIP`.
+    pub host_ip: String,
+}
+
+impl Node {
+    /// Opens the store and the runtime of `config.root`.
+    pub fn open(config: NodeConfig) -> Result<Node, NodeError> {
+        config.check()?;
+        let store = Store::open(config.store_root())?;
+        let mut runtime = Runtime::open(config.runtime.clone())?;
+        if let Some(plugin) = &config.network {
+            runtime.set_network_plugin(Arc::clone(plugin));
+        }
+        Ok(Node {
+            recorder: Recorder::new(store.clone()),
+            host_ip: node_address(),
+            config,
+            store,
+            runtime,
+        })
+    }
+}
+
+/// Runs the agent in the calling thread until `stop` is set (or, with `exit_when_idle`, until
+/// it has had no pod that long). Takes `<root>/node.lock` first: one agent per root. Pods keep
+/// running when it returns.
+pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
+    let lock = NodeLock::acquire(&config.root)?;
+    let node = Arc::new(Node::open(config)?);
+    let mut agent = Agent {
+        node,
+        workers: HashMap::new(),
+        scheduled: HashSet::new(),
+        exits: mpsc::channel(),
+    };
+    let result = agent.serve(&stop);
+    agent.shutdown();
+    drop(lock);
+    result
+}
+
+struct WorkerHandle {
+    messages: Sender<WorkerMsg>,
+    thread: JoinHandle<()>,
+}
+
+struct Agent {
+    node: Arc<Node>,
+    workers: HashMap<String, WorkerHandle>,
+    /// Pods whose `Scheduled` event was recorded by this agent.
+    scheduled: HashSet<String>,
+    /// Workers say here that they ended (by pod uid).
+    exits: (Sender<String>, Receiver<String>),
+}
+
+impl Agent {
+    fn serve(&mut self, stop: &AtomicBool) -> Result<(), NodeError> {
+        let (pods, rv) = self.node.store.list::<Pod>(None)?;
+        let mut sandboxes = self.managed_sandboxes()?;
+        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        let orphans: Vec<(String, Vec<SandboxStatus>)> = sandboxes
+            .iter()
+            .filter(|(uid, _)| !uids.contains(*uid))
+            .map(|(uid, list)| (uid.clone(), list.clone()))
+            .collect();
+        for (uid, list) in orphans {
+            sandboxes.remove(&uid);
+            self.remove_orphan(&uid, list);
+        }
+        self.say(|| {
+            format!(
+                "node {} ({}): {} pods in the store, {} with sandboxes on this node",
+                self.node.config.node_name,
+                self.node.host_ip,
+                pods.len(),
+                sandboxes.len()
+            )
+        });
+        for pod in pods {
+            let found = pod
+                .metadata
+                .uid
+                .as_deref()
+                .and_then(|uid| sandboxes.get(uid))
+                .map(|list| list.iter().map(|s| s.id.clone()).collect());
+            self.dispatch(pod, found);
+        }
+        let mut watch = self.node.store.watch::<Pod>(rv)?;
+        let mut idle_since = Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            match watch.next_timeout(TICK) {
+                Ok(Some(event)) => match event.event_type {
+                    EventType::Deleted => self.deleted(event.object),
+                    _ => self.dispatch(event.object, None),
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("podlab node: watching pods: {e}; listing again");
+                    std::thread::sleep(TICK);
+                    let (pods, rv) = self.node.store.list::<Pod>(None)?;
+                    for pod in pods {
+                        self.dispatch(pod, None);
+                    }
+                    watch = self.node.store.watch::<Pod>(rv)?;
+                }
+            }
+            while let Ok(uid) = self.exits.1.try_recv() {
+                if let Some(handle) = self.workers.remove(&uid) {
+                    let _ = handle.thread.join();
+                }
+            }
+            if !self.workers.is_empty() {
+                idle_since = Instant::now();
+            } else if self
+                .node
+                .config
+                .exit_when_idle
+                .is_some_and(|idle| idle_since.elapsed() >= idle)
+            {
+                self.say(|| "no pods: the agent exits".into());
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every sandbox the agent made, by pod uid.
+    fn managed_sandboxes(&self) -> Result<BTreeMap<String, Vec<SandboxStatus>>, NodeError> {
+        let mut by_pod: BTreeMap<String, Vec<SandboxStatus>> = BTreeMap::new();
+        for sandbox in self.node.runtime.list_pod_sandboxes()? {
+            if let Some(uid) = translate::managed_pod_uid(&sandbox.labels) {
+                by_pod.entry(uid.to_string()).or_default().push(sandbox);
+            }
+        }
+        Ok(by_pod)
+    }
+
+    /// kubelet's cleanup of pods that no longer exist: their containers are stopped and their
+    /// sandboxes, volumes and logs removed.
+    fn remove_orphan(&self, uid: &str, sandboxes: Vec<SandboxStatus>) {
+        let ids: Vec<SandboxId> = sandboxes.iter().map(|s| s.id.clone()).collect();
+        let Some(first) = sandboxes.first() else {
+            return;
+        };
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some(uid.to_string());
+        pod.metadata.name = Some(first.metadata.name.clone());
+        pod.metadata.namespace = Some(first.metadata.namespace.clone());
+        self.say(|| {
+            format!(
+                "pod {}/{} ({uid}) is gone from the store: removing what it left",
+                first.metadata.namespace, first.metadata.name
+            )
+        });
+        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &ids) {
+            kill_pod(&self.node, None, &observed);
+        }
+        for id in &ids {
+            if let Err(e) = self.node.runtime.remove_pod_sandbox(id) {
+                eprintln!("podlab node: removing sandbox {id} of a deleted pod: {e}");
+            }
+        }
+        remove_pod_dirs(
+            &self.node.config.root,
+            &PodDirs::new(&self.node.config.root, &pod),
+        );
+    }
+
+    /// A pod was added or changed: bind it if unbound, else hand it to its worker (started if
+    /// needed). `found`: its sandboxes, when the agent has just listed them.
+    fn dispatch(&mut self, pod: Pod, found: Option<Vec<SandboxId>>) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        let node_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        if node_name.is_empty() {
+            self.bind(pod);
+            return;
+        }
+        if node_name != self.node.config.node_name {
+            return;
+        }
+        if let Some(handle) = self.workers.get(&uid) {
+            if handle
+                .messages
+                .send(WorkerMsg::Pod(Box::new(pod.clone())))
+                .is_ok()
+            {
+                return;
+            }
+            // The worker ended (its pod was finalised); a newer version means nothing now.
+            return;
+        }
+        if pod.status.is_none() && self.scheduled.insert(uid.clone()) {
+            self.node
+                .recorder
+                .scheduled(&pod, &self.node.config.node_name);
+        }
+        let at_start = found.is_some();
+        let sandboxes = match found {
+            Some(ids) => ids,
+            None => self.sandboxes_of(&uid),
+        };
+        let (tx, rx) = mpsc::channel();
+        let worker = PodWorker::new(
+            Arc::clone(&self.node),
+            pod.clone(),
+            sandboxes,
+            at_start,
+            tx.clone(),
+        );
+        let exits = self.exits.0.clone();
+        let name = format!("pod-{}", pod.metadata.name.as_deref().unwrap_or("?"));
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            worker.run(rx);
+            let _ = exits.send(uid);
+        });
+        match spawned {
+            Ok(thread) => {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                self.workers.insert(
+                    uid,
+                    WorkerHandle {
+                        messages: tx,
+                        thread,
+                    },
+                );
+            }
+            Err(e) => eprintln!("podlab node: starting a pod worker: {e}"),
+        }
+    }
+
+    /// Sandboxes of a pod the agent did not list at its start: normally none (a new pod), but
+    /// a pod recreated under its old uid finds its old ones.
+    fn sandboxes_of(&self, uid: &str) -> Vec<SandboxId> {
+        self.managed_sandboxes()
+            .ok()
+            .and_then(|mut all| all.remove(uid))
+            .map(|list| list.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default()
+    }
+
+    /// The scheduler's part on a one-node cluster: the pod is bound to this node.
+    fn bind(&mut self, mut pod: Pod) {
+        let node = self.node.config.node_name.clone();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some(node.clone());
+        } else {
+            return;
+        }
+        match self.node.store.update(pod) {
+            Ok(bound) => {
+                if let Some(uid) = bound.metadata.uid.clone() {
+                    self.scheduled.insert(uid);
+                }
+                self.node.recorder.scheduled(&bound, &node);
+            }
+            // Somebody changed it meanwhile: the watch brings the new version.
+            Err(e) if e.is_conflict() || e.is_not_found() => {}
+            Err(e) => eprintln!("podlab node: binding a pod to {node}: {e}"),
+        }
+    }
+
+    fn deleted(&mut self, pod: Pod) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        self.scheduled.remove(&uid);
+        if let Some(handle) = self.workers.get(&uid) {
+            let _ = handle.messages.send(WorkerMsg::Deleted(Box::new(pod)));
+        }
+    }
+
+    /// Stops every worker (their pods keep running) and waits for them.
+    fn shutdown(&mut self) {
+        for handle in self.workers.values() {
+            let _ = handle.messages.send(WorkerMsg::Stop);
+        }
+        for (_, handle) in self.workers.drain() {
+            let _ = handle.thread.join();
+        }
+    }
+
+    fn say(&self, what: impl FnOnce() -> String) {
+        if self.node.config.verbose {
+            println!("{}", what());
+        }
+    }
+}
+
+/// The node's address for `status.hostIP`: the first global IPv4 address of the agent's network
+/// namespace, else 127.0.0.1. It is reported, never contacted.
+fn node_address() -> String {
+    let addresses = podlab_ns::net::Netlink::open().and_then(|mut nl| nl.addresses());
+    addresses
+        .ok()
+        .into_iter()
+        .flatten()
+        .map(|a| a.addr)
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback() && !ip.is_unspecified())
+        .map(|ip| ip.to_string())
+        .unwrap_or_else(|| "127.0.0.1".into())
+}

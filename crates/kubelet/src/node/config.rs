@@ -1,0 +1,304 @@
+//! The node agent's settings: kubelet's flags that matter here (crash-loop backoff, sync
+//! frequency, node name), with kubelet's defaults, and the environment variables a detached
+//! agent reads them from (the CLI maps its flags onto the same fields).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use podlab_runtime::{NetworkPlugin, RuntimeConfig};
+
+use crate::backoff::BackoffPolicy;
+use crate::probe::ProbeSpec;
+
+use super::NodeError;
+
+/// `PODLAB_NODE_BACKOFF`: `INITIAL[,MAX[,RESET]]`, see [`parse_backoff`].
+pub const ENV_BACKOFF: &str = "PODLAB_NODE_BACKOFF";
+/// `PODLAB_NODE_RESYNC`: the interval between two passes of a pod with nothing going on.
+pub const ENV_RESYNC: &str = "PODLAB_NODE_RESYNC";
+/// `PODLAB_NODE_ERROR_BACKOFF`: how long a failed RunPodSandbox or container start waits.
+pub const ENV_ERROR_BACKOFF: &str = "PODLAB_NODE_ERROR_BACKOFF";
+pub const ENV_NODE_NAME: &str = "PODLAB_NODE_NAME";
+/// `PODLAB_NODE_VERBOSE=1`: narrate every pass that decides something.
+pub const ENV_VERBOSE: &str = "PODLAB_NODE_VERBOSE";
+/// `PODLAB_NODE_EXIT_WHEN_IDLE`: a duration; the agent exits after that long without pods.
+pub const ENV_EXIT_WHEN_IDLE: &str = "PODLAB_NODE_EXIT_WHEN_IDLE";
+
+/// The longest resync podlab allows: a pass at least once a second.
+pub const MAX_RESYNC: Duration = Duration::from_secs(1);
+
+/// Everything the agent is configured with.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// `$PODLAB_ROOT`: the store under `store/`, the runtime's sandboxes, pod volumes and logs.
+    pub root: PathBuf,
+    /// Where the runtime finds podlab-pause and podlab-shim, and the image store.
+    pub runtime: RuntimeConfig,
+    /// This node's name (`spec.nodeName` of the pods it runs): the hostname by default.
+    pub node_name: String,
+    /// Crash-loop backoff: kubelet's 10 s doubling to 300 s, reset after 600 s by default.
+    pub backoff: BackoffPolicy,
+    /// The longest a pod goes without a pass (at most [`MAX_RESYNC`]).
+    pub resync: Duration,
+    /// How long a failed RunPodSandbox or container create/start waits before it is retried
+    /// (kubelet's pod worker `backOffPeriod`, 10 s).
+    pub error_backoff: Duration,
+    /// Probe fields a pod left unset (the API server defaults them, so this matters only for
+    /// pods written to the store without defaulting).
+    pub probe_defaults: ProbeSpec,
+    /// Narrate each pass that decides something, with its rule IDs, on stdout.
+    pub verbose: bool,
+    /// Exit after this long without any pod (a detached agent started on demand).
+    pub exit_when_idle: Option<Duration>,
+    /// The CNI hook handed to the runtime; None: pods get `lo` only.
+    pub network: Option<Arc<dyn NetworkPlugin>>,
+}
+
+impl std::fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeConfig")
+            .field("root", &self.root)
+            .field("runtime", &self.runtime)
+            .field("node_name", &self.node_name)
+            .field("backoff", &self.backoff)
+            .field("resync", &self.resync)
+            .field("error_backoff", &self.error_backoff)
+            .field("verbose", &self.verbose)
+            .field("exit_when_idle", &self.exit_when_idle)
+            .field(
+                "network",
+                &self.network.as_ref().map(|n| n.name().to_string()),
+            )
+            .finish()
+    }
+}
+
+impl NodeConfig {
+    /// kubelet's defaults for a node whose state lives under `root`; the runtime's helpers are
+    /// looked for next to the running executable, images under `root/images` (or
+    /// `$PODLAB_IMAGE_ROOT`).
+    pub fn new(root: impl Into<PathBuf>) -> NodeConfig {
+        let root = root.into();
+        let mut runtime = RuntimeConfig::from_env();
+        runtime.image_root = std::env::var_os("PODLAB_IMAGE_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("images"));
+        runtime.root = root.clone();
+        NodeConfig {
+            root,
+            runtime,
+            node_name: default_node_name(),
+            backoff: BackoffPolicy::default(),
+            resync: MAX_RESYNC,
+            error_backoff: Duration::from_secs(crate::events::SYNC_ERROR_BACKOFF_SECONDS as u64),
+            probe_defaults: ProbeSpec::default(),
+            verbose: false,
+            exit_when_idle: None,
+            network: None,
+        }
+    }
+
+    /// [`NodeConfig::new`] on `$PODLAB_ROOT` (or the runtime's default root), then the
+    /// `PODLAB_NODE_*` variables: what `podlab node` starts from before its flags.
+    pub fn from_env() -> Result<NodeConfig, NodeError> {
+        let mut config = NodeConfig::new(podlab_runtime::config::default_root());
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let bad = |name: &str, message: String| NodeError::Config(format!("{name}: {message}"));
+        if let Some(value) = var(ENV_BACKOFF) {
+            config.backoff = parse_backoff(&value).map_err(|m| bad(ENV_BACKOFF, m))?;
+        }
+        if let Some(value) = var(ENV_RESYNC) {
+            config.resync = parse_duration(&value).map_err(|m| bad(ENV_RESYNC, m))?;
+        }
+        if let Some(value) = var(ENV_ERROR_BACKOFF) {
+            config.error_backoff = parse_duration(&value).map_err(|m| bad(ENV_ERROR_BACKOFF, m))?;
+        }
+        if let Some(value) = var(ENV_EXIT_WHEN_IDLE) {
+            config.exit_when_idle =
+                Some(parse_duration(&value).map_err(|m| bad(ENV_EXIT_WHEN_IDLE, m))?);
+        }
+        if let Some(value) = var(ENV_NODE_NAME) {
+            config.node_name = value;
+        }
+        config.verbose = var(ENV_VERBOSE).is_some_and(|v| v != "0" && v != "false");
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The settings as `PODLAB_NODE_*` variables, for a detached agent to start with the same.
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let b = &self.backoff;
+        let mut env = vec![
+            ("PODLAB_ROOT", self.root.display().to_string()),
+            (
+                ENV_BACKOFF,
+                format!("{}s,{}s,{}s", b.initial, b.max, b.reset_after),
+            ),
+            (ENV_RESYNC, format!("{}ms", self.resync.as_millis())),
+            (
+                ENV_ERROR_BACKOFF,
+                format!("{}ms", self.error_backoff.as_millis()),
+            ),
+            (ENV_NODE_NAME, self.node_name.clone()),
+            (ENV_VERBOSE, if self.verbose { "1" } else { "0" }.into()),
+        ];
+        if let Some(idle) = self.exit_when_idle {
+            env.push((ENV_EXIT_WHEN_IDLE, format!("{}ms", idle.as_millis())));
+        }
+        env
+    }
+
+    /// Refuses settings the agent cannot honour.
+    pub fn check(&self) -> Result<(), NodeError> {
+        if self.resync.is_zero() || self.resync > MAX_RESYNC {
+            return Err(NodeError::Config(format!(
+                "the resync interval must be above 0 and at most {MAX_RESYNC:?} (a pass at least once a second), not {:?}",
+                self.resync
+            )));
+        }
+        let b = &self.backoff;
+        if b.initial < 1 || b.max < 1 || b.reset_after < 1 {
+            return Err(NodeError::Config(format!(
+                "backoff durations are whole seconds of at least 1 s, not {}s,{}s,{}s",
+                b.initial, b.max, b.reset_after
+            )));
+        }
+        if self.node_name.is_empty() {
+            return Err(NodeError::Config("the node name is empty".into()));
+        }
+        Ok(())
+    }
+
+    pub fn store_root(&self) -> PathBuf {
+        store_root(&self.root)
+    }
+}
+
+/// Where the object store lives below `$PODLAB_ROOT`; the CLI opens the same.
+pub fn store_root(root: &Path) -> PathBuf {
+    root.join("store")
+}
+
+/// The hostname, lower-cased as kubelet's `--hostname-override` default is.
+fn default_node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .map(|h| h.trim().to_lowercase())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// A duration as Go and kubectl write them: `500ms`, `10s`, `5m`, `1h`, `1m30s`; a bare number is
+/// seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err("an empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(|| format!("{text:?}: a number needs a unit (ms, s, m, h)"))?;
+        let (number, tail) = rest.split_at(digits);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("{text:?}: {number:?} is not a number"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("{text:?}: unknown unit {other:?} (ms, s, m, h)")),
+        };
+        total += Duration::from_secs_f64(value * scale);
+        rest = next;
+    }
+    Ok(total)
+}
+
+/// `INITIAL[,MAX[,RESET]]` (each a duration of whole seconds): `1s,8s` for demos, `10s,5m,10m`
+/// for kubelet's defaults. Omitted parts keep their defaults.
+pub fn parse_backoff(text: &str) -> Result<BackoffPolicy, String> {
+    let mut policy = BackoffPolicy::default();
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err(format!("{text:?}: at most INITIAL,MAX,RESET"));
+    }
+    let fields = [
+        &mut policy.initial,
+        &mut policy.max,
+        &mut policy.reset_after,
+    ];
+    for (part, field) in parts.iter().zip(fields) {
+        if part.is_empty() {
+            continue;
+        }
+        let duration = parse_duration(part)?;
+        if duration.subsec_nanos() != 0 || duration.is_zero() {
+            return Err(format!(
+                "{part:?}: backoff durations are whole seconds, at least 1 s"
+            ));
+        }
+        *field = duration.as_secs() as i64;
+    }
+    if parts.len() == 1 && policy.max < policy.initial {
+        // Only the initial backoff given and above the default cap: the cap follows it.
+        policy.max = policy.initial;
+    }
+    Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn backoff_flags_fill_from_the_left() {
+        let p = parse_backoff("1s,8s").unwrap();
+        assert_eq!((p.initial, p.max, p.reset_after), (1, 8, 600));
+        let p = parse_backoff("10s,5m,10m").unwrap();
+        assert!(p.is_default());
+        assert_eq!(parse_backoff("400s").unwrap().max, 400);
+        assert!(parse_backoff("500ms").is_err());
+        assert!(parse_backoff("1,2,3,4").is_err());
+    }
+
+    #[test]
+    fn settings_round_trip_through_the_environment_form() {
+        let mut config = NodeConfig::new("/r");
+        config.backoff = parse_backoff("2s,4s,30s").unwrap();
+        config.resync = Duration::from_millis(250);
+        let env = config.to_env();
+        let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            parse_backoff(&get(ENV_BACKOFF).unwrap()),
+            Ok(config.backoff)
+        );
+        assert_eq!(parse_duration(&get(ENV_RESYNC).unwrap()), Ok(config.resync));
+        assert!(config.check().is_ok());
+        config.resync = Duration::from_secs(2);
+        assert!(config.check().is_err());
+    }
+}

@@ -1,0 +1,673 @@
+//! Carrying out a pass's actions through podlab-runtime (kubelet's `kuberuntime` SyncPod,
+//! section 1 step 5): `SandboxChanged`, KillPod or the single kills, the purge and prune of init
+//! records, RunPodSandbox, then ephemeral, init and regular containers — every start through
+//! the crash-loop backoff gate (section 8) — with kubelet's events on the way.
+//!
+//! Failures are remembered the way kubelet remembers them: a start failure's reason becomes the
+//! container's waiting reason in the next pass (API-5), a failed RunPodSandbox or container
+//! create is retried after the error backoff, and a crash loop wakes the pod worker exactly when
+//! the backoff allows the next start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use podlab_runtime::{ContainerId, ContainerState, ContainerStatus, SandboxId};
+
+use crate::actions::{KillReason, PodActions};
+use crate::attempt::{attempt_from_log_files, ContainerAttempt};
+use crate::backoff::{Backoff, GateDecision};
+use crate::events as reasons;
+use crate::kill::{grace_after_pre_stop, grace_period, killing_message, GraceInputs};
+use crate::model::{container_hash, PodSpecView, RuntimeState, RuntimeView, StartFailure};
+use crate::rules::Trace;
+use crate::sync::SyncResult;
+use crate::translate::{self, ContainerKind, PodDirs};
+
+use super::agent::Node;
+use super::events::{NORMAL, WARNING};
+use super::probes::now_seconds;
+use super::view::PodRuntime;
+
+/// A BackOff event is repeated for the same crash at most this often (kubelet emits one per
+/// sync, which it runs about every 10 s for a pod in a crash loop).
+const BACKOFF_EVENT_EVERY: Duration = Duration::from_secs(10);
+
+/// kubelet's container GC keeps this many records per container name (the newest one, and the
+/// one before it for `lastState` and `logs --previous`).
+const RECORDS_KEPT_PER_NAME: usize = 2;
+
+/// What a pod worker remembers between passes, besides the runtime and the store.
+#[derive(Debug, Default)]
+pub struct PodCaches {
+    /// kubelet's reasonCache: the last start failure of a container (API-5).
+    pub start_failures: BTreeMap<String, StartFailure>,
+    /// Crash-loop backoff entries by (container name, container hash).
+    pub backoff: HashMap<(String, u64), Backoff>,
+    /// When a BackOff event was last recorded for a container, and for which crash.
+    pub backoff_events: HashMap<String, (i64, Instant)>,
+    /// A failed create is not retried before this.
+    pub start_retry_at: HashMap<String, Instant>,
+    /// A failed RunPodSandbox is not retried before this.
+    pub sandbox_retry_at: Option<Instant>,
+}
+
+/// What carrying out the actions did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The runtime was changed: the next pass should come soon to report it.
+    pub changed: bool,
+    /// The earliest time a postponed action becomes due (backoff, retry).
+    pub wake_at: Option<Instant>,
+}
+
+impl Outcome {
+    fn wake(&mut self, at: Instant) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// One pass's execution.
+pub struct Execution<'a> {
+    pub node: &'a Node,
+    pub pod: &'a Pod,
+    pub spec: &'a PodSpecView,
+    pub rt: &'a RuntimeView,
+    pub observed: &'a PodRuntime,
+    pub dirs: &'a PodDirs,
+    pub caches: &'a mut PodCaches,
+    /// The pod's sandboxes; a new one is added here.
+    pub sandboxes: &'a mut Vec<SandboxId>,
+}
+
+impl Execution<'_> {
+    pub fn carry_out(&mut self, result: &SyncResult) -> Outcome {
+        let actions = &result.actions;
+        let mut out = Outcome::default();
+        if actions.create_sandbox {
+            if let Some(at) = self
+                .caches
+                .sandbox_retry_at
+                .filter(|at| Instant::now() < *at)
+            {
+                out.wake(at);
+                return out;
+            }
+        }
+        for (reason, message) in result.events() {
+            self.node
+                .recorder
+                .pod_event(self.pod, NORMAL, reason, &message);
+        }
+        if actions.kill_pod {
+            out.changed |= kill_pod(self.node, Some(self.pod), self.observed);
+            if actions.create_sandbox {
+                out.changed |= self.purge_init_records();
+            }
+        } else if !actions.containers_to_kill.is_empty() {
+            let requests: Vec<KillRequest> = actions
+                .containers_to_kill
+                .iter()
+                .filter_map(|k| {
+                    Some(KillRequest {
+                        container: self.observed.container(&k.container_id)?,
+                        message: Some(k.message.clone()),
+                        reason: Some(k.reason),
+                    })
+                })
+                .collect();
+            kill_containers(self.node, Some(self.pod), &requests);
+            out.changed = true;
+        }
+        out.changed |= self.prune_records();
+
+        let sandbox = if actions.create_sandbox {
+            match self.create_sandbox(actions.attempt, &mut out) {
+                Some(id) => id,
+                None => return out,
+            }
+        } else {
+            match SandboxId::parse(&actions.sandbox_id) {
+                Ok(id) => id,
+                // KillPod without a new sandbox (ACT-2, ACT-4, CTR-6): nothing is started.
+                Err(_) => return out,
+            }
+        };
+        self.start_all(actions, &sandbox, &mut out);
+        out
+    }
+
+    /// Ephemeral, then init (a regular init container that does not start ends the pass),
+    /// then regular containers.
+    fn start_all(&mut self, actions: &PodActions, sandbox: &SandboxId, out: &mut Outcome) {
+        for &i in &actions.ephemeral_containers_to_start {
+            let name = self.spec.ephemeral_containers[i].name.clone();
+            self.start(ContainerKind::Ephemeral, &name, None, sandbox, out);
+        }
+        for &i in &actions.init_containers_to_start {
+            let init = self.spec.init_containers[i].clone();
+            let started = self.start(
+                ContainerKind::Init,
+                &init.name,
+                Some(init.hash),
+                sandbox,
+                out,
+            );
+            if !started && !init.sidecar {
+                return;
+            }
+        }
+        for &i in &actions.containers_to_start {
+            let container = self.spec.containers[i].clone();
+            self.start(
+                ContainerKind::Regular,
+                &container.name,
+                Some(container.hash),
+                sandbox,
+                out,
+            );
+        }
+    }
+
+    /// One start through the gates; true when the container was started.
+    fn start(
+        &mut self,
+        kind: ContainerKind,
+        name: &str,
+        hash: Option<u64>,
+        sandbox: &SandboxId,
+        out: &mut Outcome,
+    ) -> bool {
+        let now = Instant::now();
+        if let Some(at) = self
+            .caches
+            .start_retry_at
+            .get(name)
+            .copied()
+            .filter(|at| now < *at)
+        {
+            out.wake(at);
+            return false;
+        }
+        if !self.backoff_allows(name, hash, out) {
+            return false;
+        }
+        let attempt = match ContainerAttempt::for_container(self.rt, name) {
+            ContainerAttempt::Next(n) => n,
+            ContainerAttempt::FromLogDir => attempt_from_log_dir(&self.dirs.logs.join(name)),
+        };
+        let Some((_, mut config)) = translate::container_config(self.pod, self.dirs, name, attempt)
+        else {
+            return false;
+        };
+        if kind == ContainerKind::Ephemeral {
+            match self.ephemeral_target(name) {
+                Ok(target) => config.target_container = target,
+                Err(message) => {
+                    self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                    return false;
+                }
+            }
+        }
+        prepare_dirs(
+            self.dirs,
+            name,
+            config.mounts.iter().map(|m| m.host_path.as_path()),
+        );
+        let id = match self.node.runtime.create_container(sandbox, &config) {
+            Ok(id) => id,
+            Err(podlab_runtime::Error::ImageNotFound { message, .. }) => {
+                let never_pull = "ErrImageNeverPull";
+                self.create_failed(name, never_pull, &message, Some(never_pull), out);
+                return false;
+            }
+            Err(e @ podlab_runtime::Error::InvalidConfig { .. }) => {
+                self.create_failed(
+                    name,
+                    "CreateContainerConfigError",
+                    &e.to_string(),
+                    None,
+                    out,
+                );
+                return false;
+            }
+            Err(e) => {
+                self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
+                return false;
+            }
+        };
+        out.changed = true;
+        let recorder = &self.node.recorder;
+        let pulled = format!(
+            "Container image {:?} already present on machine",
+            config.image
+        );
+        recorder.container_event(self.pod, name, NORMAL, reasons::PULLED, &pulled);
+        recorder.container_event(
+            self.pod,
+            name,
+            NORMAL,
+            reasons::CREATED,
+            &reasons::created_message(name),
+        );
+        if let Err(e) = self.node.runtime.start_container(&id) {
+            let message = e.to_string();
+            recorder.container_event(
+                self.pod,
+                name,
+                WARNING,
+                reasons::FAILED,
+                &reasons::failed_message(&message),
+            );
+            self.remember_failure(name, "RunContainerError", message);
+            return false;
+        }
+        recorder.container_event(
+            self.pod,
+            name,
+            NORMAL,
+            reasons::STARTED,
+            &reasons::started_message(name),
+        );
+        self.caches.start_failures.remove(name);
+        self.caches.start_retry_at.remove(name);
+        true
+    }
+
+    /// BO-1..6: a container whose newest record has exited waits out its backoff.
+    fn backoff_allows(&mut self, name: &str, hash: Option<u64>, out: &mut Outcome) -> bool {
+        let Some(exited) = self
+            .rt
+            .newest(name)
+            .filter(|r| r.state == RuntimeState::Exited)
+        else {
+            return true;
+        };
+        let now = now_seconds();
+        let finished_at = exited.finished_at.unwrap_or(now);
+        let hash = hash.unwrap_or_else(|| container_hash(name, ""));
+        let gate = self
+            .caches
+            .backoff
+            .entry((name.to_string(), hash))
+            .or_default()
+            .request(
+                &self.node.config.backoff,
+                finished_at,
+                now,
+                &mut Trace::quiet(),
+            );
+        let GateDecision::CrashLoopBackOff {
+            earliest_start,
+            current_backoff,
+        } = gate.decision
+        else {
+            return true;
+        };
+        let pod_name = self.spec.display_name();
+        let last = self.caches.backoff_events.get(name).copied();
+        if last
+            .is_none_or(|(crash, at)| crash != finished_at || at.elapsed() >= BACKOFF_EVENT_EVERY)
+        {
+            self.node.recorder.container_event(
+                self.pod,
+                name,
+                WARNING,
+                reasons::BACK_OFF,
+                &reasons::back_off_event_message(name, &pod_name),
+            );
+            self.caches
+                .backoff_events
+                .insert(name.to_string(), (finished_at, Instant::now()));
+        }
+        self.remember_failure(
+            name,
+            reasons::CRASH_LOOP_BACK_OFF,
+            reasons::crash_loop_message(current_backoff, name, &pod_name),
+        );
+        let wait = (earliest_start - now).max(0) as u64;
+        out.wake(Instant::now() + Duration::from_secs(wait));
+        false
+    }
+
+    fn remember_failure(&mut self, name: &str, reason: &str, message: String) {
+        self.caches.start_failures.insert(
+            name.to_string(),
+            StartFailure {
+                container: name.to_string(),
+                reason: reason.to_string(),
+                message,
+            },
+        );
+    }
+
+    /// A create that failed: its reason is cached, `Failed` (and the image event) recorded, and
+    /// the next try waits the error backoff.
+    fn create_failed(
+        &mut self,
+        name: &str,
+        reason: &str,
+        message: &str,
+        image_event: Option<&str>,
+        out: &mut Outcome,
+    ) {
+        let recorder = &self.node.recorder;
+        if let Some(event) = image_event {
+            recorder.container_event(self.pod, name, WARNING, event, message);
+        }
+        let error = if image_event.is_some() {
+            reason
+        } else {
+            message
+        };
+        recorder.container_event(
+            self.pod,
+            name,
+            WARNING,
+            reasons::FAILED,
+            &reasons::failed_message(error),
+        );
+        self.remember_failure(name, reason, message.to_string());
+        let at = Instant::now() + self.node.config.error_backoff;
+        self.caches.start_retry_at.insert(name.to_string(), at);
+        out.wake(at);
+    }
+
+    /// EPH-4: the running record of the target container whose pid namespace the ephemeral
+    /// container joins (None: the pod's or its own).
+    fn ephemeral_target(&self, name: &str) -> Result<Option<ContainerId>, String> {
+        let Some(eph) = self
+            .spec
+            .ephemeral_containers
+            .iter()
+            .find(|e| e.name == name)
+        else {
+            return Ok(None);
+        };
+        match crate::ephemeral::pid_namespace(self.spec, self.rt, eph)? {
+            crate::ephemeral::PidNamespace::Target(id) => ContainerId::parse(&id)
+                .map(Some)
+                .map_err(|e| format!("target container id {id}: {e}")),
+            _ => Ok(None),
+        }
+    }
+
+    /// RunPodSandbox with the pod's folders made first; a failure is `FailedCreatePodSandBox`
+    /// and a retry after the error backoff (section 7).
+    fn create_sandbox(&mut self, attempt: u32, out: &mut Outcome) -> Option<SandboxId> {
+        prepare_pod_dirs(self.pod, self.dirs);
+        let config = translate::sandbox_config(self.pod, self.dirs, attempt);
+        match self.node.runtime.run_pod_sandbox(&config) {
+            Ok(id) => {
+                self.sandboxes.push(id.clone());
+                self.caches.sandbox_retry_at = None;
+                out.changed = true;
+                Some(id)
+            }
+            Err(e) => {
+                if !self.spec.deletion_requested {
+                    self.node.recorder.pod_event(
+                        self.pod,
+                        WARNING,
+                        reasons::FAILED_CREATE_POD_SANDBOX,
+                        &reasons::failed_create_sandbox_message(&e.to_string()),
+                    );
+                    eprintln!(
+                        "podlab node: {}",
+                        reasons::create_sandbox_error(&self.spec.display_name(), &e.to_string())
+                    );
+                }
+                let at = Instant::now() + self.node.config.error_backoff;
+                self.caches.sandbox_retry_at = Some(at);
+                out.wake(at);
+                None
+            }
+        }
+    }
+
+    /// A new sandbox re-runs initialization from scratch: every init record goes.
+    fn purge_init_records(&self) -> bool {
+        let init: Vec<&ContainerStatus> = self
+            .observed
+            .containers
+            .iter()
+            .filter(|c| ContainerKind::from_labels(&c.labels) == Some(ContainerKind::Init))
+            .collect();
+        for record in &init {
+            remove_record(self.node, record);
+        }
+        !init.is_empty()
+    }
+
+    /// kubelet's prune of init records (only the newest exited one per name stays) and its
+    /// container GC (a name keeps its newest records), then the old stopped sandboxes left
+    /// empty.
+    fn prune_records(&self) -> bool {
+        let mut by_name: HashMap<&str, Vec<&ContainerStatus>> = HashMap::new();
+        for record in &self.observed.containers {
+            by_name
+                .entry(record.metadata.name.as_str())
+                .or_default()
+                .push(record);
+        }
+        let mut removed: Vec<&str> = Vec::new();
+        for records in by_name.values_mut() {
+            records.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+            let init = records.first().is_some_and(|r| {
+                ContainerKind::from_labels(&r.labels) == Some(ContainerKind::Init)
+            });
+            let keep = if init { 1 } else { RECORDS_KEPT_PER_NAME };
+            for record in records.iter().skip(keep) {
+                if matches!(
+                    record.state,
+                    ContainerState::Exited | ContainerState::Unknown
+                ) {
+                    remove_record(self.node, record);
+                    removed.push(record.id.as_str());
+                }
+            }
+        }
+        let newest = self.observed.newest_sandbox().map(|s| s.id.clone());
+        for sandbox in &self.observed.sandboxes {
+            let stopped = sandbox.state == podlab_runtime::SandboxState::NotReady
+                && sandbox.shim_pid.is_none();
+            let holds_records = self
+                .observed
+                .containers
+                .iter()
+                .any(|c| c.sandbox_id == sandbox.id && !removed.contains(&c.id.as_str()));
+            if stopped && !holds_records && Some(&sandbox.id) != newest.as_ref() {
+                if let Err(e) = self.node.runtime.remove_pod_sandbox(&sandbox.id) {
+                    eprintln!("podlab node: removing old sandbox {}: {e}", sandbox.id);
+                } else {
+                    removed.push("sandbox");
+                }
+            }
+        }
+        !removed.is_empty()
+    }
+}
+
+/// One container to stop, and why.
+pub struct KillRequest<'a> {
+    pub container: &'a ContainerStatus,
+    /// The `Killing` message; None: `Stopping container <n>`.
+    pub message: Option<String>,
+    pub reason: Option<KillReason>,
+}
+
+/// Stops containers (in parallel, as kubelet's kill goroutines do): a `Killing` event each,
+/// SIGTERM, the grace period of spec 2.7, SIGKILL. Without a pod (one that is gone from the
+/// store) there is nothing to hang events on and the grace is the minimum.
+pub fn kill_containers(node: &Node, pod: Option<&Pod>, requests: &[KillRequest]) {
+    let kill = |request: &KillRequest| {
+        let name = request.container.metadata.name.as_str();
+        let grace = match pod {
+            Some(pod) => {
+                let message = killing_message(name, request.message.as_deref());
+                node.recorder
+                    .container_event(pod, name, NORMAL, reasons::KILLING, &message);
+                kill_grace(pod, name, request.reason)
+            }
+            None => crate::kill::MINIMUM_GRACE_PERIOD_SECONDS,
+        };
+        let grace = Duration::from_secs(grace as u64);
+        if let Err(e) = node.runtime.stop_container(&request.container.id, grace) {
+            eprintln!(
+                "podlab node: stopping container {name} ({}): {e}",
+                request.container.id
+            );
+        }
+    };
+    match requests {
+        [] => {}
+        [one] => kill(one),
+        many => std::thread::scope(|scope| {
+            for request in many {
+                scope.spawn(move || kill(request));
+            }
+        }),
+    }
+}
+
+/// KillPod: every running container of the pod stopped, then every sandbox that still has a
+/// shim (removal is left to the sandbox GC, or to the pod's deletion). True when anything ran.
+pub fn kill_pod(node: &Node, pod: Option<&Pod>, observed: &PodRuntime) -> bool {
+    let requests: Vec<KillRequest> = observed
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|container| KillRequest {
+            container,
+            message: None,
+            reason: None,
+        })
+        .collect();
+    kill_containers(node, pod, &requests);
+    let mut stopped = !requests.is_empty();
+    for sandbox in &observed.sandboxes {
+        if sandbox.state == podlab_runtime::SandboxState::Ready || sandbox.shim_pid.is_some() {
+            if let Err(e) = node.runtime.stop_pod_sandbox(&sandbox.id) {
+                eprintln!("podlab node: stopping sandbox {}: {e}", sandbox.id);
+            }
+            stopped = true;
+        }
+    }
+    stopped
+}
+
+/// The grace period (spec 2.7) of a kill: the deletion's, else the probe's for a probe kill,
+/// else the pod's; never below 2 s.
+pub fn kill_grace(pod: &Pod, container: &str, reason: Option<KillReason>) -> i64 {
+    let spec = pod.spec.as_ref();
+    let deleting = pod.metadata.deletion_timestamp.is_some();
+    let probe = spec
+        .and_then(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+                .find(|c| c.name == container)
+        })
+        .and_then(|c| match reason {
+            Some(KillReason::LivenessProbe) => c.liveness_probe.as_ref(),
+            Some(KillReason::StartupProbe) => c.startup_probe.as_ref(),
+            _ => None,
+        })
+        .and_then(|p| p.termination_grace_period_seconds);
+    let grace = grace_period(&GraceInputs {
+        deletion_grace_period: pod
+            .metadata
+            .deletion_grace_period_seconds
+            .filter(|_| deleting),
+        pod_grace_period: spec.and_then(|s| s.termination_grace_period_seconds),
+        probe_grace_period: probe,
+        reason,
+        override_grace_period: None,
+    });
+    grace_after_pre_stop(grace, None)
+}
+
+/// A record removed with its log file (the runtime keeps logs outside the container folder).
+fn remove_record(node: &Node, record: &ContainerStatus) {
+    if let Err(e) = node.runtime.remove_container(&record.id) {
+        eprintln!("podlab node: removing container {}: {e}", record.id);
+        return;
+    }
+    let _ = std::fs::remove_file(&record.log_path);
+}
+
+/// 2.6: the attempt of a container without records, from its log folder.
+fn attempt_from_log_dir(dir: &Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    attempt_from_log_files(names.iter().map(String::as_str))
+}
+
+/// The pod's log folder and its emptyDir volumes, world-writable as kubelet makes them so that
+/// containers running as any user can use them.
+pub fn prepare_pod_dirs(pod: &Pod, dirs: &PodDirs) {
+    let volumes = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| dirs.empty_dir(&v.name));
+    let _ = std::fs::create_dir_all(&dirs.logs);
+    for dir in volumes {
+        make_shared_dir(&dir);
+    }
+}
+
+fn prepare_dirs<'a>(dirs: &PodDirs, container: &str, mounts: impl Iterator<Item = &'a Path>) {
+    let _ = std::fs::create_dir_all(dirs.logs.join(container));
+    for dir in mounts {
+        if !dir.exists() {
+            make_shared_dir(dir);
+        }
+    }
+}
+
+fn make_shared_dir(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        podlab_api::decode_pod(yaml, "test").unwrap()
+    }
+
+    #[test]
+    fn grace_follows_deletion_then_probe_then_pod_and_never_drops_below_two() {
+        let mut p = pod(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 20\n  containers:\n  - name: app\n    image: busybox\n    livenessProbe: {exec: {command: [\"true\"]}, terminationGracePeriodSeconds: 5}\n",
+        );
+        assert_eq!(kill_grace(&p, "app", None), 20);
+        assert_eq!(kill_grace(&p, "app", Some(KillReason::LivenessProbe)), 5);
+        p.metadata.deletion_timestamp = Some(podlab_control::names::now());
+        p.metadata.deletion_grace_period_seconds = Some(0);
+        assert_eq!(kill_grace(&p, "app", Some(KillReason::LivenessProbe)), 2);
+    }
+
+    #[test]
+    fn the_log_folder_gives_the_next_attempt() {
+        let dir = std::env::temp_dir().join(format!("podlab-attempts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(attempt_from_log_dir(&dir), 0);
+        std::fs::write(dir.join("0.log"), "").unwrap();
+        std::fs::write(dir.join("3.log"), "").unwrap();
+        assert_eq!(attempt_from_log_dir(&dir), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(attempt_from_log_dir(&dir), 0);
+    }
+}

@@ -1,0 +1,477 @@
+//! One pod worker (kubelet's `podWorkers` goroutine for one pod): a thread that runs a sync pass
+//! whenever its pod changes, a probe result changes, a postponed action falls due, or the resync
+//! interval has passed — whichever is first.
+//!
+//! What it keeps in memory is what kubelet keeps: the pod's sandboxes, the start-failure reasons
+//! and crash-loop backoff entries ([`PodCaches`]), the probe results, the status it wrote last.
+//! All of it can be lost: a new agent finds the sandboxes again by their labels, reads the
+//! previous status from the store, and starts the probe workers anew (readiness starting at
+//! Failure, liveness at Success, so nothing healthy is killed).
+//!
+//! Three ends: a pod whose phase became Succeeded or Failed has what still runs killed and its
+//! sandbox stopped, then the worker only waits for the pod's deletion; a pod with a
+//! `deletionTimestamp` goes through the termination path and is deleted from the store; a pod
+//! that vanished from the store has its containers and sandboxes removed.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use podlab_control::Preconditions;
+use podlab_runtime::SandboxId;
+
+use crate::model::{PassContext, RestartPolicy};
+use crate::sync::{sync_pass, sync_pass_narrated, SyncResult};
+use crate::translate::{self, PodDirs};
+use crate::PodSpecView;
+
+use super::agent::Node;
+use super::execute::{kill_pod, Execution, PodCaches};
+use super::probes::{ContainerTarget, ProbeManager, ProbeTargets};
+use super::status::{pod_status, StatusInputs};
+use super::view::{self, PodRuntime};
+
+/// After a pass that changed the runtime, the next one comes this soon, to report the change.
+const SETTLE: Duration = Duration::from_millis(50);
+/// A status write retries this often on a Conflict, re-reading the pod each time.
+const STATUS_WRITE_TRIES: usize = 4;
+
+/// What the agent tells a worker.
+#[derive(Debug)]
+pub enum WorkerMsg {
+    /// The pod as the store has it now.
+    Pod(Box<Pod>),
+    /// Something it waits for changed (a probe result): run a pass.
+    Wake,
+    /// The pod is gone from the store (this is its last state).
+    Deleted(Box<Pod>),
+    /// The agent stops; the pod keeps running.
+    Stop,
+}
+
+/// One pod's worker.
+pub struct PodWorker {
+    node: Arc<Node>,
+    pod: Pod,
+    dirs: PodDirs,
+    sandboxes: Vec<SandboxId>,
+    caches: PodCaches,
+    probes: ProbeManager,
+    last_status: Option<PodStatus>,
+    last_written_rv: Option<String>,
+    wake_at: Option<Instant>,
+    /// The agent found this pod when it started (probe workers then start with a jitter).
+    found_at_start: bool,
+    /// The pod reached a terminal phase: no more runtime passes.
+    finished: bool,
+}
+
+impl PodWorker {
+    /// A worker for `pod`, whose sandboxes the runtime already has (found by their labels).
+    pub fn new(
+        node: Arc<Node>,
+        pod: Pod,
+        sandboxes: Vec<SandboxId>,
+        found_at_start: bool,
+        wake: Sender<WorkerMsg>,
+    ) -> PodWorker {
+        let dirs = PodDirs::new(&node.config.root, &pod);
+        let wake = std::sync::Mutex::new(wake);
+        let probes = ProbeManager::new(move || {
+            let _ = wake.lock().map(|w| w.send(WorkerMsg::Wake));
+        });
+        PodWorker {
+            node,
+            pod,
+            dirs,
+            sandboxes,
+            caches: PodCaches::default(),
+            probes,
+            last_status: None,
+            last_written_rv: None,
+            wake_at: None,
+            found_at_start,
+            finished: false,
+        }
+    }
+
+    /// The worker's loop, until the pod is gone or the agent stops.
+    pub fn run(mut self, messages: Receiver<WorkerMsg>) {
+        let resync = self.node.config.resync;
+        let mut due = Instant::now();
+        loop {
+            let now = Instant::now();
+            let next = self.wake_at.map_or(due, |w| w.min(due));
+            let mut sync = false;
+            let mut deleted = None;
+            let first = match messages.recv_timeout(next.saturating_duration_since(now)) {
+                Ok(message) => Some(message),
+                Err(RecvTimeoutError::Timeout) => {
+                    sync = true;
+                    None
+                }
+                Err(RecvTimeoutError::Disconnected) => Some(WorkerMsg::Stop),
+            };
+            for message in first
+                .into_iter()
+                .chain(std::iter::from_fn(|| messages.try_recv().ok()))
+            {
+                match message {
+                    WorkerMsg::Pod(pod) => sync |= self.take_pod(*pod),
+                    WorkerMsg::Wake => sync = true,
+                    WorkerMsg::Deleted(pod) => deleted = Some(*pod),
+                    WorkerMsg::Stop => {
+                        self.probes.stop();
+                        return;
+                    }
+                }
+            }
+            if let Some(pod) = deleted {
+                self.remove_vanished(pod);
+                return;
+            }
+            if self.wake_at.is_some_and(|w| w <= Instant::now()) {
+                self.wake_at = None;
+                sync = true;
+            }
+            if !sync {
+                continue;
+            }
+            if self.finished {
+                // A terminal pod only waits for its deletion.
+                if self.pod.metadata.deletion_timestamp.is_none() {
+                    due = Instant::now() + resync;
+                    continue;
+                }
+            }
+            match self.sync() {
+                Pass::Done => return,
+                Pass::Changed => due = Instant::now() + SETTLE,
+                Pass::Idle => due = Instant::now() + resync,
+            }
+        }
+    }
+
+    /// Takes a newer version of the pod; true when it is news (not our own status write).
+    fn take_pod(&mut self, pod: Pod) -> bool {
+        let rv = |p: &Pod| {
+            p.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        if rv(&pod) <= rv(&self.pod) {
+            return false;
+        }
+        let ours = pod.metadata.resource_version == self.last_written_rv;
+        self.pod = pod;
+        !ours
+    }
+
+    /// One sync pass (section 1).
+    fn sync(&mut self) -> Pass {
+        if self.pod.metadata.deletion_timestamp.is_some() {
+            self.terminate();
+            return Pass::Done;
+        }
+        let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+            Ok(observed) => observed,
+            Err(e) => {
+                eprintln!("podlab node: {}: reading the runtime: {e}", self.key());
+                return Pass::Idle;
+            }
+        };
+        self.sandboxes = observed.sandbox_ids();
+        let spec = view::spec_view(&self.pod);
+        let rt = observed.view();
+        let ctx = self.context(false);
+        let result = sync_pass(&spec, &rt, &ctx);
+        let status_changed = self.write_status(&result, &observed);
+        self.publish_targets(&spec, &result, &observed);
+
+        if !result.runtime_sync_called {
+            if result.phase.phase.is_terminal() {
+                self.narrate(&spec, &rt, &ctx, status_changed || !self.finished);
+                self.stop_terminal_pod(&observed);
+            }
+            return if status_changed {
+                Pass::Changed
+            } else {
+                Pass::Idle
+            };
+        }
+        self.probes
+            .ensure(&self.node, &self.pod, self.found_at_start);
+        let failures_before = self.caches.start_failures.clone();
+        let pod = self.pod.clone();
+        let outcome = Execution {
+            node: &self.node,
+            pod: &pod,
+            spec: &spec,
+            rt: &rt,
+            observed: &observed,
+            dirs: &self.dirs,
+            caches: &mut self.caches,
+            sandboxes: &mut self.sandboxes,
+        }
+        .carry_out(&result);
+        self.wake_at = outcome.wake_at;
+        let failures_changed = failures_before != self.caches.start_failures;
+        let decided = outcome.changed || status_changed || failures_changed;
+        self.narrate(&spec, &rt, &ctx, decided);
+        if decided {
+            Pass::Changed
+        } else {
+            Pass::Idle
+        }
+    }
+
+    /// The caches that feed a pass.
+    fn context(&self, pod_is_terminal: bool) -> PassContext {
+        let status = self.last_status.as_ref().or(self.pod.status.as_ref());
+        PassContext {
+            probe_results: self.probes.results(),
+            start_failures: self.caches.start_failures.values().cloned().collect(),
+            other_conditions: view::other_conditions(self.pod.status.as_ref()),
+            pod_is_terminal,
+            previous: status.map(view::previous_status),
+            ..PassContext::default()
+        }
+    }
+
+    /// Writes the pass's status unless it is what the API holds already; true when written.
+    fn write_status(&mut self, result: &SyncResult, observed: &PodRuntime) -> bool {
+        let status = pod_status(
+            result,
+            &StatusInputs {
+                pod: &self.pod,
+                observed,
+                host_ip: &self.node.host_ip,
+                now: podlab_control::names::now(),
+            },
+        );
+        if self.last_status.as_ref() == Some(&status) || self.pod.status.as_ref() == Some(&status) {
+            self.last_status = Some(status);
+            return false;
+        }
+        let mut pod = self.pod.clone();
+        for _ in 0..STATUS_WRITE_TRIES {
+            pod.status = Some(status.clone());
+            match self.node.store.update_status(pod) {
+                Ok(written) => {
+                    self.last_written_rv = written.metadata.resource_version.clone();
+                    self.pod = written;
+                    self.last_status = Some(status);
+                    return true;
+                }
+                Err(e) if e.is_conflict() => match self.reread() {
+                    Some(fresh) => {
+                        self.pod = fresh.clone();
+                        pod = fresh;
+                    }
+                    None => return false,
+                },
+                Err(e) if e.is_not_found() => return false,
+                Err(e) => {
+                    eprintln!("podlab node: {}: writing the status: {e}", self.key());
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// The pod as stored now, if it is still this pod.
+    fn reread(&self) -> Option<Pod> {
+        let (namespace, name, uid) = translate::identity(&self.pod);
+        self.node
+            .store
+            .get::<Pod>(&namespace, &name)
+            .ok()
+            .filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+    }
+
+    /// What the probe threads see until the next pass.
+    fn publish_targets(&self, spec: &PodSpecView, result: &SyncResult, observed: &PodRuntime) {
+        if self.probes.is_empty() && !result.runtime_sync_called {
+            return;
+        }
+        let sidecars: Vec<&str> = spec
+            .init_containers
+            .iter()
+            .filter(|c| c.sidecar)
+            .map(|c| c.name.as_str())
+            .collect();
+        let never = spec.restart_policy == RestartPolicy::Never;
+        let containers = result
+            .statuses
+            .containers
+            .iter()
+            .chain(
+                result
+                    .statuses
+                    .init
+                    .iter()
+                    .filter(|s| sidecars.contains(&s.name.as_str())),
+            )
+            .map(|s| {
+                let started_at = match s.state {
+                    crate::model::ApiState::Running { started_at } => started_at.unwrap_or(0),
+                    _ => 0,
+                };
+                let target = ContainerTarget {
+                    container_id: s.container_id.clone(),
+                    running: s.state.is_running(),
+                    terminated: s.state.terminated().is_some(),
+                    started: s.started,
+                    started_at,
+                    can_restart: !never || sidecars.contains(&s.name.as_str()),
+                };
+                (s.name.clone(), target)
+            })
+            .collect();
+        let newest = observed
+            .newest_sandbox()
+            .filter(|s| s.state == podlab_runtime::SandboxState::Ready);
+        self.probes.publish(ProbeTargets {
+            has_status: true,
+            terminal: result.phase.phase.is_terminal(),
+            deletion_requested: spec.deletion_requested,
+            containers,
+            netns: newest
+                .and_then(|s| s.namespace_path(podlab_ns::NsKind::Net))
+                .map(std::path::Path::to_path_buf),
+            pod_ip: newest.and_then(|s| s.ip.clone()),
+        });
+    }
+
+    /// Section 1 step 2: a terminal pod has what still runs killed and its sandbox stopped;
+    /// the status then shows the final states.
+    fn stop_terminal_pod(&mut self, observed: &PodRuntime) {
+        let pod = self.pod.clone();
+        if kill_pod(&self.node, Some(&pod), observed) {
+            self.write_final_status();
+        }
+        self.probes.stop();
+        self.finished = true;
+    }
+
+    /// The status after everything stopped, with the phase as on the termination path.
+    fn write_final_status(&mut self) {
+        let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) else {
+            return;
+        };
+        let spec = view::spec_view(&self.pod);
+        let result = sync_pass(&spec, &observed.view(), &self.context(true));
+        self.write_status(&result, &observed);
+    }
+
+    /// The termination path of a pod with a `deletionTimestamp`: Killing events and
+    /// SIGTERM → grace → SIGKILL for every container, the sandboxes stopped (CNI DEL, unpin) and
+    /// removed, the pod's records, volumes and logs removed, the pod deleted from the store.
+    fn terminate(&mut self) {
+        self.probes.stop();
+        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+            let pod = self.pod.clone();
+            if kill_pod(&self.node, Some(&pod), &observed) {
+                self.write_final_status();
+            }
+        }
+        self.remove_everything();
+        let (namespace, name, uid) = translate::identity(&self.pod);
+        let preconditions = Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        };
+        match self
+            .node
+            .store
+            .delete_with::<Pod>(&namespace, &name, &preconditions)
+        {
+            Ok(_) => self.say(|| "terminated and deleted from the store".into()),
+            Err(e) if e.is_not_found() || e.is_conflict() => {}
+            Err(e) => eprintln!("podlab node: {}: deleting the pod: {e}", self.key()),
+        }
+    }
+
+    /// A pod deleted from the store without the termination path (forced, or while no agent
+    /// ran): what it left on the node is stopped and removed.
+    fn remove_vanished(&mut self, last: Pod) {
+        self.probes.stop();
+        if last.metadata.uid == self.pod.metadata.uid {
+            self.pod = last;
+        }
+        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+            let pod = self.pod.clone();
+            kill_pod(&self.node, Some(&pod), &observed);
+        }
+        self.remove_everything();
+        self.say(|| "gone from the store: its containers and sandboxes are removed".into());
+    }
+
+    /// RemovePodSandbox for every sandbox (records included), then the pod's folders.
+    fn remove_everything(&mut self) {
+        for id in std::mem::take(&mut self.sandboxes) {
+            if let Err(e) = self.node.runtime.remove_pod_sandbox(&id) {
+                eprintln!("podlab node: {}: removing sandbox {id}: {e}", self.key());
+            }
+        }
+        remove_pod_dirs(&self.node.config.root, &self.dirs);
+        if let Some(uid) = self.pod.metadata.uid.as_deref() {
+            self.node.recorder.forget(uid);
+        }
+    }
+
+    fn key(&self) -> String {
+        let (namespace, name, _) = translate::identity(&self.pod);
+        format!("{namespace}/{name}")
+    }
+
+    fn say(&self, what: impl FnOnce() -> String) {
+        if self.node.config.verbose {
+            println!("{}: {}", self.key(), what());
+        }
+    }
+
+    /// With `verbose`, a pass that decided something is told again with its narration.
+    fn narrate(
+        &self,
+        spec: &PodSpecView,
+        rt: &crate::RuntimeView,
+        ctx: &PassContext,
+        decided: bool,
+    ) {
+        if !self.node.config.verbose || !decided {
+            return;
+        }
+        let (_, lines) = sync_pass_narrated(spec, rt, ctx);
+        let key = self.key();
+        for line in lines {
+            println!("{key}: {line}");
+        }
+    }
+}
+
+/// How a pass ended.
+enum Pass {
+    Idle,
+    Changed,
+    /// The pod is gone: the worker ends.
+    Done,
+}
+
+/// The pod's volume and log folders (never anything outside `root`).
+pub fn remove_pod_dirs(root: &std::path::Path, dirs: &PodDirs) {
+    let pod_dir = dirs.volumes.parent().map(std::path::Path::to_path_buf);
+    for dir in [pod_dir, Some(dirs.logs.clone())].into_iter().flatten() {
+        if dir.starts_with(root) && dir != root {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => eprintln!("podlab node: removing {}: {e}", dir.display()),
+            }
+        }
+    }
+}
