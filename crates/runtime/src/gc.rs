@@ -173,12 +173,14 @@ pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers>
     }
     let mut pidfds = processes_in(&inodes);
     let mut recorded: Vec<_> = shim.iter().filter_map(|s| s.pause).collect();
+    let mut orphaned = Vec::new();
     for id in paths.container_ids().unwrap_or_default() {
         if let Ok(Some(record)) =
             state::read_record::<ContainerRecord>(&paths.container(&id).record())
         {
             if record.state == ContainerState::Running {
                 recorded.extend(record.pid);
+                orphaned.push(record);
             }
         }
     }
@@ -192,6 +194,16 @@ pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers>
     }
     finish_kills(&pidfds);
     leftovers.killed = pidfds.iter().map(|p| p.pid()).collect();
+    // Nobody was left to record how they ended; they ended by this SIGKILL, and are recorded so,
+    // as containerd records the tasks of a dead shim.
+    for mut record in orphaned {
+        record.state = ContainerState::Exited;
+        record.exit_code = Some(128 + libc::SIGKILL);
+        record.reason = Some("Error".into());
+        record.message = Some("its shim died; podlab killed what was left of it".into());
+        record.finished_at = crate::liveness::now_ns();
+        state::write_record(&paths.container(&record.id).record(), &record)?;
+    }
 
     if paths.dir.exists() {
         let mut mounts = podlab_ns::mnt::mounts_below(&paths.dir)?;

@@ -1067,3 +1067,62 @@ fn the_caller_killed_mid_way_loses_no_exit_code_and_no_log_line() {
     got.sort();
     assert_eq!(got, ["stderr two", "stdout one"]);
 }
+
+#[test]
+#[ignore = "shows a pod's processes: run with --ignored --nocapture"]
+fn show_the_process_tree_of_a_pod() {
+    let root = TestRoot::new("tree");
+    let mut config = pod("tree");
+    config.share_process_namespace = true;
+    let sandbox = root.sandbox(&config);
+    root.container(&sandbox, "web", &["httpd", "-f", "-p", "8080"]);
+    root.container(&sandbox, "sidecar", &["sleep", "1000"]);
+    let shim = root
+        .runtime
+        .pod_sandbox_status(&sandbox)
+        .unwrap()
+        .shim_pid
+        .unwrap();
+    let ps = std::process::Command::new("ps")
+        .args([
+            "-s",
+            &shim.to_string(),
+            "--forest",
+            "-o",
+            "pid,ppid,pidns,netns,ipcns,utsns,mntns,args",
+        ])
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&ps.stdout));
+}
+
+#[test]
+fn stopping_a_sandbox_whose_shim_died_records_its_containers_as_killed() {
+    let root = TestRoot::new("deadshim");
+    let sandbox = root.sandbox(&pod("deadshim"));
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let (shim, pause, app) = (
+        status.shim_pid.unwrap(),
+        status.pause_pid.unwrap(),
+        pid_of(&root, &a),
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(shim), None);
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    let a = root.runtime.container_status(&a).unwrap();
+    assert_eq!((a.state, a.exit_code), (ContainerState::Exited, Some(137)));
+    assert!(gone(pause) && gone(app));
+    assert!(
+        podlab_ns::mnt::mounts_below(&root.state_dir())
+            .unwrap()
+            .is_empty(),
+        "no pin, no shm"
+    );
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &[shim, pause, app]);
+}
