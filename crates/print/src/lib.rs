@@ -23,6 +23,6 @@ pub use gotemplate::GoTemplate;
 pub use jsonpath::{relaxed_expression, JsonPath};
 pub use output::{kubectl_list, render, render_to_string, resource_name, OutputFormat};
 pub use selector::{FieldSelector, LabelSelector};
-pub use sort::{natural_less, parse_quantity, sort_by, SortBy, SortTarget};
+pub use sort::{parse_quantity, sort_by, SortBy, SortTarget};
 pub use table::{format_labels, labels_of, Row, Table, TableOptions};
 pub use yaml::to_yaml;

@@ -1,7 +1,7 @@
 //! `--sort-by=<jsonpath>`: kubectl's sorters. The path is relaxed (`.metadata.name`,
 //! `{.metadata.name}` ...); each object's first value decides its place: numbers by value,
-//! strings in natural order (digit runs as numbers) or as quantities when both parse as
-//! quantities (`100Mi` < `1Gi`); an object without the field sorts before any with it. The
+//! strings bytewise, or as quantities when both parse as quantities (`100Mi` < `1Gi`, and `2` <
+//! `10`); an object without the field sorts before any with it. The
 //! order follows Go's `sort.Sort` exactly, as kubectl's comparator is not a strict order.
 
 use crate::golang::{Data, NumberMode};
@@ -17,26 +17,37 @@ pub enum SortTarget {
     Objects,
 }
 
-/// A parsed `--sort-by` path.
-#[derive(Debug, Clone)]
+/// A `--sort-by` path. Like kubectl it is only checked when there is something to sort.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SortBy {
-    field: String,
-    path: JsonPath,
+    raw: String,
 }
 
 impl SortBy {
-    pub fn parse(sort_by: &str) -> Result<Self, PrintError> {
-        let field = relaxed_expression(sort_by).map_err(PrintError::SortBy)?;
-        let path = JsonPath::parse(&field).map_err(|e| match e {
-            PrintError::JsonPathParse { reason, .. } => PrintError::SortBy(reason),
-            other => other,
-        })?;
-        Ok(SortBy { field, path })
+    pub fn new(sort_by: &str) -> Self {
+        SortBy {
+            raw: sort_by.to_string(),
+        }
     }
 
-    /// The complete JSONPath (`{.metadata.name}`).
-    pub fn field(&self) -> &str {
-        &self.field
+    /// The complete JSONPath for the table sorter (the raw text when it is not a relaxed path).
+    fn table_field(&self) -> String {
+        relaxed_expression(&self.raw).unwrap_or_else(|_| self.raw.clone())
+    }
+
+    fn parsed(&self, target: SortTarget) -> Result<(String, JsonPath), PrintError> {
+        let field = match target {
+            SortTarget::Table => self.table_field(),
+            SortTarget::Objects => relaxed_expression(&self.raw).map_err(PrintError::SortBy)?,
+        };
+        let path = JsonPath::parse(&field).map_err(|e| match e {
+            PrintError::JsonPathParse { reason, .. } => PrintError::SortBy(match target {
+                SortTarget::Table => format!("sorting error: {reason}"),
+                SortTarget::Objects => reason,
+            }),
+            other => other,
+        })?;
+        Ok((field, path))
     }
 
     /// Sorts the objects (the items of what is printed) in place.
@@ -48,13 +59,14 @@ impl SortBy {
         if target == SortTarget::Objects && items.len() <= 1 {
             return Ok(());
         }
+        let (field, path) = self.parsed(target)?;
         let datas: Vec<Data> = items
             .iter()
             .map(|v| Data::from_json(v, NumberMode::Unstructured))
             .collect();
         let mut keyed: Vec<(usize, Option<JVal>)> = Vec::with_capacity(items.len());
         for (i, d) in datas.iter().enumerate() {
-            let results = self.path.find_results(d).map_err(PrintError::SortBy)?;
+            let results = path.find_results(d).map_err(PrintError::SortBy)?;
             let first = results
                 .into_iter()
                 .next()
@@ -64,7 +76,7 @@ impl SortBy {
         if !items.is_empty() && keyed.iter().all(|(_, k)| k.is_none()) {
             return Err(PrintError::SortBy(format!(
                 "couldn't find any field with path {} in the list of objects",
-                crate::golang::quote::quote(&self.field)
+                crate::golang::quote::quote(&field)
             )));
         }
         let holder = match target {
@@ -83,8 +95,7 @@ impl SortBy {
                 Ok(less) => less,
                 Err(e) => {
                     failure = Some(format!(
-                        "Field {} in {holder} is an unsortable type: {}, err: {e}",
-                        self.field,
+                        "Field {field} in {holder} is an unsortable type: {}, err: {e}",
                         kind_name(x)
                     ));
                     false
@@ -106,7 +117,7 @@ impl SortBy {
 
 /// Sorts `items` by `sort_by` for a non-table output.
 pub fn sort_by(items: &mut [serde_json::Value], sort_by: &str) -> Result<(), PrintError> {
-    SortBy::parse(sort_by)?.sort(items, SortTarget::Objects)
+    SortBy::new(sort_by).sort(items, SortTarget::Objects)
 }
 
 /// `reflect.Value.Kind().String()` of a found value.
@@ -133,66 +144,19 @@ fn is_less(i: &JVal, j: &JVal) -> Result<bool, String> {
             (Data::Float(x), Data::Float(y)) => Ok(x < y),
             (Data::Str(x), Data::Str(y)) => Ok(match (parse_quantity(x), parse_quantity(y)) {
                 (Some(p), Some(q)) => p < q,
-                _ => natural_less(x, y),
+                _ => x < y,
             }),
             (Data::Int(_) | Data::Float(_) | Data::Str(_), _) => {
                 Err("unsortable interface: interface".into())
             }
             (other, _) => Err(format!("unsortable type: {}", other.type_name())),
         },
-        (JVal::Text(x), JVal::Text(y)) => Ok(natural_less(x, y)),
+        (JVal::Text(x), JVal::Text(y)) => Ok(x < y),
         (JVal::Int(x), JVal::Int(y)) => Ok(x < y),
         (JVal::Float(x), JVal::Float(y)) => Ok(x < y),
         (JVal::Byte(x), JVal::Byte(y)) => Ok(x < y),
         (other, _) => Err(format!("unsortable type: {}", kind_name(other))),
     }
-}
-
-/// github.com/fvbommel/sortorder's `NaturalLess`: digit runs compare as numbers, digits sort
-/// before other characters, other bytes compare bytewise.
-pub fn natural_less(a: &str, b: &str) -> bool {
-    let (s1, s2) = (a.as_bytes(), b.as_bytes());
-    let (mut i1, mut i2) = (0, 0);
-    while i1 < s1.len() && i2 < s2.len() {
-        let (c1, c2) = (s1[i1], s2[i2]);
-        let (d1, d2) = (c1.is_ascii_digit(), c2.is_ascii_digit());
-        if d1 != d2 {
-            return d1;
-        }
-        if !d1 {
-            if c1 != c2 {
-                return c1 < c2;
-            }
-            i1 += 1;
-            i2 += 1;
-            continue;
-        }
-        while i1 < s1.len() && s1[i1] == b'0' {
-            i1 += 1;
-        }
-        while i2 < s2.len() && s2[i2] == b'0' {
-            i2 += 1;
-        }
-        let (nz1, nz2) = (i1, i2);
-        while i1 < s1.len() && s1[i1].is_ascii_digit() {
-            i1 += 1;
-        }
-        while i2 < s2.len() && s2[i2].is_ascii_digit() {
-            i2 += 1;
-        }
-        let (l1, l2) = (i1 - nz1, i2 - nz2);
-        if l1 != l2 {
-            return l1 < l2;
-        }
-        let (n1, n2) = (&s1[nz1..i1], &s2[nz2..i2]);
-        if n1 != n2 {
-            return n1 < n2;
-        }
-        if nz1 != nz2 {
-            return nz1 < nz2;
-        }
-    }
-    s1.len() < s2.len()
 }
 
 /// The value of a Kubernetes quantity (`resource.ParseQuantity`): a decimal number with an SI
@@ -277,7 +241,7 @@ mod tests {
             pod("web-2", Some(0), "2Gi"),
         ];
         sort_by(&mut items, ".metadata.name").unwrap();
-        assert_eq!(names(&items), ["web-2", "web-9", "web-10"]);
+        assert_eq!(names(&items), ["web-10", "web-2", "web-9"]);
         sort_by(&mut items, "{.status.restarts}").unwrap();
         assert_eq!(names(&items), ["web-9", "web-2", "web-10"]);
         sort_by(&mut items, "spec.mem").unwrap();
@@ -297,17 +261,16 @@ mod tests {
         );
         let mut one = vec![pod("a", None, "1")];
         assert!(sort_by(&mut one, ".nope").is_ok());
-        assert!(SortBy::parse(".nope")
-            .unwrap()
+        assert!(SortBy::new(".nope")
             .sort(&mut one, SortTarget::Table)
             .is_err());
-    }
-
-    #[test]
-    fn natural_order() {
-        assert!(natural_less("a2", "a10"));
-        assert!(natural_less("a1", "a01"));
-        assert!(natural_less("1", "a"));
-        assert!(!natural_less("b", "a"));
+        assert!(sort_by(&mut one, "{.a").is_ok());
+        assert_eq!(
+            SortBy::new("{.a")
+                .sort(&mut one, SortTarget::Table)
+                .unwrap_err()
+                .to_string(),
+            "sorting error: unclosed action"
+        );
     }
 }
