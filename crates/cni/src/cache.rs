@@ -4,7 +4,9 @@
 //! same record in a folder the caller names (the sandbox folder), so that it goes with the pod.
 //! Besides the result it holds the configuration the ADD ran with, so that DEL releases exactly
 //! what that configuration allocated even if the conflist was edited since. Writes are atomic
-//! (temporary file, fsync, rename): a crash leaves the old record or the new one.
+//! (temporary file, then rename): a process killed at any point leaves the old record or the
+//! new one. They are not fsynced: a record describes kernel objects (a veth, a netns) that do
+//! not survive a power loss either, and an fsync costs milliseconds on a disk-backed root.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,7 +48,12 @@ pub fn cache_path(dir: &Path, network: &str, container_id: &str, ifname: &str) -
 /// Stores `record` at `path` atomically.
 pub fn store(path: &Path, record: &CachedAttachment) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(record).expect("a cache record serializes");
-    write_atomically(path, &bytes, "writing the CNI result cache")
+    write_atomically(
+        path,
+        &bytes,
+        "writing the CNI result cache",
+        Durability::ProcessCrash,
+    )
 }
 
 /// The record at `path`; `None` when there is none.
@@ -76,8 +83,22 @@ pub fn remove(path: &Path) -> Result<()> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder, fsynced, then renamed.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8], what: &'static str) -> Result<()> {
+/// What a write must survive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// The writer being killed: a rename is enough (the page cache outlives the process).
+    ProcessCrash,
+    /// A power loss too: fsync before the rename (for configuration, which outlives boots).
+    PowerLoss,
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder, then renames it.
+pub(crate) fn write_atomically(
+    path: &Path,
+    bytes: &[u8],
+    what: &'static str,
+    durability: Durability,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(what, dir, e))?;
     let name = path
@@ -87,7 +108,10 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8], what: &'static str) ->
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let written = std::fs::File::create(&temporary).and_then(|mut file| {
         file.write_all(bytes)?;
-        file.sync_all()
+        if durability == Durability::PowerLoss {
+            file.sync_all()?;
+        }
+        Ok(())
     });
     if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, path)) {
         let _ = std::fs::remove_file(&temporary);

@@ -214,6 +214,18 @@ impl PodNetwork for CniNetwork {
             )));
         }
         let list = self.conflist()?;
+        let cache_file = self.cache_path(&list.name, a);
+        if cache_file.exists() {
+            // A second ADD would fail in the plugin, and the DEL after that failure would tear
+            // down the first attachment.
+            return Err(Error::Invalid(format!(
+                "{} ({}) is already attached to network {:?} (result cached at {}): DEL it first",
+                a.container_id,
+                a.ifname,
+                list.name,
+                cache_file.display()
+            )));
+        }
         let args = a.cni_args()?;
         let netns = a.netns_path.display().to_string();
         let inv = invocation(a, &netns, &args);
@@ -238,7 +250,7 @@ impl PodNetwork for CniNetwork {
                     problem: e.to_string(),
                 })?;
             cache::store(
-                &self.cache_path(&list.name, a),
+                &cache_file,
                 &CachedAttachment {
                     kind: CachedAttachment::KIND.to_owned(),
                     container_id: a.container_id.clone(),

@@ -5,7 +5,9 @@
 //! round-robin after it (so a freed address is not reused at once). Every change happens under
 //! an exclusive `flock(2)` on the folder's `lock` file: the same lock host-local takes, so the
 //! built-in path and the CNI plugin can share one store without handing out an address twice.
-//! Leases are plain files: `ls` shows them, `rm` frees one.
+//! Leases are plain files: `ls` shows them, `rm` frees one. Like host-local's, they are not
+//! fsynced: a lease matters only while its pod's network namespace lives, and none outlives a
+//! power loss; against a killed process, the page cache is enough.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -87,18 +89,14 @@ impl LeaseStore {
                 Err(e) => return Err(Error::io("creating the lease", path, e)),
                 Ok(mut file) => {
                     let content = format!("{container_id}\r\n{ifname}");
-                    if let Err(e) = file
-                        .write_all(content.as_bytes())
-                        .and_then(|()| file.sync_all())
-                    {
+                    if let Err(e) = file.write_all(content.as_bytes()) {
                         let _ = std::fs::remove_file(&path);
                         return Err(Error::io("writing the lease", path, e));
                     }
-                    crate::cache::write_atomically(
-                        &self.dir.join(LAST_RESERVED),
-                        candidate.to_string().as_bytes(),
-                        "writing the last reserved address",
-                    )?;
+                    // Under the lock, and only a hint: a torn write just restarts the round.
+                    let last = self.dir.join(LAST_RESERVED);
+                    std::fs::write(&last, candidate.to_string())
+                        .map_err(|e| Error::io("writing the last reserved address", last, e))?;
                     return Ok(candidate);
                 }
             }

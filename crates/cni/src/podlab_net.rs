@@ -145,6 +145,7 @@ impl PodlabNet {
             &path,
             self.conflist_text().as_bytes(),
             "writing the default CNI conflist",
+            crate::cache::Durability::PowerLoss,
         )?;
         Ok(Some(path))
     }

@@ -340,6 +340,13 @@ fn cni_result_is_cached_for_del_and_check_and_the_loopback_plugin_ran() {
             std::fs::read_to_string(net.lease_dir().join(status.ip.unwrap().to_string())).unwrap();
         assert_eq!(lease, "cached\r\neth0");
 
+        // A second ADD without a DEL is refused before any plugin runs, and the first
+        // attachment stays whole.
+        let again = network.setup(&a).unwrap_err();
+        assert!(again.to_string().contains("already attached"), "{again}");
+        assert_eq!(lease_holders(&net).len(), 1);
+        assert_eq!(node_veths().len(), 1);
+
         // Editing the conflist after ADD does not change what DEL releases.
         std::fs::write(lab.path("net.d/10-podlab.conflist"), "{ broken").unwrap();
         network
