@@ -118,6 +118,7 @@ impl Runtime {
             message: None,
             pid: None,
             namespaces: Default::default(),
+            start_trace: Vec::new(),
         };
         if let Err(e) = state::write_record(&container.record(), &record) {
             let _ = remove_tree(&container.dir);
@@ -337,6 +338,7 @@ fn container_status(record: ContainerRecord, shim_alive: bool) -> ContainerStatu
             .filter(|_| state == ContainerState::Running),
         log_path: record.log_path,
         namespaces: record.namespaces,
+        start_trace: record.start_trace,
         labels: record.config.labels,
         annotations: record.config.annotations,
     }

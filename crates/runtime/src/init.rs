@@ -87,9 +87,9 @@ pub fn sys_failure(step: &str, path: Option<&Path>, errno: nix::Error) -> InitFa
 
 /// The body of a new container's process. Never returns: it `execve`s or reports and exits.
 pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) -> ! {
-    run_child(stdio, report, || {
-        prepare_container(plan)?;
-        finish(&plan.process)
+    run_child(stdio, report, |trace| {
+        prepare_container(plan, trace)?;
+        finish(&plan.process, trace)
     })
 }
 
@@ -101,25 +101,80 @@ pub fn run_exec(
     stdio: Stdio,
     report: OwnedFd,
 ) -> ! {
-    run_child(stdio, report, || {
+    run_child(stdio, report, |trace| {
         join_all(join)?;
-        finish(process)
+        trace.lap("join the container's namespaces");
+        finish(process, trace)
     })
 }
 
 /// Runs the body of a forked child with `stdio` as its 0, 1, 2. The body ends in `execve`; if
 /// it returns, its failure goes to `report` and the child exits.
-pub fn run_child(stdio: Stdio, report: OwnedFd, body: impl FnOnce() -> Step<Infallible>) -> ! {
-    let result = set_stdio(stdio).and_then(|()| body());
+pub fn run_child(
+    stdio: Stdio,
+    report: OwnedFd,
+    body: impl FnOnce(&mut Trace) -> Step<Infallible>,
+) -> ! {
+    let mut trace = Trace::new(report);
+    let result = set_stdio(stdio).and_then(|()| body(&mut trace));
     let failure = match result {
         Err(failure) => failure,
         Ok(never) => match never {},
     };
-    let mut pipe = std::fs::File::from(report);
-    let _ = pipe.write_all(&serde_json::to_vec(&failure).unwrap_or_default());
-    drop(pipe);
+    trace.send(&ReportLine::Failed(failure));
     // SAFETY: leave without running the shim's atexit handlers or flushing its buffers.
     unsafe { libc::_exit(127) }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for the shim and its children.
+pub fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// What a child writes on its report pipe, one JSON line each: the times its steps ended
+/// (just before `execve`), or its failure.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ReportLine {
+    Marks(Vec<(String, u64)>),
+    Failed(InitFailure),
+}
+
+/// The child's end of the report pipe, and the moments its steps ended.
+#[derive(Debug)]
+pub struct Trace {
+    report: std::fs::File,
+    marks: Vec<(String, u64)>,
+}
+
+impl Trace {
+    fn new(report: OwnedFd) -> Trace {
+        let mut trace = Trace {
+            report: std::fs::File::from(report),
+            marks: Vec::new(),
+        };
+        trace.lap("fork");
+        trace
+    }
+
+    /// Notes that `step` has just ended.
+    pub fn lap(&mut self, step: &str) {
+        self.marks.push((step.to_string(), monotonic_ns()));
+    }
+
+    fn send(&mut self, line: &ReportLine) {
+        let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+        bytes.push(b'\n');
+        let _ = self.report.write_all(&bytes);
+    }
+
+    /// Sends the marks; the next thing the parent hears is end-of-file (the `execve`) or a
+    /// failure.
+    pub fn send_marks(&mut self) {
+        let marks = std::mem::take(&mut self.marks);
+        self.send(&ReportLine::Marks(marks));
+    }
 }
 
 fn set_stdio(stdio: Stdio) -> Step<()> {
@@ -143,18 +198,22 @@ fn join_all(join: &[(BorrowedFd<'_>, NsKind)]) -> Step<()> {
     Ok(())
 }
 
-fn prepare_container(plan: &ContainerPlan<'_>) -> Step<()> {
+fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     join_all(&plan.join)?;
+    trace.lap("join the pod's namespaces");
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
     let root = Path::new("/");
     mnt::make_rprivate(root).map_err(|e| ns_failure("make / rprivate", Some(root), e))?;
+    trace.lap("own mount namespace, / private");
     let rootfs = &plan.rootfs;
     mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
         .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?;
+    trace.lap("overlay rootfs");
 
     let proc = target_in(rootfs, Path::new("/proc"), true)?;
     mnt::mount_proc(&proc).map_err(|e| ns_failure("mount /proc", Some(&proc), e))?;
+    trace.lap("/proc");
     target_in(rootfs, Path::new("/dev"), true)?;
     mnt::mount_dev(rootfs).map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
     if let Some(shm) = &plan.shm {
@@ -162,25 +221,33 @@ fn prepare_container(plan: &ContainerPlan<'_>) -> Step<()> {
         mnt::bind(shm, &dev_shm, false)
             .map_err(|e| ns_failure("bind the pod's /dev/shm", Some(&dev_shm), e))?;
     }
+    trace.lap("/dev");
     let sys = target_in(rootfs, Path::new("/sys"), true)?;
     mnt::mount_sysfs(&sys, true).map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;
+    trace.lap("/sys");
 
     for (host, inside) in &plan.etc_files {
         let target = etc_target(rootfs, Path::new(inside))?;
         mnt::bind(host, &target, false).map_err(|e| ns_failure("bind-mount", Some(&target), e))?;
     }
+    trace.lap("the pod's /etc files");
     for mount in &plan.mounts {
         let is_dir = mount.host_path.is_dir();
         let target = target_in(rootfs, &mount.container_path, is_dir)?;
         mnt::bind(&mount.host_path, &target, mount.readonly)
             .map_err(|e| ns_failure("bind-mount volume", Some(&target), e))?;
     }
+    if !plan.mounts.is_empty() {
+        trace.lap("volumes");
+    }
     // runc makes a missing working directory; do it while the rootfs is still writable.
     target_in(rootfs, Path::new(&plan.process.cwd), true)?;
 
     mnt::pivot_root(rootfs).map_err(|e| ns_failure("pivot_root", Some(rootfs), e))?;
+    trace.lap("pivot_root");
     if plan.readonly_rootfs {
         remount_root_readonly()?;
+        trace.lap("read-only rootfs");
     }
     Ok(())
 }
@@ -269,7 +336,7 @@ fn io_failure(step: &str, path: &Path, err: std::io::Error) -> InitFailure {
 }
 
 /// Capabilities, user, signals, working directory, `execve`.
-pub fn finish(process: &ProcessSpec) -> Step<Infallible> {
+pub fn finish(process: &ProcessSpec, trace: &mut Trace) -> Step<Infallible> {
     let exec = ExecPlan::new(process)?;
     crate::capabilities::drop_bounding()
         .map_err(|e| failure("drop capabilities", None, None, e))?;
@@ -307,6 +374,8 @@ pub fn finish(process: &ProcessSpec) -> Step<Infallible> {
         );
         f
     })?;
+    trace.lap("capabilities, user, cwd");
+    trace.send_marks();
     // SAFETY: marks every descriptor above stderr close-on-exec; the report pipe already is.
     unsafe {
         libc::syscall(
@@ -406,27 +475,75 @@ impl ExecPlan {
     }
 }
 
-/// Reads what a child wrote to its report pipe: None when it reached `execve` (end of file
-/// with nothing written), the failure otherwise.
-pub fn read_report(report: OwnedFd) -> Option<InitFailure> {
+/// What a child said on its report pipe.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// None when it reached `execve`.
+    pub failure: Option<InitFailure>,
+    /// When its steps ended (CLOCK_MONOTONIC ns), in order.
+    pub marks: Vec<(String, u64)>,
+    /// When the parent saw end-of-file: the `execve` had closed the pipe.
+    pub closed_at: u64,
+}
+
+impl Report {
+    /// The steps with their durations: from `forked_at` (taken just before the fork) to the
+    /// first mark, between marks, and from the last mark to end-of-file as `execve`.
+    pub fn steps(&self, forked_at: u64) -> Vec<StartStep> {
+        let mut steps = Vec::new();
+        let mut previous = forked_at;
+        for (step, at) in &self.marks {
+            steps.push(StartStep {
+                step: step.clone(),
+                nanos: at.saturating_sub(previous),
+            });
+            previous = *at;
+        }
+        if self.failure.is_none() && !self.marks.is_empty() {
+            steps.push(StartStep {
+                step: "execve".into(),
+                nanos: self.closed_at.saturating_sub(previous),
+            });
+        }
+        steps
+    }
+}
+
+/// One timed step of a container's start, for `podlab bench` and the demo's cost table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StartStep {
+    pub step: String,
+    pub nanos: u64,
+}
+
+/// Reads a child's report pipe to its end.
+pub fn read_report(report: OwnedFd) -> Report {
     use std::io::Read;
     let mut bytes = Vec::new();
     let mut pipe = std::fs::File::from(report);
     let _ = pipe.read_to_end(&mut bytes);
-    if bytes.is_empty() {
-        return None;
+    let mut report = Report {
+        closed_at: monotonic_ns(),
+        ..Report::default()
+    };
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<ReportLine>(line) {
+            Ok(ReportLine::Marks(marks)) => report.marks.extend(marks),
+            Ok(ReportLine::Failed(failure)) => report.failure = Some(failure),
+            Err(_) => {
+                report.failure = Some(InitFailure {
+                    step: "init".into(),
+                    path: None,
+                    errno: None,
+                    message: format!(
+                        "unreadable report from the container's init: {}",
+                        String::from_utf8_lossy(line)
+                    ),
+                })
+            }
+        }
     }
-    Some(
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| InitFailure {
-            step: "init".into(),
-            path: None,
-            errno: None,
-            message: format!(
-                "unreadable report from the container's init: {}",
-                String::from_utf8_lossy(&bytes)
-            ),
-        }),
-    )
+    report
 }
 
 #[cfg(test)]

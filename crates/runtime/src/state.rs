@@ -218,6 +218,9 @@ pub struct ContainerRecord {
     pub message: Option<String>,
     pub pid: Option<ProcessIdentity>,
     pub namespaces: BTreeMap<NsKind, u64>,
+    /// How long each step of its start took (fork ... execve).
+    #[serde(default)]
+    pub start_trace: Vec<crate::init::StartStep>,
 }
 
 /// Where a container's processes are numbered.
@@ -398,6 +401,10 @@ mod tests {
                 start_time: 99,
             }),
             namespaces,
+            start_trace: vec![crate::init::StartStep {
+                step: "execve".into(),
+                nanos: 5,
+            }],
         };
         let path = dir.join("container.json");
         write_record(&path, &container).unwrap();

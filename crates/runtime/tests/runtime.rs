@@ -341,6 +341,13 @@ fn exit_codes_and_logs_are_recorded() {
     assert!(
         bad.started_at > 0 && bad.finished_at >= bad.started_at && bad.started_at >= bad.created_at
     );
+    let steps: Vec<&str> = bad.start_trace.iter().map(|s| s.step.as_str()).collect();
+    assert_eq!(steps.first(), Some(&"fork"));
+    assert_eq!(steps.last(), Some(&"execve"));
+    assert!(
+        steps.contains(&"overlay rootfs") && steps.contains(&"pivot_root"),
+        "{steps:?}"
+    );
 
     let text = std::fs::read_to_string(&bad.log_path).unwrap();
     let records: Vec<Vec<&str>> = text.lines().map(|l| l.splitn(4, ' ').collect()).collect();
@@ -952,6 +959,7 @@ fn measure_sandbox_ready_and_a_true_container() {
     let (mut unshare, mut ready, mut container, mut teardown, mut whole) =
         (vec![], vec![], vec![], vec![], vec![]);
     let (mut create, mut start) = (vec![], vec![]);
+    let mut steps: BTreeMap<String, (usize, Vec<Duration>)> = BTreeMap::new();
     for round in 0..rounds + 3 {
         let t = Instant::now();
         let status = std::process::Command::new("unshare")
@@ -975,6 +983,14 @@ fn measure_sandbox_ready_and_a_true_container() {
         let exit = root.runtime.wait_container(&id, WAIT).unwrap();
         let container_time = t.elapsed();
         assert_eq!(exit.exit_code, Some(0));
+        if round >= 3 {
+            for (index, step) in exit.start_trace.iter().enumerate() {
+                let entry = steps
+                    .entry(step.step.clone())
+                    .or_insert((index, Vec::new()));
+                entry.1.push(Duration::from_nanos(step.nanos));
+            }
+        }
         let t = Instant::now();
         root.runtime.remove_container(&id).unwrap();
         root.runtime.remove_pod_sandbox(&sandbox).unwrap();
@@ -1004,6 +1020,12 @@ fn measure_sandbox_ready_and_a_true_container() {
         median_ms(&mut create),
         median_ms(&mut start)
     );
+    let mut ordered: Vec<(String, (usize, Vec<Duration>))> = steps.into_iter().collect();
+    ordered.sort_by_key(|(_, (index, _))| *index);
+    eprintln!("  the container's start, step by step (medians):");
+    for (step, (_, mut times)) in ordered {
+        eprintln!("    {step:<32} {:>7.3} ms", median_ms(&mut times));
+    }
 }
 
 #[test]

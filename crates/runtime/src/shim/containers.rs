@@ -179,11 +179,14 @@ impl Shim {
             stdout: raw(&out_w),
             stderr: raw(&err_w),
         };
+        let forked_at = init::monotonic_ns();
         let pid = fork_in(self.own_pid_ns(), pid_ns, || {
             init::run_container(&plan, stdio, report_w)
         })?;
         drop((out_w, err_w, null));
-        if let Some(failure) = init::read_report(report_r) {
+        let report = init::read_report(report_r);
+        record.start_trace = report.steps(forked_at);
+        if let Some(failure) = report.failure {
             let _ = podlab_ns::child::wait_for(pid);
             self.record_start_failure(&mut record, &failure);
             return Ok(Response::StartFailed(failure));
@@ -445,7 +448,7 @@ impl Shim {
             || init::run_exec(&join, &process, stdio, report_w),
         )?;
         drop((stdin, stdout, stderr));
-        match init::read_report(report_r) {
+        match init::read_report(report_r).failure {
             None => Ok(Ok(child.as_raw())),
             Some(failure) => {
                 let _ = podlab_ns::child::wait_for(child);

@@ -201,10 +201,10 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         stderr: 2,
     };
     let pid = fork_in(own_pid, pid_ns, || {
-        init::run_child(stdio, report_w, || pause_child(args, &exec))
+        init::run_child(stdio, report_w, |_| pause_child(args, &exec))
     })?;
     drop(null);
-    match init::read_report(report_r) {
+    match init::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
             let _ = podlab_ns::child::wait_for(pid);
