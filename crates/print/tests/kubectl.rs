@@ -648,3 +648,94 @@ fn label_selector_errors_match_kubectl() {
 fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
+
+/// The table writer against kubectl's table printer, fed the API server's pod Table.
+#[test]
+fn tables_match_kubectl() {
+    use podlab_print::{Row, Table, TableOptions};
+    let Some(kubectl) = kubectl_path() else {
+        return;
+    };
+    let server = ApiServer::start(kubectl);
+    let mut report = Report::default();
+    let cases: &[(&[&str], bool, TableOptions)] = &[
+        (&[], false, TableOptions::default()),
+        (&["-o", "wide"], true, TableOptions::default()),
+        (
+            &["--no-headers"],
+            false,
+            TableOptions {
+                no_headers: true,
+                ..Default::default()
+            },
+        ),
+        (
+            &["--show-labels"],
+            false,
+            TableOptions {
+                show_labels: true,
+                ..Default::default()
+            },
+        ),
+        (
+            &["-o", "wide", "--show-labels", "--no-headers"],
+            true,
+            TableOptions {
+                show_labels: true,
+                no_headers: true,
+                ..Default::default()
+            },
+        ),
+        (
+            &["-L", "app,paas.sogou.com/app"],
+            false,
+            TableOptions {
+                label_columns: vec!["app".into(), "paas.sogou.com/app".into()],
+                ..Default::default()
+            },
+        ),
+        (
+            &["-A", "-L", "app"],
+            false,
+            TableOptions {
+                with_namespace: true,
+                label_columns: vec!["app".into()],
+                ..Default::default()
+            },
+        ),
+        (
+            &["-L", "tier", "--show-labels"],
+            false,
+            TableOptions {
+                label_columns: vec!["tier".into()],
+                show_labels: true,
+                ..Default::default()
+            },
+        ),
+    ];
+    for (flags, wide, options) in cases {
+        let mut args = vec!["get", "pods"];
+        args.extend_from_slice(flags);
+        let theirs = server.kubectl(&args);
+        let columns: Vec<&str> = support::POD_COLUMNS
+            .iter()
+            .filter(|(_, p)| *wide || *p == 0)
+            .map(|(n, _)| *n)
+            .collect();
+        let mut table = Table::new(columns.iter().copied());
+        for pod in support::pods() {
+            let cells: Vec<String> = support::pod_cells(&pod)
+                .into_iter()
+                .take(columns.len())
+                .collect();
+            table.push(Row::new(cells).metadata_of(&pod));
+        }
+        let mine = Printed {
+            stdout: table.render(options),
+            stderr: String::new(),
+            success: true,
+        };
+        report.compare(&args.join(" "), &mine, &theirs, false);
+    }
+    report.finish("tables");
+}

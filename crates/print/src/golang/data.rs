@@ -72,7 +72,7 @@ fn number(n: &serde_json::Number, mode: NumberMode) -> Data {
     if n.is_f64() && mode == NumberMode::JsonRoundTrip && f.fract() == 0.0 && f.abs() < 1e21 {
         // encoding/json writes an integral float without a fraction ("3"), which decodes as
         // int64 when it fits.
-        if f >= -9.223_372_036_854_776e18 && f < 9.223_372_036_854_776e18 {
+        if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
             return Data::Int(f as i64);
         }
     }

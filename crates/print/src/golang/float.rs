@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn fixed_precision_matches_go() {
-        assert_eq!(format_float(3.14159, 'f', 2), "3.14");
+        assert_eq!(format_float(1.23456, 'f', 2), "1.23");
         assert_eq!(format_float(0.5, 'e', 6), "5.000000e-01");
         assert_eq!(format_float(12345.678, 'e', 6), "1.234568e+04");
         assert_eq!(format_float(0.000012, 'E', 6), "1.200000E-05");

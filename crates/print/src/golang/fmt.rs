@@ -336,11 +336,7 @@ impl Printer {
         if self.flags.sharp {
             match base {
                 2 => out.extend_from_slice(b"b0"),
-                8 => {
-                    if out.last() != Some(&b'0') {
-                        out.push(b'0');
-                    }
-                }
+                8 if out.last() != Some(&b'0') => out.push(b'0'),
                 16 => {
                     out.push(digits[16]);
                     out.push(b'0');
@@ -805,16 +801,16 @@ mod tests {
         assert_eq!(
             sprintf(
                 "%*d|%-*d|%.*f",
-                &[int(5), int(1), int(4), int(2), int(2), Arg::Float(3.14159)]
+                &[int(5), int(1), int(4), int(2), int(2), Arg::Float(1.23456)]
             ),
-            "    1|2   |3.14"
+            "    1|2   |1.23"
         );
         assert_eq!(sprintf("%[2]d %[1]d", &[int(1), int(2)]), "2 1");
         assert_eq!(
             sprintf(
                 "%6.2f|%-8s|%+d|%x|%X|%o|%b|%c|%U|%e|%E|%G|%t|%%",
                 &[
-                    Arg::Float(3.14159),
+                    Arg::Float(1.23456),
                     Arg::Str("ab"),
                     int(5),
                     int(255),
@@ -829,7 +825,7 @@ mod tests {
                     Arg::Bool(true)
                 ]
             ),
-            "  3.14|ab      |+5|ff|FF|10|101|A|U+0041|1.234568e+04|1.200000E-05|1E+21|true|%"
+            "  1.23|ab      |+5|ff|FF|10|101|A|U+0041|1.234568e+04|1.200000E-05|1E+21|true|%"
         );
         assert_eq!(sprintf("%03d", &[Arg::Int(2, IntType::Int64)]), "002");
     }

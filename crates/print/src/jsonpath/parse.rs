@@ -332,11 +332,7 @@ impl Parser<'_> {
                         end = true;
                     }
                 }
-                Some(')') => {
-                    if begin == end {
-                        break;
-                    }
-                }
+                Some(')') if begin == end => break,
                 _ => {}
             }
         }
@@ -371,11 +367,7 @@ impl Parser<'_> {
         loop {
             match self.next() {
                 None | Some('\n') => return Err("unterminated quoted string".into()),
-                Some(c) if c == end => {
-                    if self.input.as_bytes()[self.pos - 2] != b'\\' {
-                        break;
-                    }
-                }
+                Some(c) if c == end && self.input.as_bytes()[self.pos - 2] != b'\\' => break,
                 _ => {}
             }
         }

@@ -24,7 +24,8 @@ pub enum Operator {
     LessThan,
 }
 
-/// One requirement on one label key; `values` are sorted and distinct.
+/// One requirement on one label key. `values` are sorted and distinct when parsed from the `-l`
+/// syntax, and as given when built from a `LabelSelector`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
     pub key: String,
@@ -149,7 +150,9 @@ impl fmt::Display for Requirement {
         if set {
             write!(f, "(")?;
         }
-        write!(f, "{}", self.values.join(","))?;
+        let mut values = self.values.clone();
+        values.sort();
+        write!(f, "{}", values.join(","))?;
         if set {
             write!(f, ")")?;
         }

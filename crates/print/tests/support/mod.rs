@@ -98,8 +98,64 @@ pub struct ApiServer {
     kubectl: PathBuf,
 }
 
-fn route(path: &str, pods: &[Value], rss: &[Value], evs: &[Value]) -> (u16, Value) {
+/// The columns of the API server's pod table: (name, priority); priority 1 shows with `-o wide`.
+pub const POD_COLUMNS: &[(&str, u8)] = &[
+    ("Name", 0),
+    ("Ready", 0),
+    ("Status", 0),
+    ("Restarts", 0),
+    ("Age", 0),
+    ("IP", 1),
+    ("Node", 1),
+    ("Nominated Node", 1),
+    ("Readiness Gates", 1),
+];
+
+/// The cells of a pod's table row (a fixed AGE, as the fixtures do not age).
+pub fn pod_cells(pod: &Value) -> Vec<String> {
+    let statuses = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ready = statuses.iter().filter(|s| s["ready"] == true).count();
+    let total = pod["spec"]["containers"].as_array().map_or(0, |c| c.len());
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|s| s["restartCount"].as_i64())
+        .sum();
+    let s = |v: &Value| v.as_str().unwrap_or("<none>").to_string();
+    vec![
+        s(&pod["metadata"]["name"]),
+        format!("{ready}/{total}"),
+        s(&pod["status"]["phase"]),
+        restarts.to_string(),
+        "3d".into(),
+        s(&pod["status"]["podIP"]),
+        s(&pod["spec"]["nodeName"]),
+        "<none>".into(),
+        "<none>".into(),
+    ]
+}
+
+/// A `meta.k8s.io/v1` Table of the pods, as the API server answers `Accept: ...;as=Table`.
+fn pod_table(pods: &[Value]) -> Value {
+    let columns: Vec<Value> = POD_COLUMNS
+        .iter()
+        .map(|(name, priority)| json!({"name": name, "type": "string", "format": "", "description": "", "priority": priority}))
+        .collect();
+    let rows: Vec<Value> = pods
+        .iter()
+        .map(|p| json!({"cells": pod_cells(p), "object": p}))
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "42"},
+        "columnDefinitions": columns, "rows": rows})
+}
+
+fn route(path: &str, table: bool, pods: &[Value], rss: &[Value], evs: &[Value]) -> (u16, Value) {
     let path = path.split('?').next().unwrap_or("");
+    if table && (path == "/api/v1/namespaces/default/pods" || path == "/api/v1/pods") {
+        return (200, pod_table(pods));
+    }
     match path {
         "/version" => {
             return (
@@ -185,7 +241,10 @@ fn serve(mut stream: TcpStream, pods: &[Value], rss: &[Value], evs: &[Value]) {
     }
     let text = String::from_utf8_lossy(&request);
     let path = text.split_whitespace().nth(1).unwrap_or("/");
-    let (code, body) = route(path, pods, rss, evs);
+    let table = text
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("accept:") && l.contains("as=Table"));
+    let (code, body) = route(path, table, pods, rss, evs);
     let body = serde_json::to_vec(&body).unwrap();
     let reason = if code == 200 { "OK" } else { "Not Found" };
     let head = format!(
