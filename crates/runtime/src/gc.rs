@@ -75,12 +75,7 @@ impl Runtime {
             }
             if shim_alive {
                 // Half-made: its maker died between starting the shim and recording the sandbox.
-                if let Some(pidfd) = shim.as_ref().and_then(|s| s.shim.open()) {
-                    pidfd.signal(libc::SIGKILL)?;
-                    pidfd.wait_exit(EXIT_WAIT);
-                    pidfd.reap_if_child();
-                    report.processes_killed.push(pidfd.pid());
-                }
+                report.processes_killed.extend(kill_shim(&paths)?);
             }
             let leftovers = clean_sandbox_leftovers(&paths)?;
             let stopped = record
@@ -149,6 +144,20 @@ impl Runtime {
         finish_kills(&pidfds);
         Ok(pidfds.iter().map(|p| p.pid()).collect())
     }
+}
+
+/// SIGKILLs the sandbox's shim if it still runs (before cleaning a sandbox nobody will ask it
+/// to shut down); returns its pid.
+pub(crate) fn kill_shim(paths: &SandboxPaths) -> Result<Option<i32>> {
+    let shim = state::read_record::<ShimRecord>(&paths.shim_record())
+        .ok()
+        .flatten();
+    let Some(pidfd) = shim.and_then(|s| s.shim.open()) else {
+        return Ok(None);
+    };
+    pidfd.signal(libc::SIGKILL)?;
+    finish_kills(std::slice::from_ref(&pidfd));
+    Ok(Some(pidfd.pid()))
 }
 
 /// Makes sure nothing of a sandbox whose shim is dead still runs or is mounted: kills every

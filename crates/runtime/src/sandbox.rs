@@ -202,6 +202,9 @@ impl Runtime {
             Err(e) => return Err(e),
         }
         let _lock = SandboxLock::acquire(&paths.lock())?;
+        // A shim still alive here belongs to a sandbox that was never finished (no record to
+        // stop it by): it goes first, so that nothing re-parents what is cleaned next.
+        crate::gc::kill_shim(&paths)?;
         crate::gc::clean_sandbox_leftovers(&paths)?;
         remove_tree(&paths.dir)
     }

@@ -1148,3 +1148,15 @@ fn stopping_a_sandbox_whose_shim_died_records_its_containers_as_killed() {
     root.runtime.remove_pod_sandbox(&sandbox).unwrap();
     assert_nothing_left(&root, &[shim, pause, app]);
 }
+
+#[test]
+fn remove_takes_away_a_half_made_sandbox_too() {
+    let root = TestRoot::new("halfremove");
+    let sandbox = root.sandbox(&pod("half"));
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let pids = [status.shim_pid.unwrap(), status.pause_pid.unwrap()];
+    let dir = root.state_dir().join("sandboxes").join(sandbox.as_str());
+    std::fs::remove_file(dir.join("sandbox.json")).unwrap();
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &pids);
+}
