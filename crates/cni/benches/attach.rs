@@ -207,38 +207,24 @@ fn exec_plugin(plugin: &str, command: &str, netns: &Path, ifname: &str, stdin: &
 }
 
 fn cni_path(c: &mut Criterion, lab: &Lab) {
-    let mut group = c.benchmark_group("cni");
-    group.sample_size(20);
-    group.bench_function("setup+teardown", |b| {
-        b.iter_custom(|n| {
-            time_in_child(
-                n,
-                || {
-                    let d = driver(lab);
-                    let network = cni(&d, true);
-                    (d, network)
-                },
-                |(d, network)| attach_detach(network, &d.attachment),
-            )
-        })
-    });
-    group.finish();
-    let mut group = c.benchmark_group("cni-no-loopback");
-    group.sample_size(20);
-    group.bench_function("setup+teardown", |b| {
-        b.iter_custom(|n| {
-            time_in_child(
-                n,
-                || {
-                    let d = driver(lab);
-                    let network = cni(&d, false);
-                    (d, network)
-                },
-                |(d, network)| attach_detach(network, &d.attachment),
-            )
-        })
-    });
-    group.finish();
+    for (group_name, loopback) in [("cni", true), ("cni-no-loopback", false)] {
+        let mut group = c.benchmark_group(group_name);
+        group.sample_size(20);
+        group.bench_function("setup+teardown", |b| {
+            b.iter_custom(|n| {
+                time_in_child(
+                    n,
+                    || {
+                        let d = driver(lab);
+                        let network = cni(&d, loopback);
+                        (d, network)
+                    },
+                    |(d, network)| attach_detach(network, &d.attachment),
+                )
+            })
+        });
+        group.finish();
+    }
 }
 
 fn builtin_path(c: &mut Criterion, lab: &Lab) {
