@@ -10,6 +10,38 @@
 //!
 //! The API is shaped like the CRI's RuntimeService; see [`Runtime`].
 //!
+//! ```no_run
+//! use podlab_runtime::{ContainerConfig, ContainerMetadata, PodSandboxConfig, Runtime, RuntimeConfig};
+//! # fn main() -> podlab_runtime::Result<()> {
+//! let runtime = Runtime::open(RuntimeConfig::from_env())?;
+//! let mut pod = PodSandboxConfig::default();
+//! pod.metadata.name = "web".into();
+//! pod.hostname = "web".into();
+//! let sandbox = runtime.run_pod_sandbox(&pod)?;
+//! let container = runtime.create_container(&sandbox, &ContainerConfig {
+//!     metadata: ContainerMetadata { name: "app".into(), attempt: 0 },
+//!     image: "busybox".into(),
+//!     command: vec!["sleep".into(), "1000".into()],
+//!     ..ContainerConfig::default()
+//! })?;
+//! runtime.start_container(&container)?;
+//! let hostname = runtime.exec_sync(&container, &["hostname".into()], None)?;
+//! assert_eq!(hostname.stdout, b"web\n");
+//! runtime.stop_pod_sandbox(&sandbox)?;
+//! runtime.remove_pod_sandbox(&sandbox)?;
+//! # Ok(()) }
+//! ```
+//!
+//! A running pod, as `ps --forest` shows it (with `shareProcessNamespace`; without it every
+//! container has a pid namespace of its own and is its PID 1):
+//!
+//! ```text
+//! podlab-shim --id 4b21… --sandbox-dir …/sandboxes/4b21…    subreaper, session leader
+//!  \_ podlab-pause sandbox=…/sandboxes/4b21…                 holds uts, ipc, net, pid
+//!  \_ httpd -f -p 8080                                      joined them, own mnt
+//!  \_ sleep 1000                                            joined them, own mnt
+//! ```
+//!
 //! | module | what |
 //! |---|---|
 //! | [`config`], [`status`] | what is asked for and what is answered |
