@@ -272,6 +272,17 @@ mod tests {
         let list = kubectl_list(vec![pod.clone(), rs]);
         let out = render_to_string(&OutputFormat::Name, &list, false).unwrap();
         assert_eq!(out, "pod/a\nreplicaset.apps/r\n");
+        let empty = kubectl_list(Vec::new());
+        let cc = OutputFormat::parse("custom-columns=NAME:.metadata.name").unwrap();
+        assert_eq!(render_to_string(&cc, &empty, false).unwrap(), "NAME\n");
+        assert_eq!(
+            render_to_string(&OutputFormat::Name, &empty, false).unwrap(),
+            ""
+        );
+        assert_eq!(
+            render_to_string(&OutputFormat::Yaml, &empty, false).unwrap(),
+            "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"
+        );
         let out = render_to_string(&OutputFormat::Json, &pod, false).unwrap();
         assert_eq!(
             out,
