@@ -1160,3 +1160,40 @@ fn remove_takes_away_a_half_made_sandbox_too() {
     root.runtime.remove_pod_sandbox(&sandbox).unwrap();
     assert_nothing_left(&root, &pids);
 }
+
+#[test]
+fn an_exec_whose_caller_hangs_up_is_killed() {
+    use podlab_runtime::protocol::{Request, Response, ShimClient};
+    use std::os::fd::AsRawFd;
+    let root = TestRoot::new("hangup");
+    let sandbox = root.sandbox(&pod("hangup"));
+    let id = root.container(&sandbox, "app", &["sleep", "1000"]);
+    let socket = root
+        .state_dir()
+        .join("sandboxes")
+        .join(sandbox.as_str())
+        .join("shim.sock");
+    let client = ShimClient::connect(&socket, sandbox.as_str()).unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let fd = null.as_raw_fd();
+    client
+        .send(
+            &Request::Exec {
+                container: id.clone(),
+                argv: strings(&["sleep", "999"]),
+            },
+            &[fd, fd, fd],
+        )
+        .unwrap();
+    let Response::ExecStarted { pid } = client.receive(WAIT).unwrap() else {
+        panic!("the exec did not start");
+    };
+    let exec = podlab_runtime::liveness::Pidfd::open(pid).unwrap();
+    drop(client);
+    assert!(
+        exec.wait_exit(Duration::from_secs(10)),
+        "the shim killed the exec of a gone caller"
+    );
+    let (ps, _) = root.exec(&id, &["ps", "-o", "args"]);
+    assert!(!ps.contains("sleep 999"), "{ps}");
+}

@@ -317,9 +317,15 @@ impl Shim {
         }
     }
 
+    /// Forgets a client that hung up. A process it exec'd and still waits for has nobody to
+    /// report to any more (a `podlab exec` interrupted, a prober killed): it is killed rather
+    /// than left running in the container.
     fn drop_client(&mut self, token: u64) {
         self.clients.remove(&token);
         self.waiters.retain(|(t, _)| *t != token);
+        for (pid, _) in self.execs.iter().filter(|(_, t)| **t == token) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
     }
 
     pub(crate) fn reply(&mut self, token: u64, response: &Response) {
