@@ -6,7 +6,8 @@
 use std::fmt;
 
 use super::funcs::{self, Param};
-use super::parse::{Branch, Command, Node, Number, Operand, Pipe, TreeSet, TEMPLATE_NAME};
+use super::node::{Branch, Command, Node, Number, Operand, Pipe, Variable};
+use super::parse::{TreeSet, TEMPLATE_NAME};
 use super::value::{is_true, truth, Val};
 use crate::golang::fmt::{sprint_v, IntType};
 use crate::golang::quote::quote;
@@ -371,7 +372,7 @@ impl<'a, 't> State<'a, 't> {
     fn eval_variable(
         &mut self,
         node: &'t Operand,
-        v: &'t super::parse::Variable,
+        v: &'t Variable,
         args: &'t [Operand],
         final_: Option<Val<'a>>,
     ) -> R<Val<'a>> {

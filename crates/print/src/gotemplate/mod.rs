@@ -7,6 +7,7 @@
 mod exec;
 mod funcs;
 mod lex;
+mod node;
 mod parse;
 mod value;
 
