@@ -179,6 +179,18 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
     row
 }
 
+/// The current time as the API types carry it.
+pub fn now() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::new(
+        since_epoch.as_secs() as i64,
+        since_epoch.subsec_nanos() as i32,
+    )
+    .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
 pub const POD_HEADERS: [&str; 5] = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
 pub const POD_WIDE_HEADERS: [&str; 4] = ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"];
 

@@ -1,18 +1,35 @@
 //! `podlab`: the one command. kubectl, crictl and podman's twin for pods built on this kernel.
 //!
-//! Exit status: 0 success; 1 a demo's evidence did not hold, or an operation failed; 2 bad
-//! input (an unknown namespace kind, a kind this kernel lacks, no way to get privileges).
+//! Exit status: 0 success; 1 an operation failed, a manifest, selector or template was
+//! refused, or a demo's evidence did not hold (as kubectl exits 1); 2 a usage error (an unknown
+//! demo or namespace kind, a kind this kernel lacks, no way to get privileges). `run --rm` and
+//! `exec` exit with the container's or command's own status.
 
-#[allow(dead_code)] // wired by the pod commands
+mod apply;
 mod columns;
+mod context;
+mod debug;
+mod delete;
 mod demo;
+mod describe;
+mod exec;
 mod explain;
+mod gc;
+mod get;
+mod image;
+mod index;
+mod logs;
+mod network;
+mod node;
 mod nsls;
+mod output;
 mod privilege;
+mod run;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -25,19 +42,129 @@ struct Cli {
     command: Command,
 }
 
+/// `-n NAMESPACE`, as every kubectl command takes it.
+#[derive(Args, Clone)]
+struct NamespaceArg {
+    /// The namespace (default: `default`).
+    #[arg(short = 'n', long = "namespace", default_value = "default")]
+    namespace: String,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Run a demo that builds namespaces for real and checks its own evidence.
+    /// Run a demo that builds it for real and checks its own evidence (default: the pod).
     Demo {
-        /// uts, ipc, net, pid, mnt, user, or all (the default).
-        #[arg(default_value = "all")]
+        /// pod (the default), uts, ipc, net, pid, mnt, user, namespaces (all six), ...
+        #[arg(default_value = "pod")]
         what: String,
+    },
+    /// Create or update pods and replicasets from a manifest (`-` for stdin).
+    Apply {
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+    },
+    /// Run a one-container pod, like `kubectl run`.
+    Run {
+        name: String,
+        #[arg(long)]
+        image: String,
+        /// Wait for the container, print its output, return its exit code, remove the pod.
+        #[arg(long)]
+        rm: bool,
+        /// The pod's restartPolicy: Always, OnFailure or Never.
+        #[arg(long, default_value = "Always")]
+        restart: String,
+        /// The words after `--` are the command (replacing the image's ENTRYPOINT), not args.
+        #[arg(long)]
+        command: bool,
+        /// NAME=VALUE, repeatable.
+        #[arg(long = "env")]
+        env: Vec<String>,
+        #[command(flatten)]
+        ns: NamespaceArg,
+        /// The container's args (or command with `--command`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// List objects: pods, events, replicasets, images.
+    Get(GetCli),
+    /// Show a pod in detail, with its events.
+    Describe {
+        /// `pod` (or `pods`, `po`).
+        resource: String,
+        name: String,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Print a container's output.
+    Logs {
+        pod: String,
+        #[arg(short = 'c', long = "container")]
+        container: Option<String>,
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// The previous instance of the container (before its last restart).
+        #[arg(short = 'p', long)]
+        previous: bool,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Run a command in a running container.
+    Exec {
+        pod: String,
+        #[arg(short = 'c', long = "container")]
+        container: Option<String>,
+        #[command(flatten)]
+        ns: NamespaceArg,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Add an ephemeral debug container to a running pod, like `kubectl debug`.
+    Debug {
+        pod: String,
+        #[arg(long, default_value = "busybox")]
+        image: String,
+        /// Share this container's process namespace.
+        #[arg(long)]
+        target: Option<String>,
+        /// The debug container's name (default: debugger-XXXXX).
+        #[arg(long = "container", short = 'c')]
+        container: Option<String>,
+        #[command(flatten)]
+        ns: NamespaceArg,
+        #[arg(last = true)]
+        cmd: Vec<String>,
+    },
+    /// Delete pods (gracefully: SIGTERM, grace period, SIGKILL) or replicasets.
+    Delete {
+        resource: String,
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long = "grace-period")]
+        grace_period: Option<i64>,
+        /// Grace period 1: kill at once.
+        #[arg(long)]
+        now: bool,
+        /// Wait until the pod is gone (default true, as kubectl).
+        #[arg(long, default_value = "true", action = clap::ArgAction::Set)]
+        wait: bool,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Remove what a crashed podlab left: pins, mounts, shims, state.
+    Gc,
+    /// The node agent (kubelet's twin); started on demand by the other commands.
+    Node(node::NodeArgs),
+    /// Images in podlab's store.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
     },
     /// Kubelet's decisions for a cases file, with the rule IDs that made them.
     Explain {
         /// A JSON file with one case, or an object with a `cases` array (`-` for stdin).
         #[arg(short = 'f', long = "filename")]
-        file: std::path::PathBuf,
+        file: PathBuf,
         /// `json`: one JSON object with the outputs; default: the decisions in words.
         #[arg(short = 'o', long = "output", value_parser = ["json"])]
         output: Option<String>,
@@ -49,6 +176,66 @@ enum Command {
     Ns {
         #[command(subcommand)]
         command: NsCommand,
+    },
+}
+
+#[derive(Args)]
+struct GetCli {
+    /// pods, events, replicasets or images.
+    resource: String,
+    name: Option<String>,
+    /// wide, json, yaml, name, jsonpath=..., jsonpath-file=..., go-template=...,
+    /// go-template-file=..., custom-columns=..., custom-columns-file=...
+    #[arg(short = 'o', long = "output")]
+    output: Option<String>,
+    #[command(flatten)]
+    ns: NamespaceArg,
+    /// Every namespace.
+    #[arg(short = 'A', long = "all-namespaces")]
+    all_namespaces: bool,
+    /// Label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`.
+    #[arg(short = 'l', long = "selector")]
+    selector: Option<String>,
+    /// Field selector: `status.phase=Running,metadata.name!=x`.
+    #[arg(long = "field-selector")]
+    field_selector: Option<String>,
+    /// Sort by a JSONPath, e.g. `.metadata.name` or `{.status.podIP}`.
+    #[arg(long = "sort-by")]
+    sort_by: Option<String>,
+    #[arg(long = "no-headers")]
+    no_headers: bool,
+    #[arg(long = "show-labels")]
+    show_labels: bool,
+    /// After the listing, print every change.
+    #[arg(short = 'w', long)]
+    watch: bool,
+    /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
+    #[arg(long)]
+    index: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// The images in the store (the built-in busybox is made on first use).
+    Ls {
+        #[arg(short = 'o', long = "output")]
+        output: Option<String>,
+        #[arg(long = "no-headers")]
+        no_headers: bool,
+    },
+    /// Import an oci-archive or docker-archive tarball, or an OCI layout folder.
+    Import {
+        path: PathBuf,
+        /// The name to give the image (default: the names the archive carries).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// An image's manifest, config and layers as JSON.
+    Inspect { name: String },
+    /// Remove images (their unreferenced blobs and snapshots go too).
+    Rm {
+        #[arg(required = true)]
+        names: Vec<String>,
     },
 }
 
@@ -77,24 +264,138 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// What a command ends with: done, or a status of its own (a container's exit code).
+enum Outcome {
+    Done,
+    Status(i32),
+}
+
+fn dispatch(command: Command) -> anyhow::Result<Outcome> {
+    use Outcome::Done;
+    match command {
+        Command::Demo { what } => demo::run(&what).map(|()| Done),
+        Command::Apply { file } => apply::run(&file).map(|()| Done),
+        Command::Run {
+            name,
+            image,
+            rm,
+            restart,
+            command,
+            env,
+            ns,
+            args,
+        } => {
+            let args = run::RunArgs {
+                name,
+                image,
+                rm,
+                restart,
+                command,
+                env,
+                namespace: ns.namespace,
+                args,
+            };
+            run::run(args).map(Outcome::Status)
+        }
+        Command::Get(get) => {
+            let query = output::Query {
+                namespace: Some(get.ns.namespace),
+                all_namespaces: get.all_namespaces,
+                selector: get.selector,
+                field_selector: get.field_selector,
+                sort_by: get.sort_by,
+                no_headers: get.no_headers,
+                show_labels: get.show_labels,
+            };
+            get::run(get::GetArgs {
+                resource: get::Resource::parse(&get.resource)?,
+                name: get.name,
+                format: output::Format::parse(get.output.as_deref())?,
+                query,
+                watch: get.watch,
+                index: get.index,
+            })
+            .map(|()| Done)
+        }
+        Command::Describe { resource, name, ns } => match get::Resource::parse(&resource)? {
+            get::Resource::Pods => describe::run(&name, &ns.namespace).map(|()| Done),
+            _ => Err(UsageError("podlab describe shows pods".into()).into()),
+        },
+        Command::Logs {
+            pod,
+            container,
+            follow,
+            previous,
+            ns,
+        } => logs::run(&pod, container.as_deref(), &ns.namespace, follow, previous).map(|()| Done),
+        Command::Exec {
+            pod,
+            container,
+            ns,
+            cmd,
+        } => exec::run(&pod, container.as_deref(), &ns.namespace, &cmd).map(Outcome::Status),
+        Command::Debug {
+            pod,
+            image,
+            target,
+            container,
+            ns,
+            cmd,
+        } => debug::run(
+            &pod,
+            &image,
+            target.as_deref(),
+            container,
+            &ns.namespace,
+            &cmd,
+        )
+        .map(Outcome::Status),
+        Command::Delete {
+            resource,
+            names,
+            grace_period,
+            now,
+            wait,
+            ns,
+        } => {
+            let grace = if now { Some(1) } else { grace_period };
+            delete::run(
+                get::Resource::parse(&resource)?,
+                &names,
+                &ns.namespace,
+                grace,
+                wait,
+            )
+            .map(|()| Done)
+        }
+        Command::Gc => gc::run().map(|()| Done),
+        Command::Node(args) => node::run(args).map(|()| Done),
+        Command::Image { command } => match command {
+            ImageCommand::Ls { output, no_headers } => image::ls(output.as_deref(), no_headers),
+            ImageCommand::Import { path, name } => image::import(&path, name.as_deref()),
+            ImageCommand::Inspect { name } => image::inspect(&name),
+            ImageCommand::Rm { names } => image::remove(&names),
+        }
+        .map(|()| Done),
+        Command::Explain {
+            file,
+            output,
+            check,
+        } => explain::run(&file, output.is_some(), check).map(|()| Done),
+        Command::Ns {
+            command: NsCommand::Ls { pid, json },
+        } => nsls::run(pid, json).map(|()| Done),
+    }
+}
+
 fn main() -> ExitCode {
     // Like every Unix filter: `podlab get pods | head` ends quietly when head has read enough.
     // SAFETY: restoring a default signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Demo { what } => demo::run(&what),
-        Command::Ns {
-            command: NsCommand::Ls { pid, json },
-        } => nsls::run(pid, json),
-        Command::Explain {
-            file,
-            output,
-            check,
-        } => explain::run(&file, output.is_some(), check),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match dispatch(cli.command) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Status(code)) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
             let usage = err.downcast_ref::<UsageError>().is_some()
                 || matches!(

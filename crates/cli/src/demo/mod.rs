@@ -8,6 +8,7 @@ mod ipc;
 mod mnt;
 mod net;
 mod pid;
+mod pod;
 mod user;
 mod uts;
 
@@ -23,13 +24,23 @@ pub const NAMESPACE_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
     ("user", user::run),
 ];
 
+/// The demos built on whole pods: they need real root (overlay mounts of image layers, the
+/// runtime's shim, the node agent).
+pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 1] = [("pod", pod::run)];
+
 pub fn run(what: &str) -> Result<()> {
+    let namespace_demo = |name: &str| NAMESPACE_DEMOS.iter().find(|(n, _)| *n == name);
+    let pod_demo = |name: &str| POD_DEMOS.iter().find(|(n, _)| *n == name);
     let selected: Vec<_> = match what {
-        "all" => NAMESPACE_DEMOS.iter().collect(),
-        name => match NAMESPACE_DEMOS.iter().find(|(n, _)| *n == name) {
+        "all" | "namespaces" => NAMESPACE_DEMOS.iter().collect(),
+        name => match namespace_demo(name).or_else(|| pod_demo(name)) {
             Some(demo) => vec![demo],
             None => {
-                let names: Vec<_> = NAMESPACE_DEMOS.iter().map(|(n, _)| *n).collect();
+                let names: Vec<_> = NAMESPACE_DEMOS
+                    .iter()
+                    .chain(&POD_DEMOS)
+                    .map(|(n, _)| *n)
+                    .collect();
                 return Err(crate::UsageError(format!(
                     "unknown demo {name:?} (expected one of {}, all)",
                     names.join(", ")
@@ -38,7 +49,17 @@ pub fn run(what: &str) -> Result<()> {
             }
         },
     };
-    crate::privilege::ensure_namespace_privileges()?;
+    if selected.iter().any(|(name, _)| pod_demo(name).is_some()) {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(crate::UsageError(format!(
+                "podlab demo {what} builds real pods (overlay rootfs, shim, node agent) and needs root; \
+                 the namespace demos (podlab demo all) run without it"
+            ))
+            .into());
+        }
+    } else {
+        crate::privilege::ensure_namespace_privileges()?;
+    }
     let mut failed = Vec::new();
     for (name, demo) in selected {
         println!("\n=== podlab demo {name} ===");

@@ -42,7 +42,11 @@ pub fn record_skip(test: &str, reason: &str) {
     eprintln!("PODLAB-SKIP: {test}: {reason}");
     if let Ok(log) = std::env::var("PODLAB_SKIP_LOG") {
         use std::io::Write;
-        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
             let _ = writeln!(file, "{test}: {reason}");
         }
     }

@@ -1,0 +1,132 @@
+//! `podlab apply -f FILE`: Pod and ReplicaSet manifests into the object store, as
+//! `kubectl apply` sends them to an API server. A pod is bound to this node (podlab is a
+//! one-node cluster, so the scheduler's choice is made here) and the node agent is started.
+//! Every document is decoded and validated before anything is stored: one bad document
+//! creates nothing.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use podlab_control::manifest::{decode, Manifest};
+
+use crate::context::Ctx;
+
+pub fn run(file: &Path) -> Result<()> {
+    let (text, source) = read_manifest(file)?;
+    let manifests = decode(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ctx = Ctx::open()?;
+    let mut any_pod = false;
+    for manifest in manifests {
+        match manifest {
+            Manifest::Pod(pod) => {
+                any_pod = true;
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                println!("pod/{name} {}", apply_pod(&ctx, *pod)?);
+            }
+            Manifest::ReplicaSet(rs) => {
+                any_pod = true;
+                let name = rs.metadata.name.clone().unwrap_or_default();
+                println!("replicaset.apps/{name} {}", apply_replicaset(&ctx, *rs)?);
+            }
+        }
+    }
+    if any_pod {
+        ctx.ensure_node()?;
+    }
+    Ok(())
+}
+
+pub fn read_manifest(file: &Path) -> Result<(String, String)> {
+    if file == Path::new("-") {
+        Ok((
+            std::io::read_to_string(std::io::stdin()).context("reading stdin")?,
+            "STDIN".into(),
+        ))
+    } else {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        Ok((text, file.display().to_string()))
+    }
+}
+
+/// The name of this node: podlab is a one-node cluster, and its node is this host.
+pub fn node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Creates the pod, or updates it where the API server allows an update (the images), and
+/// says which: `created`, `configured` or `unchanged`.
+pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.node_name.get_or_insert_with(node_name);
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    match ctx.store.get::<Pod>(&namespace, &name) {
+        Err(e) if e.is_not_found() => {
+            ctx.store.create(pod)?;
+            Ok("created")
+        }
+        Err(e) => Err(e.into()),
+        Ok(mut existing) => {
+            let old = existing.spec.clone().unwrap_or_default();
+            let new = pod.spec.clone().unwrap_or_default();
+            if old == new && existing.metadata.labels == pod.metadata.labels {
+                return Ok("unchanged");
+            }
+            let mut only_images = old.clone();
+            for (c, n) in only_images.containers.iter_mut().zip(&new.containers) {
+                c.image = n.image.clone();
+            }
+            if only_images != new {
+                bail!(
+                    "The Pod {name:?} is invalid: spec: Forbidden: pod updates may not change fields other than \
+                     `spec.containers[*].image` (delete the pod and apply it again)"
+                );
+            }
+            existing.spec = Some(new);
+            existing.metadata.labels = pod.metadata.labels;
+            existing.metadata.annotations = pod.metadata.annotations;
+            ctx.store.update(existing)?;
+            Ok("configured")
+        }
+    }
+}
+
+fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
+    let namespace = rs
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = rs.metadata.name.clone().unwrap_or_default();
+    match ctx.store.get::<ReplicaSet>(&namespace, &name) {
+        Err(e) if e.is_not_found() => {
+            ctx.store.create(rs)?;
+            Ok("created")
+        }
+        Err(e) => Err(e.into()),
+        Ok(mut existing) => {
+            if existing.spec == rs.spec && existing.metadata.labels == rs.metadata.labels {
+                return Ok("unchanged");
+            }
+            let errors = podlab_control::manifest::validate_replicaset_update(&existing, &rs);
+            if !errors.is_empty() {
+                let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                bail!("ReplicaSet {name:?} is invalid: {}", list.join(", "));
+            }
+            existing.spec = rs.spec;
+            existing.metadata.labels = rs.metadata.labels;
+            ctx.store.update(existing)?;
+            Ok("configured")
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! `podlab debug POD --image busybox [--target C] -- CMD...`: `kubectl debug`'s ephemeral
+//! container. It is added to the pod's spec (the `ephemeralcontainers` subresource); the node
+//! agent starts it in the pod's namespaces (and in the target container's pid namespace with
+//! `--target`), never restarts it, and lists it in `status.ephemeralContainerStatuses`. This
+//! command then streams its output and returns its exit status.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
+use podlab_runtime::id::ContainerId;
+use podlab_runtime::status::ContainerState;
+
+use crate::context::Ctx;
+
+pub fn run(
+    pod_name: &str,
+    image: &str,
+    target: Option<&str>,
+    name: Option<String>,
+    namespace: &str,
+    cmd: &[String],
+) -> Result<i32> {
+    let ctx = Ctx::open()?;
+    crate::image::ensure_builtin_if_busybox(&ctx, image)?;
+    let mut pod: Pod = ctx.store.get(namespace, pod_name)?;
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    if let Some(target) = target {
+        if !spec.containers.iter().any(|c| c.name == target) {
+            bail!("target container {target:?} is not a container of pod {pod_name}");
+        }
+    }
+    let name = name.unwrap_or_else(|| {
+        format!(
+            "debugger-{}",
+            &podlab_control::names::generate_name("")[..5]
+        )
+    });
+    let ephemeral = spec.ephemeral_containers.get_or_insert_with(Vec::new);
+    if ephemeral.iter().any(|e| e.name == name) {
+        bail!("pod {pod_name} already has an ephemeral container {name:?}");
+    }
+    ephemeral.push(EphemeralContainer {
+        name: name.clone(),
+        image: Some(image.to_string()),
+        command: Some(cmd.to_vec()).filter(|c| !c.is_empty()),
+        target_container_name: target.map(str::to_string),
+        termination_message_path: Some("/dev/termination-log".into()),
+        termination_message_policy: Some("File".into()),
+        image_pull_policy: Some(podlab_api::defaults::pull_policy_for(Some(image)).into()),
+        ..Default::default()
+    });
+    ctx.store.update(pod)?;
+    ctx.ensure_node()?;
+    eprintln!("Defaulting debug container name to {name}.");
+
+    let id = wait_started(&ctx, namespace, pod_name, &name, Duration::from_secs(60))?;
+    let runtime = ctx.runtime()?;
+    let mut follower = crate::logs::Follower::open(&runtime.container_log_path(&id)?);
+    loop {
+        let status = runtime.wait_container(&id, Some(Duration::from_millis(200)))?;
+        follower.pump(&mut std::io::stdout())?;
+        if status.state != ContainerState::Running {
+            return Ok(status.exit_code.unwrap_or(1));
+        }
+    }
+}
+
+/// Waits until the agent reports a container id for the ephemeral container.
+fn wait_started(
+    ctx: &Ctx,
+    namespace: &str,
+    pod: &str,
+    name: &str,
+    limit: Duration,
+) -> Result<ContainerId> {
+    let start = Instant::now();
+    let mut watch = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    loop {
+        let current: Pod = ctx.store.get(namespace, pod)?;
+        let status = current.status.unwrap_or_default();
+        let found = status
+            .ephemeral_container_statuses
+            .iter()
+            .flatten()
+            .find(|s| s.name == name)
+            .cloned();
+        if let Some(s) = found {
+            if let Some(id) = &s.container_id {
+                return Ok(ContainerId::parse(id.trim_start_matches("podlab://"))?);
+            }
+            if let Some(w) = s.state.as_ref().and_then(|st| st.waiting.as_ref()) {
+                if let Some(reason) = w
+                    .reason
+                    .as_deref()
+                    .filter(|r| *r != "ContainerCreating" && *r != "PodInitializing")
+                {
+                    bail!(
+                        "debug container {name} cannot start: {reason}: {}",
+                        w.message.as_deref().unwrap_or("")
+                    );
+                }
+            }
+        }
+        if start.elapsed() > limit {
+            bail!(
+                "debug container {name} did not start within {} s; see `podlab describe pod {pod}`",
+                limit.as_secs()
+            );
+        }
+        let _ = watch
+            .next_timeout(Duration::from_millis(500))
+            .context("watching the pod")?;
+    }
+}

@@ -1,0 +1,84 @@
+//! `podlab delete pod NAME`: graceful deletion as the API server and kubelet do it. The store
+//! marks the pod (deletionTimestamp = now + grace); the node agent runs the termination path
+//! (SIGTERM, grace period, SIGKILL, CNI DEL, unpin, remove) and then removes the object. Like
+//! kubectl, the command waits until the pod is gone.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use podlab_control::{PodDeletion, Preconditions};
+
+use crate::context::Ctx;
+use crate::get::Resource;
+
+pub fn run(
+    resource: Resource,
+    names: &[String],
+    namespace: &str,
+    grace: Option<i64>,
+    wait: bool,
+) -> Result<()> {
+    let ctx = Ctx::open()?;
+    for name in names {
+        match resource {
+            Resource::Pods => delete_pod(&ctx, namespace, name, grace, wait)?,
+            Resource::ReplicaSets => {
+                ctx.store.delete::<ReplicaSet>(namespace, name)?;
+                println!("replicaset.apps {name:?} deleted");
+            }
+            other => bail!("podlab delete takes pods or replicasets, not {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+pub fn delete_pod(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+    grace: Option<i64>,
+    wait: bool,
+) -> Result<()> {
+    match ctx
+        .store
+        .delete_pod_gracefully(namespace, name, grace, &Preconditions::default())?
+    {
+        PodDeletion::Deleted(_) => {}
+        PodDeletion::Terminating(pod) => {
+            ctx.ensure_node()?;
+            if wait {
+                let grace = pod
+                    .metadata
+                    .deletion_grace_period_seconds
+                    .unwrap_or(30)
+                    .max(0) as u64;
+                wait_gone(ctx, namespace, name, Duration::from_secs(grace + 30))?;
+            }
+        }
+    }
+    println!("pod {name:?} deleted");
+    Ok(())
+}
+
+/// Waits until the node agent has finished the pod and removed it from the store.
+pub fn wait_gone(ctx: &Ctx, namespace: &str, name: &str, limit: Duration) -> Result<()> {
+    let start = Instant::now();
+    let mut watch = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    loop {
+        match ctx.store.get::<Pod>(namespace, name) {
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
+        }
+        let left = limit.checked_sub(start.elapsed()).unwrap_or_default();
+        if left.is_zero() {
+            bail!(
+                "pod {name:?} is still terminating after {} s; see `podlab describe pod {name}`",
+                limit.as_secs()
+            );
+        }
+        let _ = watch.next_timeout(left.min(Duration::from_millis(500)));
+    }
+}

@@ -1,0 +1,41 @@
+//! `podlab exec POD [-c C] -- CMD...`: a command inside a running container's namespaces,
+//! with this terminal's stdin, stdout and stderr; its exit status is podlab's.
+
+use std::os::fd::AsFd;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Pod;
+use podlab_runtime::id::ContainerId;
+use podlab_runtime::ExecStdio;
+
+use crate::context::Ctx;
+
+pub fn run(pod: &str, container: Option<&str>, namespace: &str, cmd: &[String]) -> Result<i32> {
+    let ctx = Ctx::open()?;
+    let pod_object: Pod = ctx.store.get(namespace, pod)?;
+    let status = crate::logs::container_status(&pod_object, container)?;
+    let running = status
+        .state
+        .as_ref()
+        .and_then(|s| s.running.as_ref())
+        .is_some();
+    let id = status
+        .container_id
+        .clone()
+        .filter(|_| running)
+        .with_context(|| {
+            format!(
+                "cannot exec into container {:?} of pod {pod:?}: it is not running",
+                status.name
+            )
+        })?;
+    let runtime = ctx.runtime()?;
+    let id = ContainerId::parse(id.trim_start_matches("podlab://"))?;
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let stdio = ExecStdio {
+        stdin: stdin.as_fd(),
+        stdout: stdout.as_fd(),
+        stderr: stderr.as_fd(),
+    };
+    Ok(runtime.exec(&id, cmd, stdio, None)?)
+}

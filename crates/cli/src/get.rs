@@ -1,0 +1,230 @@
+//! `podlab get pods|events|replicasets|images [NAME]`: objects from the store as kubectl
+//! prints them, with kubectl's output formats and queries.
+
+use anyhow::{bail, Result};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use serde_json::Value;
+
+use crate::columns::{human_duration, pod_row, POD_HEADERS, POD_WIDE_HEADERS};
+use crate::context::Ctx;
+use crate::output::{self, Format, Query};
+
+/// The kinds `get` knows, by every name kubectl accepts for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Pods,
+    Events,
+    ReplicaSets,
+    Images,
+}
+
+impl Resource {
+    pub fn parse(name: &str) -> Result<Resource> {
+        Ok(match name {
+            "pod" | "pods" | "po" => Resource::Pods,
+            "event" | "events" | "ev" => Resource::Events,
+            "replicaset" | "replicasets" | "rs" | "replicasets.apps" => Resource::ReplicaSets,
+            "image" | "images" => Resource::Images,
+            other => bail!(
+                "the server doesn't have a resource type {other:?} (podlab serves pods, events, replicasets, images)"
+            ),
+        })
+    }
+
+    fn kind_name(self) -> &'static str {
+        match self {
+            Resource::Pods => "pods",
+            Resource::Events => "events",
+            Resource::ReplicaSets => "replicasets.apps",
+            Resource::Images => "images",
+        }
+    }
+}
+
+pub struct GetArgs {
+    pub resource: Resource,
+    pub name: Option<String>,
+    pub format: Format,
+    pub query: Query,
+    pub watch: bool,
+    /// `--index NAME=KEY`: answer from an informer index instead of listing (see `index`).
+    pub index: Option<String>,
+}
+
+pub fn run(args: GetArgs) -> Result<()> {
+    let ctx = Ctx::open()?;
+    if args.resource == Resource::Images {
+        return crate::image::list(&ctx, &args.format, &args.query);
+    }
+    print_once(&ctx, &args)?;
+    if args.watch {
+        watch(&ctx, &args)?;
+    }
+    Ok(())
+}
+
+fn objects(ctx: &Ctx, args: &GetArgs) -> Result<Vec<Value>> {
+    let ns = args.query.namespace();
+    let values: Vec<Value> = match args.resource {
+        Resource::Pods => {
+            if let Some(index) = &args.index {
+                return crate::index::pods_by_index(ctx, index, ns);
+            }
+            to_values(ctx.store.list::<Pod>(ns)?.0)?
+        }
+        Resource::Events => to_values(ctx.store.list::<Event>(ns)?.0)?,
+        Resource::ReplicaSets => to_values(ctx.store.list::<ReplicaSet>(ns)?.0)?,
+        Resource::Images => unreachable!("images are listed from the image store"),
+    };
+    Ok(values)
+}
+
+fn to_values<T: serde::Serialize>(items: Vec<T>) -> Result<Vec<Value>> {
+    items
+        .into_iter()
+        .map(|i| Ok(serde_json::to_value(i)?))
+        .collect()
+}
+
+fn print_once(ctx: &Ctx, args: &GetArgs) -> Result<()> {
+    let mut items = objects(ctx, args)?;
+    if let Some(name) = &args.name {
+        items.retain(|o| o["metadata"]["name"].as_str() == Some(name.as_str()));
+        if items.is_empty() {
+            let ns = args.query.namespace().unwrap_or("default");
+            bail!(
+                "{} {name:?} not found in namespace {ns:?}",
+                args.resource.kind_name()
+            );
+        }
+    }
+    let mut items = args.query.filter(kind_of(args.resource), items)?;
+    args.query.sort(&mut items, args.format.is_table())?;
+    if items.is_empty() && args.name.is_none() && args.format.is_table() {
+        match args.query.namespace() {
+            Some(ns) => eprintln!("No resources found in {ns} namespace."),
+            None => eprintln!("No resources found"),
+        }
+        return Ok(());
+    }
+    let text = match args.format.is_table() {
+        true => table(args.resource, &items, &args.format, &args.query)?,
+        false => output::render(&args.format, &items, args.name.is_some())?,
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// `-w`: the listing, then one line per change, as `kubectl get -w` prints them.
+fn watch(ctx: &Ctx, args: &GetArgs) -> Result<()> {
+    if args.resource != Resource::Pods {
+        bail!("podlab get -w watches pods");
+    }
+    let mut events = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let mut query = args.query.clone();
+    query.no_headers = true;
+    while let Some(event) = events.next() {
+        let event = event?;
+        let value = serde_json::to_value(&event.object)?;
+        if let Some(name) = &args.name {
+            if value["metadata"]["name"].as_str() != Some(name) {
+                continue;
+            }
+        }
+        let items = query.filter("Pod", vec![value])?;
+        if items.is_empty() {
+            continue;
+        }
+        let text = match args.format.is_table() {
+            true => table(Resource::Pods, &items, &args.format, &query)?,
+            false => output::render(&args.format, &items, true)?,
+        };
+        print!("{text}");
+    }
+    Ok(())
+}
+
+fn kind_of(resource: Resource) -> &'static str {
+    match resource {
+        Resource::Pods => "Pod",
+        Resource::Events => "Event",
+        Resource::ReplicaSets => "ReplicaSet",
+        Resource::Images => "Image",
+    }
+}
+
+fn table(resource: Resource, items: &[Value], format: &Format, query: &Query) -> Result<String> {
+    let now = crate::columns::now();
+    let wide = matches!(format, Format::Wide);
+    let mut headers: Vec<&str> = Vec::new();
+    let mut rows: Vec<(Vec<String>, &Value)> = Vec::new();
+    match resource {
+        Resource::Pods => {
+            headers.extend(POD_HEADERS);
+            if wide {
+                headers.extend(POD_WIDE_HEADERS);
+            }
+            for item in items {
+                let pod: Pod = serde_json::from_value(item.clone())?;
+                rows.push((pod_row(&pod, now, wide), item));
+            }
+        }
+        Resource::Events => {
+            headers.extend(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+            for item in items {
+                let event: Event = serde_json::from_value(item.clone())?;
+                let seen = event
+                    .last_timestamp
+                    .as_ref()
+                    .or(event.first_timestamp.as_ref())
+                    .map(|t| human_duration(now, t.0))
+                    .or_else(|| event.event_time.as_ref().map(|t| human_duration(now, t.0)))
+                    .unwrap_or_else(|| "<unknown>".into());
+                let object = format!(
+                    "{}/{}",
+                    event
+                        .involved_object
+                        .kind
+                        .clone()
+                        .unwrap_or_default()
+                        .to_lowercase(),
+                    event.involved_object.name.clone().unwrap_or_default()
+                );
+                let cells = vec![
+                    seen,
+                    event.type_.clone().unwrap_or_default(),
+                    event.reason.clone().unwrap_or_default(),
+                    object,
+                    event.message.clone().unwrap_or_default(),
+                ];
+                rows.push((cells, item));
+            }
+        }
+        Resource::ReplicaSets => {
+            headers.extend(["NAME", "DESIRED", "CURRENT", "READY", "AGE"]);
+            for item in items {
+                let rs: ReplicaSet = serde_json::from_value(item.clone())?;
+                let status = rs.status.clone().unwrap_or_default();
+                let cells = vec![
+                    rs.metadata.name.clone().unwrap_or_default(),
+                    rs.spec
+                        .as_ref()
+                        .and_then(|s| s.replicas)
+                        .unwrap_or(1)
+                        .to_string(),
+                    status.replicas.to_string(),
+                    status.ready_replicas.unwrap_or(0).to_string(),
+                    rs.metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| human_duration(now, t.0))
+                        .unwrap_or_default(),
+                ];
+                rows.push((cells, item));
+            }
+        }
+        Resource::Images => unreachable!("images are listed from the image store"),
+    }
+    Ok(output::table(&headers, rows, query))
+}

@@ -1,0 +1,54 @@
+//! `podlab node`: the node agent, kubelet's twin (and the ReplicaSet controller, the one piece
+//! of kube-controller-manager podlab runs). Other commands start it on demand in the
+//! background; run it in the foreground to watch each sync pass's decisions as they are made.
+//!
+//! Settings come from the environment a detached agent inherits (`PODLAB_NODE_BACKOFF`,
+//! `PODLAB_NODE_RESYNC`, ... see podlab-kubelet's `node::config`) and from the flags here.
+
+use std::sync::atomic::Ordering;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use podlab_control::{ControllerConfig, ReplicaSetController};
+
+use crate::context::Ctx;
+
+#[derive(Args)]
+pub struct NodeArgs {
+    /// Started on demand by another command (output goes to `$PODLAB_ROOT/node.log`).
+    #[arg(long)]
+    background: bool,
+    /// Narrate every pass that decides something, with its rule IDs (default in the foreground).
+    #[arg(short, long)]
+    verbose: bool,
+    /// Crash-loop backoff `INITIAL[,MAX[,RESET]]`, e.g. `1s,8s,60s` (kubelet: `10s,300s,600s`).
+    #[arg(long)]
+    backoff: Option<String>,
+}
+
+pub fn run(args: NodeArgs) -> Result<()> {
+    let ctx = Ctx::open()?;
+    let mut config = podlab_kubelet::node::NodeConfig::from_env()?;
+    config.root = ctx.root.clone();
+    config.runtime = ctx.runtime_config.clone();
+    if let Some(backoff) = &args.backoff {
+        config.backoff =
+            podlab_kubelet::node::parse_backoff(backoff).map_err(|e| anyhow!("--backoff: {e}"))?;
+    }
+    config.verbose |= args.verbose || !args.background;
+    config.network = crate::network::plugin(&ctx.root)?;
+    let stop = podlab_kubelet::node::stop_on_signals()?;
+
+    let controller_stop = stop.clone();
+    let store = ctx.store.clone();
+    let controller = std::thread::Builder::new()
+        .name("replicaset-controller".into())
+        .spawn(move || {
+            let mut controller = ReplicaSetController::new(store, ControllerConfig::default());
+            controller.run(&controller_stop)
+        })?;
+    let result = podlab_kubelet::node::run(config, stop.clone()).context("the node agent stopped");
+    stop.store(true, Ordering::SeqCst);
+    let _ = controller.join();
+    result
+}
