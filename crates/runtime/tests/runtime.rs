@@ -100,17 +100,16 @@ impl Drop for TestRoot {
     }
 }
 
-/// target/debug, where `cargo build --bins` put podlab-pause and podlab-shim.
+/// Where cargo put podlab-shim for this test run (it builds a package's binaries for its
+/// integration tests); podlab-pause must be next to it (`cargo build -p podlab-pause`).
 fn helper_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for helper in ["podlab-pause", "podlab-shim"] {
-        assert!(
-            dir.join(helper).is_file(),
-            "{helper} is not in {}: run `cargo build -p podlab-pause -p podlab-runtime --bins` first",
-            dir.display()
-        );
-    }
+    let shim = PathBuf::from(env!("CARGO_BIN_EXE_podlab-shim"));
+    let dir = shim.parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("podlab-pause").is_file(),
+        "podlab-pause is not in {}: run `cargo build -p podlab-pause -p podlab-runtime --bins` first",
+        dir.display()
+    );
     dir
 }
 
