@@ -44,7 +44,7 @@ impl Runtime {
                 Ok(id)
             }
             Err(err) => {
-                self.undo_sandbox(&id, &paths);
+                self.undo_sandbox(&id, &paths, config);
                 drop(lock);
                 Err(err)
             }
@@ -114,15 +114,14 @@ impl Runtime {
 
     /// Takes down what a failed RunPodSandbox made: the network attachment (a DEL after a failed
     /// ADD too, as CNI wants), the shim and its pause, the pins, the shm mount, the folder.
-    fn undo_sandbox(&self, id: &SandboxId, paths: &SandboxPaths) {
+    fn undo_sandbox(&self, id: &SandboxId, paths: &SandboxPaths, config: &PodSandboxConfig) {
         if let (Some(plugin), Some(shim)) = (&self.network, self.live_shim(paths).ok().flatten()) {
             if let Some(net) = shim
                 .namespaces
                 .iter()
                 .find(|n| n.kind == podlab_ns::NsKind::Net)
             {
-                let config = PodSandboxConfig::default();
-                let _ = plugin.tear_down(&pod_network(id, &config, &net.path), None);
+                let _ = plugin.tear_down(&pod_network(id, config, &net.path), None);
             }
         }
         let _ = self.shutdown_shim(id, paths);
