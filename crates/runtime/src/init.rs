@@ -16,7 +16,6 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
-use std::io::Write;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -28,6 +27,7 @@ use podlab_ns::{mnt, NsKind};
 use crate::config::Mount;
 use crate::error::InitFailure;
 use crate::process::{exec_candidates, ProcessSpec};
+use crate::report::{ReportLine, Trace};
 
 /// Everything a new container's init needs, computed by the shim before the fork.
 #[derive(Debug)]
@@ -124,57 +124,6 @@ pub fn run_child(
     trace.send(&ReportLine::Failed(failure));
     // SAFETY: leave without running the shim's atexit handlers or flushing its buffers.
     unsafe { libc::_exit(127) }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: one clock for the shim and its children.
-pub fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(0)
-}
-
-/// What a child writes on its report pipe, one JSON line each: the times its steps ended
-/// (just before `execve`), or its failure.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ReportLine {
-    Marks(Vec<(String, u64)>),
-    Failed(InitFailure),
-}
-
-/// The child's end of the report pipe, and the moments its steps ended.
-#[derive(Debug)]
-pub struct Trace {
-    report: std::fs::File,
-    marks: Vec<(String, u64)>,
-}
-
-impl Trace {
-    fn new(report: OwnedFd) -> Trace {
-        let mut trace = Trace {
-            report: std::fs::File::from(report),
-            marks: Vec::new(),
-        };
-        trace.lap("fork");
-        trace
-    }
-
-    /// Notes that `step` has just ended.
-    pub fn lap(&mut self, step: &str) {
-        self.marks.push((step.to_string(), monotonic_ns()));
-    }
-
-    fn send(&mut self, line: &ReportLine) {
-        let mut bytes = serde_json::to_vec(line).unwrap_or_default();
-        bytes.push(b'\n');
-        let _ = self.report.write_all(&bytes);
-    }
-
-    /// Sends the marks; the next thing the parent hears is end-of-file (the `execve`) or a
-    /// failure.
-    pub fn send_marks(&mut self) {
-        let marks = std::mem::take(&mut self.marks);
-        self.send(&ReportLine::Marks(marks));
-    }
 }
 
 fn set_stdio(stdio: Stdio) -> Step<()> {
@@ -473,77 +422,6 @@ impl ExecPlan {
             message,
         }
     }
-}
-
-/// What a child said on its report pipe.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// None when it reached `execve`.
-    pub failure: Option<InitFailure>,
-    /// When its steps ended (CLOCK_MONOTONIC ns), in order.
-    pub marks: Vec<(String, u64)>,
-    /// When the parent saw end-of-file: the `execve` had closed the pipe.
-    pub closed_at: u64,
-}
-
-impl Report {
-    /// The steps with their durations: from `forked_at` (taken just before the fork) to the
-    /// first mark, between marks, and from the last mark to end-of-file as `execve`.
-    pub fn steps(&self, forked_at: u64) -> Vec<StartStep> {
-        let mut steps = Vec::new();
-        let mut previous = forked_at;
-        for (step, at) in &self.marks {
-            steps.push(StartStep {
-                step: step.clone(),
-                nanos: at.saturating_sub(previous),
-            });
-            previous = *at;
-        }
-        if self.failure.is_none() && !self.marks.is_empty() {
-            steps.push(StartStep {
-                step: "execve".into(),
-                nanos: self.closed_at.saturating_sub(previous),
-            });
-        }
-        steps
-    }
-}
-
-/// One timed step of a container's start, for `podlab bench` and the demo's cost table.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StartStep {
-    pub step: String,
-    pub nanos: u64,
-}
-
-/// Reads a child's report pipe to its end.
-pub fn read_report(report: OwnedFd) -> Report {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let mut pipe = std::fs::File::from(report);
-    let _ = pipe.read_to_end(&mut bytes);
-    let mut report = Report {
-        closed_at: monotonic_ns(),
-        ..Report::default()
-    };
-    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        match serde_json::from_slice::<ReportLine>(line) {
-            Ok(ReportLine::Marks(marks)) => report.marks.extend(marks),
-            Ok(ReportLine::Failed(failure)) => report.failure = Some(failure),
-            Err(_) => {
-                report.failure = Some(InitFailure {
-                    step: "init".into(),
-                    path: None,
-                    errno: None,
-                    message: format!(
-                        "unreadable report from the container's init: {}",
-                        String::from_utf8_lossy(line)
-                    ),
-                })
-            }
-        }
-    }
-    report
 }
 
 #[cfg(test)]

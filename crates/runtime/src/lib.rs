@@ -53,6 +53,7 @@
 //! | [`liveness`] | process identities (pid + start time) and pidfds |
 //! | [`shim`] | the per-pod shim daemon |
 //! | [`init`] | a container's process between fork and execve (runc init) |
+//! | [`report`] | what that process tells the shim: its step times, or its failure |
 //! | [`capabilities`] | containerd's default capability set |
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
@@ -74,6 +75,7 @@ pub mod liveness;
 pub mod network;
 pub mod process;
 pub mod protocol;
+pub mod report;
 mod runtime;
 mod sandbox;
 pub mod shim;
@@ -90,6 +92,7 @@ pub use gc::GcReport;
 pub use id::{ContainerId, SandboxId};
 pub use image::{ImageService, ResolvedImage, StoreImages};
 pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork};
+pub use report::StartStep;
 pub use runtime::Runtime;
 pub use status::{
     ContainerFilter, ContainerState, ContainerStatus, ExecResult, NetworkMode, PinnedNamespace,

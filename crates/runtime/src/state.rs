@@ -220,7 +220,7 @@ pub struct ContainerRecord {
     pub namespaces: BTreeMap<NsKind, u64>,
     /// How long each step of its start took (fork ... execve).
     #[serde(default)]
-    pub start_trace: Vec<crate::init::StartStep>,
+    pub start_trace: Vec<crate::report::StartStep>,
 }
 
 /// Where a container's processes are numbered.
@@ -401,7 +401,7 @@ mod tests {
                 start_time: 99,
             }),
             namespaces,
-            start_trace: vec![crate::init::StartStep {
+            start_trace: vec![crate::report::StartStep {
                 step: "execve".into(),
                 nanos: 5,
             }],

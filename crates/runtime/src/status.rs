@@ -118,7 +118,7 @@ pub struct ContainerStatus {
     /// The container process's namespaces (inode ids), recorded when it started.
     pub namespaces: BTreeMap<NsKind, u64>,
     /// How long each step of its start took, from the shim's fork to the `execve`.
-    pub start_trace: Vec<crate::init::StartStep>,
+    pub start_trace: Vec<crate::report::StartStep>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
 }

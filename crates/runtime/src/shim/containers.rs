@@ -179,12 +179,12 @@ impl Shim {
             stdout: raw(&out_w),
             stderr: raw(&err_w),
         };
-        let forked_at = init::monotonic_ns();
+        let forked_at = crate::report::monotonic_ns();
         let pid = fork_in(self.own_pid_ns(), pid_ns, || {
             init::run_container(&plan, stdio, report_w)
         })?;
         drop((out_w, err_w, null));
-        let report = init::read_report(report_r);
+        let report = crate::report::read_report(report_r);
         record.start_trace = report.steps(forked_at);
         if let Some(failure) = report.failure {
             let _ = podlab_ns::child::wait_for(pid);
@@ -448,7 +448,7 @@ impl Shim {
             || init::run_exec(&join, &process, stdio, report_w),
         )?;
         drop((stdin, stdout, stderr));
-        match init::read_report(report_r).failure {
+        match crate::report::read_report(report_r).failure {
             None => Ok(Ok(child.as_raw())),
             Some(failure) => {
                 let _ = podlab_ns::child::wait_for(child);

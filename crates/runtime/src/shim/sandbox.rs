@@ -204,7 +204,7 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         init::run_child(stdio, report_w, |_| pause_child(args, &exec))
     })?;
     drop(null);
-    match init::read_report(report_r).failure {
+    match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
             let _ = podlab_ns::child::wait_for(pid);
