@@ -1110,7 +1110,7 @@ fn show_the_process_tree_of_a_pod() {
             &shim.to_string(),
             "--forest",
             "-o",
-            "pid,ppid,pidns,netns,ipcns,utsns,mntns,args",
+            "pid,ppid,rss,pidns,netns,ipcns,utsns,mntns,args",
         ])
         .output()
         .unwrap();
