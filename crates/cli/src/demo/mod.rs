@@ -4,7 +4,9 @@
 //! records each claim in an [`Evidence`] list. A claim that does not hold makes the demo fail
 //! (exit status 1), so a demo is also a test that a learner can read.
 
+mod cni;
 mod ipc;
+mod kit;
 mod mnt;
 mod net;
 mod pid;
@@ -26,7 +28,7 @@ pub const NAMESPACE_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
 
 /// The demos built on whole pods: they need real root (overlay mounts of image layers, the
 /// runtime's shim, the node agent).
-pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 1] = [("pod", pod::run)];
+pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 3] = [("pod", pod::run), ("cni", cni::run), ("cni-failure", cni::run_failure)];
 
 pub fn run(what: &str) -> Result<()> {
     let namespace_demo = |name: &str| NAMESPACE_DEMOS.iter().find(|(n, _)| *n == name);

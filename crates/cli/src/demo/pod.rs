@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use podlab_ns::{ops, NsKind};
 use podlab_runtime::id::ContainerId;
-use podlab_runtime::Runtime;
 
+use super::kit::exec_text;
 use super::{say, Evidence};
 use crate::context::Ctx;
 
@@ -268,20 +268,6 @@ fn inspect_running_pod(ctx: &Ctx, name: &str, evidence: &mut Evidence) -> Result
     );
 
     Ok(Some(vec![pause, web_pid, client_pid]))
-}
-
-fn exec_text(runtime: &Runtime, id: &ContainerId, cmd: &[&str]) -> Result<String> {
-    let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-    let result = runtime.exec_sync(id, &cmd, Some(Duration::from_secs(10)))?;
-    if result.exit_code != 0 {
-        bail!(
-            "{} exited {}: {}",
-            cmd.join(" "),
-            result.exit_code,
-            String::from_utf8_lossy(&result.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&result.stdout).into_owned())
 }
 
 /// Waits (bounded) until the pod is Running with every container ready, narrating its phases.
