@@ -1196,3 +1196,70 @@ fn an_exec_whose_caller_hangs_up_is_killed() {
     let (ps, _) = root.exec(&id, &["ps", "-o", "args"]);
     assert!(!ps.contains("sleep 999"), "{ps}");
 }
+
+#[test]
+fn logs_go_below_the_pods_log_directory_and_can_be_reopened() {
+    let root = TestRoot::new("logdir");
+    let logs = root.dir.join("pod-logs");
+    let mut config = pod("logged");
+    config.log_directory = Some(logs.clone());
+    let sandbox = root.sandbox(&config);
+    let mut container = container_config(
+        "app",
+        &[
+            "sh",
+            "-c",
+            "echo first; while [ ! -e /tmp/go ]; do usleep 10000; done; echo second",
+        ],
+    );
+    container.log_path = Some(PathBuf::from("app/0.log"));
+    let id = root.runtime.create_container(&sandbox, &container).unwrap();
+    root.runtime.start_container(&id).unwrap();
+    let log = logs.join("app/0.log");
+    assert_eq!(root.runtime.container_log_path(&id).unwrap(), log);
+    let first = || {
+        podlab_runtime::cri_log::read_log(&log)
+            .map(|l| l.len())
+            .unwrap_or(0)
+            == 1
+    };
+    for _ in 0..500 {
+        if first() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(first(), "the first line is logged");
+    // Rotation as kubelet does it: move the file away, ask for a reopen.
+    let rotated = logs.join("app/0.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    root.runtime.reopen_container_log(&id).unwrap();
+    root.exec(&id, &["touch", "/tmp/go"]);
+    let status = root.runtime.wait_container(&id, WAIT).unwrap();
+    assert_eq!(status.exit_code, Some(0));
+    let content = |path: &std::path::Path| -> Vec<Vec<u8>> {
+        podlab_runtime::cri_log::read_log(path)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.content)
+            .collect()
+    };
+    assert_eq!(content(&rotated), [b"first".to_vec()]);
+    assert_eq!(content(&log), [b"second".to_vec()]);
+}
+
+#[test]
+fn a_pid_1_without_a_sigterm_handler_waits_out_the_grace_period() {
+    let root = TestRoot::new("grace");
+    let sandbox = root.sandbox(&pod("grace"));
+    let id = root.container(&sandbox, "stubborn", &["sleep", "1000"]);
+    root.runtime
+        .stop_container(&id, Duration::from_millis(300))
+        .unwrap();
+    let status = root.runtime.container_status(&id).unwrap();
+    assert_eq!(
+        (status.state, status.exit_code),
+        (ContainerState::Exited, Some(137)),
+        "SIGTERM was dropped by the kernel (PID 1, no handler), SIGKILL ended it"
+    );
+}
