@@ -17,6 +17,8 @@ use super::NodeError;
 pub const ENV_BACKOFF: &str = "PODLAB_NODE_BACKOFF";
 /// `PODLAB_NODE_RESYNC`: the interval between two passes of a pod with nothing going on.
 pub const ENV_RESYNC: &str = "PODLAB_NODE_RESYNC";
+/// `PODLAB_NODE_FULL_RESYNC`: the longest a pod goes without a full pass.
+pub const ENV_FULL_RESYNC: &str = "PODLAB_NODE_FULL_RESYNC";
 /// `PODLAB_NODE_ERROR_BACKOFF`: how long a failed RunPodSandbox or container start waits.
 pub const ENV_ERROR_BACKOFF: &str = "PODLAB_NODE_ERROR_BACKOFF";
 pub const ENV_NODE_NAME: &str = "PODLAB_NODE_NAME";
@@ -39,8 +41,13 @@ pub struct NodeConfig {
     pub node_name: String,
     /// Crash-loop backoff: kubelet's 10 s doubling to 300 s, reset after 600 s by default.
     pub backoff: BackoffPolicy,
-    /// The longest a pod goes without a pass (at most [`MAX_RESYNC`]).
+    /// How often each pod's runtime state is looked at (at most [`MAX_RESYNC`]): kubelet's
+    /// PLEG relist. A change there, in the store, in a probe result, or a backoff falling due
+    /// makes a full sync pass at once.
     pub resync: Duration,
+    /// The longest a pod goes without a full sync pass when nothing changes (kubelet's
+    /// `syncFrequency`, 1 min).
+    pub full_resync: Duration,
     /// How long a failed RunPodSandbox or container create/start waits before it is retried
     /// (kubelet's pod worker `backOffPeriod`, 10 s).
     pub error_backoff: Duration,
@@ -63,6 +70,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("node_name", &self.node_name)
             .field("backoff", &self.backoff)
             .field("resync", &self.resync)
+            .field("full_resync", &self.full_resync)
             .field("error_backoff", &self.error_backoff)
             .field("verbose", &self.verbose)
             .field("exit_when_idle", &self.exit_when_idle)
@@ -91,6 +99,7 @@ impl NodeConfig {
             node_name: default_node_name(),
             backoff: BackoffPolicy::default(),
             resync: MAX_RESYNC,
+            full_resync: Duration::from_secs(60),
             error_backoff: Duration::from_secs(crate::events::SYNC_ERROR_BACKOFF_SECONDS as u64),
             probe_defaults: ProbeSpec::default(),
             verbose: false,
@@ -110,6 +119,9 @@ impl NodeConfig {
         }
         if let Some(value) = var(ENV_RESYNC) {
             config.resync = parse_duration(&value).map_err(|m| bad(ENV_RESYNC, m))?;
+        }
+        if let Some(value) = var(ENV_FULL_RESYNC) {
+            config.full_resync = parse_duration(&value).map_err(|m| bad(ENV_FULL_RESYNC, m))?;
         }
         if let Some(value) = var(ENV_ERROR_BACKOFF) {
             config.error_backoff = parse_duration(&value).map_err(|m| bad(ENV_ERROR_BACKOFF, m))?;
@@ -137,6 +149,10 @@ impl NodeConfig {
             ),
             (ENV_RESYNC, format!("{}ms", self.resync.as_millis())),
             (
+                ENV_FULL_RESYNC,
+                format!("{}ms", self.full_resync.as_millis()),
+            ),
+            (
                 ENV_ERROR_BACKOFF,
                 format!("{}ms", self.error_backoff.as_millis()),
             ),
@@ -155,6 +171,12 @@ impl NodeConfig {
             return Err(NodeError::Config(format!(
                 "the resync interval must be above 0 and at most {MAX_RESYNC:?} (a pass at least once a second), not {:?}",
                 self.resync
+            )));
+        }
+        if self.full_resync < self.resync {
+            return Err(NodeError::Config(format!(
+                "the full resync ({:?}) cannot be shorter than the resync ({:?})",
+                self.full_resync, self.resync
             )));
         }
         let b = &self.backoff;

@@ -79,6 +79,8 @@ pub struct Execution<'a> {
     pub caches: &'a mut PodCaches,
     /// The pod's sandboxes; a new one is added here.
     pub sandboxes: &'a mut Vec<SandboxId>,
+    /// What was done, for the narration (the backoff gate's rules, the events).
+    pub trace: &'a mut Trace,
 }
 
 impl Execution<'_> {
@@ -106,6 +108,10 @@ impl Execution<'_> {
                 out.changed |= self.purge_init_records();
             }
         } else if !actions.containers_to_kill.is_empty() {
+            for kill in &actions.containers_to_kill {
+                self.trace
+                    .say(|| format!("Killing {}: {}", kill.name, kill.message));
+            }
             let requests: Vec<KillRequest> = actions
                 .containers_to_kill
                 .iter()
@@ -238,14 +244,12 @@ impl Execution<'_> {
             }
         };
         out.changed = true;
-        let recorder = &self.node.recorder;
         let pulled = format!(
             "Container image {:?} already present on machine",
             config.image
         );
-        recorder.container_event(self.pod, name, NORMAL, reasons::PULLED, &pulled);
-        recorder.container_event(
-            self.pod,
+        self.event(name, NORMAL, reasons::PULLED, &pulled);
+        self.event(
             name,
             NORMAL,
             reasons::CREATED,
@@ -253,8 +257,7 @@ impl Execution<'_> {
         );
         if let Err(e) = self.node.runtime.start_container(&id) {
             let message = e.to_string();
-            recorder.container_event(
-                self.pod,
+            self.event(
                 name,
                 WARNING,
                 reasons::FAILED,
@@ -263,8 +266,7 @@ impl Execution<'_> {
             self.remember_failure(name, "RunContainerError", message);
             return false;
         }
-        recorder.container_event(
-            self.pod,
+        self.event(
             name,
             NORMAL,
             reasons::STARTED,
@@ -292,12 +294,7 @@ impl Execution<'_> {
             .backoff
             .entry((name.to_string(), hash))
             .or_default()
-            .request(
-                &self.node.config.backoff,
-                finished_at,
-                now,
-                &mut Trace::quiet(),
-            );
+            .request(&self.node.config.backoff, finished_at, now, self.trace);
         let GateDecision::CrashLoopBackOff {
             earliest_start,
             current_backoff,
@@ -310,13 +307,8 @@ impl Execution<'_> {
         if last
             .is_none_or(|(crash, at)| crash != finished_at || at.elapsed() >= BACKOFF_EVENT_EVERY)
         {
-            self.node.recorder.container_event(
-                self.pod,
-                name,
-                WARNING,
-                reasons::BACK_OFF,
-                &reasons::back_off_event_message(name, &pod_name),
-            );
+            let message = reasons::back_off_event_message(name, &pod_name);
+            self.event(name, WARNING, reasons::BACK_OFF, &message);
             self.caches
                 .backoff_events
                 .insert(name.to_string(), (finished_at, Instant::now()));
@@ -329,6 +321,15 @@ impl Execution<'_> {
         let wait = (earliest_start - now).max(0) as u64;
         out.wake(Instant::now() + Duration::from_secs(wait));
         false
+    }
+
+    /// Records a container event and tells it in the narration.
+    fn event(&mut self, name: &str, event_type: &str, reason: &str, message: &str) {
+        self.node
+            .recorder
+            .container_event(self.pod, name, event_type, reason, message);
+        self.trace
+            .say(|| format!("Event {reason} ({name}): {message}"));
     }
 
     fn remember_failure(&mut self, name: &str, reason: &str, message: String) {
@@ -352,17 +353,15 @@ impl Execution<'_> {
         image_event: Option<&str>,
         out: &mut Outcome,
     ) {
-        let recorder = &self.node.recorder;
         if let Some(event) = image_event {
-            recorder.container_event(self.pod, name, WARNING, event, message);
+            self.event(name, WARNING, event, message);
         }
         let error = if image_event.is_some() {
             reason
         } else {
             message
         };
-        recorder.container_event(
-            self.pod,
+        self.event(
             name,
             WARNING,
             reasons::FAILED,
@@ -400,6 +399,8 @@ impl Execution<'_> {
         let config = translate::sandbox_config(self.pod, self.dirs, attempt);
         match self.node.runtime.run_pod_sandbox(&config) {
             Ok(id) => {
+                self.trace
+                    .say(|| format!("RunPodSandbox: sandbox {id} (attempt {attempt}) is ready"));
                 self.sandboxes.push(id.clone());
                 self.caches.sandbox_retry_at = None;
                 out.changed = true;
@@ -407,12 +408,20 @@ impl Execution<'_> {
             }
             Err(e) => {
                 if !self.spec.deletion_requested {
+                    let message = reasons::failed_create_sandbox_message(&e.to_string());
                     self.node.recorder.pod_event(
                         self.pod,
                         WARNING,
                         reasons::FAILED_CREATE_POD_SANDBOX,
-                        &reasons::failed_create_sandbox_message(&e.to_string()),
+                        &message,
                     );
+                    self.trace.say(|| {
+                        format!(
+                            "Event {}: {message}; retried in {:?}",
+                            reasons::FAILED_CREATE_POD_SANDBOX,
+                            self.node.config.error_backoff
+                        )
+                    });
                     eprintln!(
                         "podlab node: {}",
                         reasons::create_sandbox_error(&self.spec.display_name(), &e.to_string())

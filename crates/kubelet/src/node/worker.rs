@@ -22,6 +22,7 @@ use podlab_control::Preconditions;
 use podlab_runtime::SandboxId;
 
 use crate::model::{PassContext, RestartPolicy};
+use crate::rules::Trace;
 use crate::sync::{sync_pass, sync_pass_narrated, SyncResult};
 use crate::translate::{self, PodDirs};
 use crate::PodSpecView;
@@ -30,7 +31,7 @@ use super::agent::Node;
 use super::execute::{kill_pod, Execution, PodCaches};
 use super::probes::{ContainerTarget, ProbeManager, ProbeTargets};
 use super::status::{pod_status, StatusInputs};
-use super::view::{self, PodRuntime};
+use super::view::{self, PodRuntime, Relist};
 
 /// After a pass that changed the runtime, the next one comes this soon, to report the change.
 const SETTLE: Duration = Duration::from_millis(50);
@@ -61,6 +62,9 @@ pub struct PodWorker {
     last_status: Option<PodStatus>,
     last_written_rv: Option<String>,
     wake_at: Option<Instant>,
+    /// What the last full read saw, to tell whether the runtime changed since.
+    relist: Relist,
+    last_full: Option<Instant>,
     /// The agent found this pod when it started (probe workers then start with a jitter).
     found_at_start: bool,
     /// The pod reached a terminal phase: no more runtime passes.
@@ -91,35 +95,39 @@ impl PodWorker {
             last_status: None,
             last_written_rv: None,
             wake_at: None,
+            relist: Relist::default(),
+            last_full: None,
             found_at_start,
             finished: false,
         }
     }
 
-    /// The worker's loop, until the pod is gone or the agent stops.
+    /// The worker's loop, until the pod is gone or the agent stops. Every `resync` the pod's
+    /// runtime state is relisted; a full pass runs when that, the pod, a probe result or a
+    /// timer says something changed, and at least every `full_resync`.
     pub fn run(mut self, messages: Receiver<WorkerMsg>) {
         let resync = self.node.config.resync;
+        let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
+        let mut news = true;
         loop {
             let now = Instant::now();
             let next = self.wake_at.map_or(due, |w| w.min(due));
-            let mut sync = false;
+            let mut tick = false;
             let mut deleted = None;
             let first = match messages.recv_timeout(next.saturating_duration_since(now)) {
                 Ok(message) => Some(message),
                 Err(RecvTimeoutError::Timeout) => {
-                    sync = true;
+                    tick = true;
                     None
                 }
                 Err(RecvTimeoutError::Disconnected) => Some(WorkerMsg::Stop),
             };
-            for message in first
-                .into_iter()
-                .chain(std::iter::from_fn(|| messages.try_recv().ok()))
-            {
+            let rest = std::iter::from_fn(|| messages.try_recv().ok());
+            for message in first.into_iter().chain(rest) {
                 match message {
-                    WorkerMsg::Pod(pod) => sync |= self.take_pod(*pod),
-                    WorkerMsg::Wake => sync = true,
+                    WorkerMsg::Pod(pod) => news |= self.take_pod(*pod),
+                    WorkerMsg::Wake => news = true,
                     WorkerMsg::Deleted(pod) => deleted = Some(*pod),
                     WorkerMsg::Stop => {
                         self.probes.stop();
@@ -133,22 +141,29 @@ impl PodWorker {
             }
             if self.wake_at.is_some_and(|w| w <= Instant::now()) {
                 self.wake_at = None;
-                sync = true;
+                news = true;
             }
-            if !sync {
+            if !news && !tick {
                 continue;
             }
-            if self.finished {
+            due = Instant::now() + resync;
+            if self.finished && self.pod.metadata.deletion_timestamp.is_none() {
                 // A terminal pod only waits for its deletion.
-                if self.pod.metadata.deletion_timestamp.is_none() {
-                    due = Instant::now() + resync;
-                    continue;
-                }
+                news = false;
+                continue;
             }
+            let stale = self.last_full.is_none_or(|at| at.elapsed() >= full_resync);
+            if !news && !stale && !self.relist.changed(&self.node.runtime, &self.sandboxes) {
+                continue;
+            }
+            news = false;
             match self.sync() {
                 Pass::Done => return,
-                Pass::Changed => due = Instant::now() + SETTLE,
-                Pass::Idle => due = Instant::now() + resync,
+                Pass::Changed => {
+                    due = Instant::now() + SETTLE;
+                    news = true;
+                }
+                Pass::Idle => {}
             }
         }
     }
@@ -176,6 +191,7 @@ impl PodWorker {
             self.terminate();
             return Pass::Done;
         }
+        let stamp = self.relist.stamp(&self.node.runtime, &self.sandboxes);
         let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
             Err(e) => {
@@ -183,6 +199,8 @@ impl PodWorker {
                 return Pass::Idle;
             }
         };
+        self.relist.record(stamp, &observed);
+        self.last_full = Some(Instant::now());
         self.sandboxes = observed.sandbox_ids();
         let spec = view::spec_view(&self.pod);
         let rt = observed.view();
@@ -206,6 +224,11 @@ impl PodWorker {
             .ensure(&self.node, &self.pod, self.found_at_start);
         let failures_before = self.caches.start_failures.clone();
         let pod = self.pod.clone();
+        let mut trace = if self.node.config.verbose {
+            Trace::narrated()
+        } else {
+            Trace::quiet()
+        };
         let outcome = Execution {
             node: &self.node,
             pod: &pod,
@@ -215,12 +238,19 @@ impl PodWorker {
             dirs: &self.dirs,
             caches: &mut self.caches,
             sandboxes: &mut self.sandboxes,
+            trace: &mut trace,
         }
         .carry_out(&result);
         self.wake_at = outcome.wake_at;
         let failures_changed = failures_before != self.caches.start_failures;
         let decided = outcome.changed || status_changed || failures_changed;
         self.narrate(&spec, &rt, &ctx, decided);
+        if decided {
+            let (_, done) = trace.into_parts();
+            for line in done {
+                self.say(|| format!("  {line}"));
+            }
+        }
         if decided {
             Pass::Changed
         } else {
