@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use podlab_control::manifest::{decode, Manifest};
@@ -17,25 +17,62 @@ pub fn run(file: &Path) -> Result<()> {
     let (text, source) = read_manifest(file)?;
     let manifests = decode(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
     let ctx = Ctx::open()?;
-    let mut any_pod = false;
+    for manifest in &manifests {
+        for image in images_of(manifest) {
+            crate::image::ensure_builtin_if_busybox(&ctx, &image)?;
+        }
+    }
     for manifest in manifests {
         match manifest {
             Manifest::Pod(pod) => {
-                any_pod = true;
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 println!("pod/{name} {}", apply_pod(&ctx, *pod)?);
             }
             Manifest::ReplicaSet(rs) => {
-                any_pod = true;
                 let name = rs.metadata.name.clone().unwrap_or_default();
                 println!("replicaset.apps/{name} {}", apply_replicaset(&ctx, *rs)?);
             }
         }
     }
-    if any_pod {
-        ctx.ensure_node()?;
-    }
+    // Pods and ReplicaSets alike need the agent: it runs the pods and the ReplicaSet controller.
+    ctx.ensure_node()?;
     Ok(())
+}
+
+/// Every image a manifest's pods (or a ReplicaSet's pod template) name.
+fn images_of(manifest: &Manifest) -> Vec<String> {
+    let spec = match manifest {
+        Manifest::Pod(pod) => pod.spec.as_ref(),
+        Manifest::ReplicaSet(rs) => rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .and_then(|t| t.spec.as_ref()),
+    };
+    spec.map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(&s.containers)
+            .filter_map(|c| c.image.clone())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Runs `change` again on a fresh read while the store answers Conflict (another writer — the
+/// node agent writing a status, the controller adopting — came in between), as client-go's
+/// `RetryOnConflict` does.
+pub fn retry_on_conflict<T>(
+    mut change: impl FnMut() -> std::result::Result<T, podlab_control::Error>,
+) -> std::result::Result<T, podlab_control::Error> {
+    let mut attempts = 0;
+    loop {
+        match change() {
+            Err(e) if e.is_conflict() && attempts < 10 => attempts += 1,
+            other => return other,
+        }
+    }
 }
 
 pub fn read_manifest(file: &Path) -> Result<(String, String)> {
@@ -59,8 +96,9 @@ pub fn node_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Creates the pod, or updates it where the API server allows an update (the images), and
-/// says which: `created`, `configured` or `unchanged`.
+/// Creates the pod, or updates it where the API server allows an update (the images of its
+/// containers and init containers; labels and annotations), and says which: `created`,
+/// `configured` or `unchanged`.
 pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.node_name.get_or_insert_with(node_name);
@@ -70,35 +108,46 @@ pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = pod.metadata.name.clone().unwrap_or_default();
-    match ctx.store.get::<Pod>(&namespace, &name) {
-        Err(e) if e.is_not_found() => {
-            ctx.store.create(pod)?;
-            Ok("created")
-        }
-        Err(e) => Err(e.into()),
+    let outcome = retry_on_conflict(|| match ctx.store.get::<Pod>(&namespace, &name) {
+        Err(e) if e.is_not_found() => ctx.store.create(pod.clone()).map(|_| Ok("created")),
+        Err(e) => Err(e),
         Ok(mut existing) => {
             let old = existing.spec.clone().unwrap_or_default();
-            let new = pod.spec.clone().unwrap_or_default();
-            if old == new && existing.metadata.labels == pod.metadata.labels {
-                return Ok("unchanged");
+            let mut new = pod.spec.clone().unwrap_or_default();
+            // Ephemeral containers come only through `podlab debug` (their own subresource):
+            // a manifest neither adds nor removes them.
+            new.ephemeral_containers = old.ephemeral_containers.clone();
+            if old == new
+                && existing.metadata.labels == pod.metadata.labels
+                && existing.metadata.annotations == pod.metadata.annotations
+            {
+                return Ok(Ok("unchanged"));
             }
             let mut only_images = old.clone();
             for (c, n) in only_images.containers.iter_mut().zip(&new.containers) {
                 c.image = n.image.clone();
             }
+            for (c, n) in only_images
+                .init_containers
+                .iter_mut()
+                .flatten()
+                .zip(new.init_containers.iter().flatten())
+            {
+                c.image = n.image.clone();
+            }
             if only_images != new {
-                bail!(
+                return Ok(Err(anyhow::anyhow!(
                     "The Pod {name:?} is invalid: spec: Forbidden: pod updates may not change fields other than \
-                     `spec.containers[*].image` (delete the pod and apply it again)"
-                );
+                     `spec.containers[*].image`,`spec.initContainers[*].image` (delete the pod and apply it again)"
+                )));
             }
             existing.spec = Some(new);
-            existing.metadata.labels = pod.metadata.labels;
-            existing.metadata.annotations = pod.metadata.annotations;
-            ctx.store.update(existing)?;
-            Ok("configured")
+            existing.metadata.labels = pod.metadata.labels.clone();
+            existing.metadata.annotations = pod.metadata.annotations.clone();
+            ctx.store.update(existing).map(|_| Ok("configured"))
         }
-    }
+    })?;
+    outcome
 }
 
 fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
@@ -108,25 +157,25 @@ fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = rs.metadata.name.clone().unwrap_or_default();
-    match ctx.store.get::<ReplicaSet>(&namespace, &name) {
-        Err(e) if e.is_not_found() => {
-            ctx.store.create(rs)?;
-            Ok("created")
-        }
-        Err(e) => Err(e.into()),
+    let outcome = retry_on_conflict(|| match ctx.store.get::<ReplicaSet>(&namespace, &name) {
+        Err(e) if e.is_not_found() => ctx.store.create(rs.clone()).map(|_| Ok("created")),
+        Err(e) => Err(e),
         Ok(mut existing) => {
             if existing.spec == rs.spec && existing.metadata.labels == rs.metadata.labels {
-                return Ok("unchanged");
+                return Ok(Ok("unchanged"));
             }
             let errors = podlab_control::manifest::validate_replicaset_update(&existing, &rs);
             if !errors.is_empty() {
                 let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                bail!("ReplicaSet {name:?} is invalid: {}", list.join(", "));
+                return Ok(Err(anyhow::anyhow!(
+                    "ReplicaSet {name:?} is invalid: {}",
+                    list.join(", ")
+                )));
             }
-            existing.spec = rs.spec;
-            existing.metadata.labels = rs.metadata.labels;
-            ctx.store.update(existing)?;
-            Ok("configured")
+            existing.spec = rs.spec.clone();
+            existing.metadata.labels = rs.metadata.labels.clone();
+            ctx.store.update(existing).map(|_| Ok("configured"))
         }
-    }
+    })?;
+    outcome
 }

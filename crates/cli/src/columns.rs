@@ -16,11 +16,12 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
         .filter(|c| c.restart_policy.as_deref() == Some("Always"))
         .map(|c| c.name.as_str())
         .collect();
-    let mut total = spec.containers.len() + sidecars.len();
+    let total = spec.containers.len() + sidecars.len();
     let mut ready = 0;
     let mut restarts: i32 = 0;
     let mut sidecar_restarts: i32 = 0;
     let mut last_restart: Option<Timestamp> = None;
+    let mut last_sidecar_restart: Option<Timestamp> = None;
     let note_restart = |s: &ContainerStatus, last: &mut Option<Timestamp>| {
         if let Some(t) = s
             .last_state
@@ -38,6 +39,14 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
     if let Some(r) = status.reason.clone().filter(|r| !r.is_empty()) {
         reason = r;
     }
+    let gated = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("SchedulingGated"));
+    if gated {
+        reason = "SchedulingGated".into();
+    }
     let init_count = spec.init_containers.as_ref().map_or(0, Vec::len);
     let mut initializing = false;
     for (i, c) in status.init_container_statuses.iter().flatten().enumerate() {
@@ -47,6 +56,7 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
         let is_sidecar = sidecars.contains(&c.name.as_str());
         if is_sidecar {
             sidecar_restarts += c.restart_count;
+            note_restart(c, &mut last_sidecar_restart);
         }
         match (&state.terminated, &state.waiting) {
             (Some(t), _) if t.exit_code == 0 => continue,
@@ -84,6 +94,7 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
         .any(|c| c.type_ == "Initialized" && c.status == "True");
     if !initializing || initialized {
         restarts = sidecar_restarts;
+        last_restart = last_sidecar_restart;
         let mut has_running = false;
         for c in status.container_statuses.iter().flatten().rev() {
             restarts += c.restart_count;
@@ -124,9 +135,6 @@ pub fn pod_row(pod: &Pod, now: Timestamp, wide: bool) -> Vec<String> {
     let phase = status.phase.as_deref().unwrap_or("");
     if pod.metadata.deletion_timestamp.is_some() && phase != "Succeeded" && phase != "Failed" {
         reason = "Terminating".into();
-    }
-    if total == 0 {
-        total = spec.containers.len();
     }
 
     let restarts_text = match last_restart {
@@ -196,7 +204,13 @@ pub const POD_WIDE_HEADERS: [&str; 4] = ["IP", "NODE", "NOMINATED NODE", "READIN
 
 /// kubectl's `HumanDuration`: `45s`, `5m10s`, `3h`, `2d5h`, `400d`, `3y`.
 pub fn human_duration(now: Timestamp, then: Timestamp) -> String {
-    let secs = (now.as_second() - then.as_second()).max(0);
+    // Go truncates the duration to whole seconds; a clock a second behind still reads "0s".
+    let elapsed = now.duration_since(then);
+    let secs = elapsed.as_secs();
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let secs = secs.max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     if secs < 120 {
         format!("{secs}s")

@@ -4,6 +4,7 @@
 //! `--target`), never restarts it, and lists it in `status.ephemeralContainerStatuses`. This
 //! command then streams its output and returns its exit status.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -23,47 +24,89 @@ pub fn run(
 ) -> Result<i32> {
     let ctx = Ctx::open()?;
     crate::image::ensure_builtin_if_busybox(&ctx, image)?;
-    let mut pod: Pod = ctx.store.get(namespace, pod_name)?;
-    let spec = pod.spec.get_or_insert_with(Default::default);
-    if let Some(target) = target {
-        if !spec.containers.iter().any(|c| c.name == target) {
-            bail!("target container {target:?} is not a container of pod {pod_name}");
-        }
-    }
+    let named = name.is_some();
     let name = name.unwrap_or_else(|| {
         format!(
             "debugger-{}",
             &podlab_control::names::generate_name("")[..5]
         )
     });
-    let ephemeral = spec.ephemeral_containers.get_or_insert_with(Vec::new);
-    if ephemeral.iter().any(|e| e.name == name) {
-        bail!("pod {pod_name} already has an ephemeral container {name:?}");
-    }
-    ephemeral.push(EphemeralContainer {
-        name: name.clone(),
-        image: Some(image.to_string()),
-        command: Some(cmd.to_vec()).filter(|c| !c.is_empty()),
-        target_container_name: target.map(str::to_string),
-        termination_message_path: Some("/dev/termination-log".into()),
-        termination_message_policy: Some("File".into()),
-        image_pull_policy: Some(podlab_api::defaults::pull_policy_for(Some(image)).into()),
-        ..Default::default()
-    });
-    ctx.store.update(pod)?;
+    // The agent writes the pod's status all the time: add the container to a fresh read.
+    crate::apply::retry_on_conflict(|| {
+        let mut pod: Pod = ctx.store.get(namespace, pod_name)?;
+        match add_ephemeral(&mut pod, &name, image, target, cmd) {
+            Ok(()) => ctx.store.update(pod).map(|_| Ok(())),
+            Err(refused) => Ok(Err(refused)),
+        }
+    })??;
     ctx.ensure_node()?;
-    eprintln!("Defaulting debug container name to {name}.");
+    if !named {
+        eprintln!("Defaulting debug container name to {name}.");
+    }
 
     let id = wait_started(&ctx, namespace, pod_name, &name, Duration::from_secs(60))?;
     let runtime = ctx.runtime()?;
     let mut follower = crate::logs::Follower::open(&runtime.container_log_path(&id)?);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     loop {
-        let status = runtime.wait_container(&id, Some(Duration::from_millis(200)))?;
-        follower.pump(&mut std::io::stdout())?;
+        let status = crate::logs::wait_a_while(&runtime, &id, Duration::from_millis(200))?;
+        follower.pump_streams(&mut out, &mut err)?;
+        out.flush()?;
         if status.state != ContainerState::Running {
             return Ok(status.exit_code.unwrap_or(1));
         }
     }
+}
+
+/// Adds the ephemeral container to the pod's spec, as the `ephemeralcontainers` subresource
+/// does (with the API server's checks and defaults).
+fn add_ephemeral(
+    pod: &mut Pod,
+    name: &str,
+    image: &str,
+    target: Option<&str>,
+    cmd: &[String],
+) -> Result<()> {
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+    if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+        bail!(
+            "cannot debug pod {pod_name}: it has finished (phase {})",
+            phase.unwrap_or_default()
+        );
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        bail!("cannot debug pod {pod_name}: it is being deleted");
+    }
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    if let Some(target) = target {
+        if !spec.containers.iter().any(|c| c.name == target) {
+            bail!("target container {target:?} is not a container of pod {pod_name}");
+        }
+    }
+    let taken = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .map(|c| &c.name)
+        .chain(spec.ephemeral_containers.iter().flatten().map(|e| &e.name))
+        .any(|n| n == name);
+    if taken {
+        bail!("pod {pod_name} already has a container named {name:?}");
+    }
+    spec.ephemeral_containers
+        .get_or_insert_with(Vec::new)
+        .push(EphemeralContainer {
+            name: name.to_string(),
+            image: Some(image.to_string()),
+            command: Some(cmd.to_vec()).filter(|c| !c.is_empty()),
+            target_container_name: target.map(str::to_string),
+            termination_message_path: Some("/dev/termination-log".into()),
+            termination_message_policy: Some("File".into()),
+            image_pull_policy: Some(podlab_api::defaults::pull_policy_for(Some(image)).into()),
+            ..Default::default()
+        });
+    Ok(())
 }
 
 /// Waits until the agent reports a container id for the ephemeral container.

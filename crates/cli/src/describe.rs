@@ -21,7 +21,13 @@ pub fn run(name: &str, namespace: &str) -> Result<()> {
             e.involved_object.kind.as_deref() == Some("Pod") && e.involved_object.uid == uid
         })
         .collect();
-    events.sort_by_key(|e| e.first_timestamp.as_ref().map(|t| t.0));
+    // kubectl sorts them by their last time (SortableEvents).
+    events.sort_by_key(|e| {
+        e.last_timestamp
+            .as_ref()
+            .or(e.first_timestamp.as_ref())
+            .map(|t| t.0)
+    });
     print!("{}", describe(&pod, &events, crate::columns::now()));
     Ok(())
 }
@@ -45,7 +51,7 @@ fn state_lines(out: &mut String, title: &str, state: Option<&ContainerState>) {
         }) => {
             let _ = writeln!(out, "    {title}:          Running");
             if let Some(t) = &r.started_at {
-                let _ = writeln!(out, "{pad}Started:      {}", t.0);
+                let _ = writeln!(out, "{pad}Started:      {}", rfc1123z(t.0));
             }
         }
         Some(ContainerState {
@@ -63,10 +69,10 @@ fn state_lines(out: &mut String, title: &str, state: Option<&ContainerState>) {
             }
             let _ = writeln!(out, "{pad}Exit Code:    {}", t.exit_code);
             if let Some(s) = &t.started_at {
-                let _ = writeln!(out, "{pad}Started:      {}", s.0);
+                let _ = writeln!(out, "{pad}Started:      {}", rfc1123z(s.0));
             }
             if let Some(f) = &t.finished_at {
-                let _ = writeln!(out, "{pad}Finished:     {}", f.0);
+                let _ = writeln!(out, "{pad}Finished:     {}", rfc1123z(f.0));
             }
         }
         Some(ContainerState {
@@ -235,7 +241,7 @@ pub fn describe(pod: &Pod, events: &[Event], now: Timestamp) -> String {
         status.host_ip.as_deref().unwrap_or("")
     );
     if let Some(t) = &status.start_time {
-        let _ = writeln!(out, "Start Time:       {}", t.0);
+        let _ = writeln!(out, "Start Time:       {}", rfc1123z(t.0));
     }
     let _ = writeln!(
         out,
@@ -360,43 +366,122 @@ pub fn describe(pod: &Pod, events: &[Event], now: Timestamp) -> String {
         let _ = writeln!(out, "Events:           <none>");
     } else {
         let _ = writeln!(out, "Events:");
-        let rows: Vec<Vec<String>> = events
-            .iter()
-            .map(|e| {
-                let age = e
-                    .last_timestamp
-                    .as_ref()
-                    .or(e.first_timestamp.as_ref())
-                    .map(|t| human_duration(now, t.0))
-                    .unwrap_or_default();
-                let age = match e.count.filter(|c| *c > 1) {
-                    Some(count) => format!("{age} (x{count})"),
-                    None => age,
-                };
-                vec![
-                    e.type_.clone().unwrap_or_default(),
-                    e.reason.clone().unwrap_or_default(),
-                    age,
-                    e.source
-                        .as_ref()
-                        .and_then(|s| s.component.clone())
-                        .unwrap_or_default(),
-                    e.message.clone().unwrap_or_default(),
-                ]
-            })
-            .collect();
-        let headers = ["Type", "Reason", "Age", "From", "Message"]
-            .map(String::from)
-            .to_vec();
-        let mut underline = vec![];
-        for h in &headers {
-            underline.push("-".repeat(h.len()));
-        }
-        let mut all = vec![underline];
-        all.extend(rows);
-        for line in crate::output::align(&headers, &all, false).lines() {
-            let _ = writeln!(out, "  {line}");
-        }
+        let mut rows: Vec<Vec<String>> = vec![
+            ["Type", "Reason", "Age", "From", "Message"]
+                .map(String::from)
+                .to_vec(),
+            ["----", "------", "----", "----", "-------"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        rows.extend(events.iter().map(|e| event_row(e, now)));
+        out.push_str(&tab_aligned(&rows, "  "));
     }
     out
+}
+
+/// One row of describe's events: `Age` is the first time, or `LAST (xN over FIRST)` for an
+/// event seen N times, as kubectl's describer writes it.
+fn event_row(e: &Event, now: Timestamp) -> Vec<String> {
+    let since = |t: Option<Timestamp>| {
+        t.map(|t| human_duration(now, t))
+            .unwrap_or_else(|| "<unknown>".into())
+    };
+    let first = since(
+        e.first_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.event_time.as_ref().map(|t| t.0)),
+    );
+    let age = match e.count.filter(|c| *c > 1) {
+        Some(count) => format!(
+            "{} (x{count} over {first})",
+            since(e.last_timestamp.as_ref().map(|t| t.0))
+        ),
+        None => first,
+    };
+    let source = e
+        .source
+        .as_ref()
+        .and_then(|s| s.component.clone())
+        .filter(|c| !c.is_empty())
+        .or_else(|| e.reporting_component.clone())
+        .unwrap_or_default();
+    vec![
+        e.type_.clone().unwrap_or_default(),
+        e.reason.clone().unwrap_or_default(),
+        age,
+        source,
+        e.message.clone().unwrap_or_default().trim().to_string(),
+    ]
+}
+
+/// Rows laid out as Go's tabwriter lays them out for kubectl's describers (padding 2, the
+/// last cell not padded), each line after `indent`.
+fn tab_aligned(rows: &[Vec<String>], indent: &str) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count() + if i == 0 { indent.len() } else { 0 })
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::from(indent);
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let used = cell.chars().count() + if i == 0 { indent.len() } else { 0 };
+                line.push_str(&" ".repeat(widths[i] + 2 - used));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Go's `time.RFC1123Z`, as kubectl's describers print times: `Wed, 02 Dec 2026 14:29:40 +0000`.
+fn rfc1123z(t: Timestamp) -> String {
+    t.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_events_read_as_kubectl_describe_writes_them() {
+        let t: Timestamp = "2026-12-02T14:29:40Z".parse().unwrap();
+        assert_eq!(rfc1123z(t), "Wed, 02 Dec 2026 14:29:40 +0000");
+        let rows = vec![
+            vec!["Type".to_string(), "Reason".into(), "Message".into()],
+            vec!["Normal".to_string(), "SandboxChanged".into(), "x".into()],
+        ];
+        assert_eq!(
+            tab_aligned(&rows, "  "),
+            "  Type    Reason          Message\n  Normal  SandboxChanged  x\n"
+        );
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "e"}, "involvedObject": {}, "type": "Warning",
+            "reason": "BackOff", "count": 3, "message": "back-off ",
+            "firstTimestamp": "2026-12-02T14:28:40Z", "lastTimestamp": "2026-12-02T14:29:30Z",
+            "source": {"component": "kubelet"}
+        }))
+        .unwrap();
+        assert_eq!(
+            event_row(&event, t),
+            [
+                "Warning",
+                "BackOff",
+                "10s (x3 over 60s)",
+                "kubelet",
+                "back-off"
+            ]
+        );
+    }
 }

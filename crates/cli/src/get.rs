@@ -92,9 +92,8 @@ fn print_once(ctx: &Ctx, args: &GetArgs) -> Result<()> {
     if let Some(name) = &args.name {
         items.retain(|o| o["metadata"]["name"].as_str() == Some(name.as_str()));
         if items.is_empty() {
-            let ns = args.query.namespace().unwrap_or("default");
             bail!(
-                "{} {name:?} not found in namespace {ns:?}",
+                "Error from server (NotFound): {} {name:?} not found",
                 args.resource.kind_name()
             );
         }

@@ -28,31 +28,59 @@ impl Follower {
         }
     }
 
-    /// Writes every complete log line added since the last call.
+    /// Writes every complete log line added since the last call, both streams to `out` (as
+    /// kubelet serves logs to `kubectl logs`).
     pub fn pump(&mut self, out: &mut dyn Write) -> Result<()> {
+        for line in self.new_lines()? {
+            write_message(&line, out, None)?;
+        }
+        Ok(())
+    }
+
+    /// [`Follower::pump`] with the container's stderr written to `err` (as an attached
+    /// `kubectl run` shows them).
+    pub fn pump_streams(&mut self, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
+        for line in self.new_lines()? {
+            write_message(&line, out, Some(&mut *err))?;
+        }
+        Ok(())
+    }
+
+    fn new_lines(&mut self) -> Result<Vec<Vec<u8>>> {
         let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         self.offset += bytes.len() as u64;
         self.partial.extend_from_slice(&bytes);
+        let mut lines = Vec::new();
         while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            write_message(&line[..line.len() - 1], out)?;
+            let mut line: Vec<u8> = self.partial.drain(..=end).collect();
+            line.pop();
+            lines.push(line);
         }
-        Ok(())
+        Ok(lines)
     }
 }
 
-/// The text of one CRI log record. A full record (`F`) ends its line, a partial one (`P`)
-/// continues on the next; an unreadable record is skipped.
-fn write_message(line: &[u8], out: &mut dyn Write) -> Result<()> {
+/// The text of one CRI log record, to `err` when it is from stderr and `err` is given. A full
+/// record (`F`) ends its line, a partial one (`P`) continues on the next; an unreadable record
+/// is skipped.
+fn write_message<'a>(
+    line: &[u8],
+    out: &'a mut dyn Write,
+    err: Option<&'a mut dyn Write>,
+) -> Result<()> {
     if let Some(record) = podlab_runtime::cri_log::parse_line(line) {
-        out.write_all(&record.content)?;
+        let to = match err {
+            Some(err) if record.stream == podlab_runtime::cri_log::Stream::Stderr => err,
+            _ => out,
+        };
+        to.write_all(&record.content)?;
         if !record.partial {
-            out.write_all(b"\n")?;
+            to.write_all(b"\n")?;
         }
     }
     Ok(())
@@ -82,7 +110,14 @@ pub fn run(
                 )
             })?
     } else {
-        status.container_id.clone().with_context(|| {
+        // A container waiting to be restarted (CrashLoopBackOff) shows its last run's output,
+        // as kubelet serves the newest container's log.
+        let last_run = status
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.container_id.clone());
+        status.container_id.clone().or(last_run).with_context(|| {
             format!(
                 "container {:?} in pod {:?} is waiting to start",
                 status.name,
@@ -96,7 +131,7 @@ pub fn run(
     let mut stdout = std::io::stdout();
     follower.pump(&mut stdout)?;
     while follow {
-        let status = runtime.wait_container(&id, Some(Duration::from_millis(200)))?;
+        let status = wait_a_while(&runtime, &id, Duration::from_millis(200))?;
         follower.pump(&mut stdout)?;
         stdout.flush()?;
         if status.state != ContainerState::Running {
@@ -104,6 +139,19 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// Waits up to `limit` for the container to exit and returns its status then (still Running
+/// when it did not exit in time): the step of a loop that streams a container's output.
+pub fn wait_a_while(
+    runtime: &podlab_runtime::Runtime,
+    id: &ContainerId,
+    limit: Duration,
+) -> Result<podlab_runtime::status::ContainerStatus> {
+    match runtime.wait_container(id, Some(limit)) {
+        Err(podlab_runtime::Error::Timeout { .. }) => Ok(runtime.container_status(id)?),
+        other => Ok(other?),
+    }
 }
 
 /// The status of container `name` of the pod (the only one if not named, as kubectl requires).
@@ -158,10 +206,29 @@ mod tests {
         write_message(
             b"2026-12-02T10:00:00.000000001Z stdout F hello world",
             &mut out,
+            None,
         )
         .unwrap();
-        write_message(b"2026-12-02T10:00:00.000000002Z stderr P part", &mut out).unwrap();
-        write_message(b"2026-12-02T10:00:00.000000003Z stderr F ial", &mut out).unwrap();
+        write_message(
+            b"2026-12-02T10:00:00.000000002Z stderr P part",
+            &mut out,
+            None,
+        )
+        .unwrap();
+        write_message(
+            b"2026-12-02T10:00:00.000000003Z stderr F ial",
+            &mut out,
+            None,
+        )
+        .unwrap();
         assert_eq!(out, b"hello world\npartial\n");
+    }
+
+    #[test]
+    fn stderr_records_go_to_their_own_writer_when_asked() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        write_message(b"2026-12-02T10:00:00Z stdout F o", &mut out, Some(&mut err)).unwrap();
+        write_message(b"2026-12-02T10:00:00Z stderr F e", &mut out, Some(&mut err)).unwrap();
+        assert_eq!((out.as_slice(), err.as_slice()), (&b"o\n"[..], &b"e\n"[..]));
     }
 }

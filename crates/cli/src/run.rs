@@ -2,17 +2,21 @@
 //! twin. Without `--rm` it makes a one-container pod (labelled `run=NAME`) and hands it to the
 //! node agent. With `--rm` it goes straight through the runtime, as `crictl runp` + `create` +
 //! `start` would: sandbox, container, its output streamed from the CRI log, its exit code
-//! returned, everything removed — no agent and no store in the way of the measurement.
+//! returned, everything removed — no agent and no store in the way of the measurement. Its
+//! sandbox is labelled with the `run` process that owns it, so that `podlab gc` and the node
+//! agent leave it alone while that process lives; Ctrl-C stops the container and cleans up.
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use podlab_kubelet::translate::{container_config, sandbox_config, PodDirs};
+use podlab_kubelet::translate::{container_config, sandbox_config, PodDirs, LABEL_MANAGED_BY};
 use podlab_runtime::status::ContainerState;
+use podlab_runtime::{Runtime, SandboxId};
 
 use crate::context::Ctx;
 
@@ -75,9 +79,53 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
     podlab_api::decode_pod(&value.to_string(), "podlab run").map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// podlab's label on the sandbox of a `run --rm`: who made it (`podlab-run`), so that the node
+/// agent, which removes the sandboxes it made for pods gone from the store, leaves it alone.
+pub const MANAGED_BY_RUN: &str = "podlab-run";
+/// The process of the `run --rm` that owns the sandbox, as `PID:STARTTIME` (clock ticks after
+/// boot, field 22 of /proc/PID/stat): `podlab gc` removes the sandbox only once that very
+/// process is gone, whatever became of its pid number.
+pub const LABEL_RUN_OWNER: &str = "podlab.io/run-owner";
+
+/// Whether the `run --rm` that made a sandbox with these labels still runs.
+pub fn run_owner_alive(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    let Some((pid, start)) = labels.get(LABEL_RUN_OWNER).and_then(|o| o.split_once(':')) else {
+        return false;
+    };
+    match (pid.parse(), start.parse()) {
+        (Ok(pid), Ok(start_time)) => {
+            podlab_runtime::liveness::ProcessIdentity { pid, start_time }.is_alive()
+        }
+        _ => false,
+    }
+}
+
+/// Set by SIGINT, SIGTERM or SIGHUP during `run --rm`: stop the container and clean up, as
+/// `kubectl run --rm` removes its pod when interrupted.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    INTERRUPTED.store(signal, Ordering::SeqCst);
+}
+
+fn catch_interrupts() -> Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_interrupt),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { sigaction(signal, &action) }.context("sigaction")?;
+    }
+    Ok(())
+}
+
 pub fn run(args: RunArgs) -> Result<i32> {
     let mut pod = pod_for(&args)?;
     let ctx = Ctx::open()?;
+    crate::image::ensure_builtin_if_busybox(&ctx, &args.image)?;
     if !args.rm {
         let name = args.name.clone();
         crate::apply::apply_pod(&ctx, pod)?;
@@ -86,39 +134,74 @@ pub fn run(args: RunArgs) -> Result<i32> {
         return Ok(0);
     }
     pod.metadata.uid = Some(podlab_control::names::new_uid());
-    crate::image::ensure_builtin_if_busybox(&ctx, &args.image)?;
+    catch_interrupts()?;
     let runtime = ctx.runtime()?;
     let dirs = PodDirs::new(&ctx.root, &pod);
-    let sandbox = runtime
-        .run_pod_sandbox(&sandbox_config(&pod, &dirs, 0))
-        .context("RunPodSandbox")?;
-    let outcome = (|| -> Result<i32> {
-        let (_, config) =
-            container_config(&pod, &dirs, &args.name, 0).expect("the pod's own container");
-        let id = runtime
-            .create_container(&sandbox, &config)
-            .context("CreateContainer")?;
-        runtime.start_container(&id).context("StartContainer")?;
-        let log = runtime.container_log_path(&id)?;
-        let mut follower = crate::logs::Follower::open(&log);
-        let status = loop {
-            follower.pump(&mut std::io::stdout())?;
-            let status = runtime.wait_container(&id, Some(Duration::from_millis(100)))?;
-            if status.state != ContainerState::Running {
-                break status;
-            }
-        };
-        follower.pump(&mut std::io::stdout())?;
-        std::io::stdout().flush()?;
-        runtime.remove_container(&id)?;
-        Ok(status.exit_code.unwrap_or(1))
-    })();
-    let stopped = runtime
-        .stop_pod_sandbox(&sandbox)
-        .and_then(|()| runtime.remove_pod_sandbox(&sandbox));
-    let _ = std::fs::remove_dir_all(dirs.logs.parent().map(|_| &dirs.logs).unwrap());
+    let me = podlab_runtime::liveness::ProcessIdentity::of(std::process::id() as i32)?;
+    let mut sandbox_config = sandbox_config(&pod, &dirs, 0);
+    sandbox_config
+        .labels
+        .insert(LABEL_MANAGED_BY.into(), MANAGED_BY_RUN.into());
+    sandbox_config.labels.insert(
+        LABEL_RUN_OWNER.into(),
+        format!("{}:{}", me.pid, me.start_time),
+    );
+    let made = runtime.run_pod_sandbox(&sandbox_config);
+    let outcome = match &made {
+        Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name),
+        Err(_) => Ok(1),
+    };
+    let stopped = match &made {
+        Ok(sandbox) => runtime
+            .stop_pod_sandbox(sandbox)
+            .and_then(|()| runtime.remove_pod_sandbox(sandbox))
+            .context("removing the pod's sandbox"),
+        Err(_) => Ok(()),
+    };
+    let _ = std::fs::remove_dir_all(&dirs.logs);
     let _ = std::fs::remove_dir_all(dirs.volumes.parent().unwrap_or(&dirs.volumes));
+    made.context("RunPodSandbox")?;
     let code = outcome?;
-    stopped.context("removing the pod's sandbox")?;
+    stopped?;
     Ok(code)
+}
+
+/// Creates and starts the container, streams its output (stdout to stdout, stderr to stderr)
+/// until it exits, and returns its exit code; an interrupt stops it first (exit 128+signal).
+fn run_container(
+    runtime: &Runtime,
+    sandbox: &SandboxId,
+    pod: &Pod,
+    dirs: &PodDirs,
+    name: &str,
+) -> Result<i32> {
+    let (_, mut config) = container_config(pod, dirs, name, 0).expect("the pod's own container");
+    config
+        .labels
+        .insert(LABEL_MANAGED_BY.into(), MANAGED_BY_RUN.into());
+    let id = runtime
+        .create_container(sandbox, &config)
+        .context("CreateContainer")?;
+    runtime.start_container(&id).context("StartContainer")?;
+    let log = runtime.container_log_path(&id)?;
+    let mut follower = crate::logs::Follower::open(&log);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let status = loop {
+        follower.pump_streams(&mut out, &mut err)?;
+        out.flush()?;
+        if INTERRUPTED.load(Ordering::SeqCst) != 0 {
+            runtime.stop_container(&id, Duration::from_secs(2))?;
+        }
+        let status = crate::logs::wait_a_while(runtime, &id, Duration::from_millis(100))?;
+        if status.state != ContainerState::Running {
+            break status;
+        }
+    };
+    follower.pump_streams(&mut out, &mut err)?;
+    out.flush()?;
+    runtime.remove_container(&id)?;
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => Ok(status.exit_code.unwrap_or(1)),
+        signal => Ok(128 + signal),
+    }
 }
