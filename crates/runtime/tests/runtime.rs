@@ -957,7 +957,7 @@ fn measure_sandbox_ready_and_a_true_container() {
     let rounds = 40;
     let (mut unshare, mut ready, mut container, mut teardown, mut whole) =
         (vec![], vec![], vec![], vec![], vec![]);
-    let (mut create, mut start) = (vec![], vec![]);
+    let (mut create, mut start, mut exit_seen) = (vec![], vec![], vec![]);
     let mut steps: BTreeMap<String, (usize, Vec<Duration>)> = BTreeMap::new();
     for round in 0..rounds + 3 {
         let t = Instant::now();
@@ -1003,13 +1003,14 @@ fn measure_sandbox_ready_and_a_true_container() {
             whole.push(whole_time);
             create.push(create_time);
             start.push(start_time);
+            exit_seen.push(container_time - create_time - start_time);
         }
     }
     eprintln!(
         "medians of {rounds} rounds, root {}:\n  unshare --uts --ipc --net --pid --fork /bin/true: {:.2} ms\n  \
          run_pod_sandbox (ready): {:.2} ms\n  create+start+wait of /bin/true: {:.2} ms\n  \
          remove container + sandbox: {:.2} ms\n  the whole run --rm: {:.2} ms\n  \
-         (create {:.2} ms, start {:.2} ms)",
+         (create {:.2} ms, start {:.2} ms, exit seen {:.2} ms)",
         root.dir.display(),
         median_ms(&mut unshare),
         median_ms(&mut ready),
@@ -1017,7 +1018,8 @@ fn measure_sandbox_ready_and_a_true_container() {
         median_ms(&mut teardown),
         median_ms(&mut whole),
         median_ms(&mut create),
-        median_ms(&mut start)
+        median_ms(&mut start),
+        median_ms(&mut exit_seen)
     );
     let mut ordered: Vec<(String, (usize, Vec<Duration>))> = steps.into_iter().collect();
     ordered.sort_by_key(|(_, (index, _))| *index);
