@@ -79,7 +79,8 @@ impl Runtime {
     pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {
         let path = self.config.helper_dir.join(name);
         if path.is_file() {
-            Ok(path)
+            // Absolute: the shim runs from / and execs pause from there.
+            std::fs::canonicalize(&path).map_err(|e| Error::io("resolving", path, e))
         } else {
             Err(Error::Invalid(format!(
                 "{name} not found in {} (build it with `cargo build -p podlab-pause -p podlab-runtime --bins`)",

@@ -118,6 +118,8 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
         nix::unistd::ForkResult::Child => {}
     }
     let _ = nix::unistd::setsid();
+    // A daemon keeps no folder of its caller busy (it could not be unmounted while we live).
+    let _ = nix::unistd::chdir("/");
     let code = match Shim::start(args) {
         Ok(mut shim) => {
             shim.serve();
