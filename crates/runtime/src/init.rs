@@ -313,6 +313,8 @@ pub fn finish(process: &ProcessSpec, trace: &mut Trace) -> Step<Infallible> {
             .map_err(|e| sys_failure(&format!("setuid {}", process.uid), None, e))?;
     }
     reset_signals();
+    // runc's default, whatever umask the process that started the shim had.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let cwd = Path::new(&process.cwd);
     nix::unistd::chdir(cwd).map_err(|e| {
         let mut f = sys_failure("chdir", Some(cwd), e);

@@ -273,6 +273,8 @@ fn containers_share_net_ipc_uts_with_pause_but_not_pid() {
         caps.contains("00000000a80425fb"),
         "containerd's default set: {caps}"
     );
+    let (umask, _) = root.exec(&a, &["sh", "-c", "umask"]);
+    assert_eq!(umask.trim(), "0022", "runc's umask, not the caller's");
 }
 
 #[test]
