@@ -14,5 +14,6 @@ mod net;
 mod ns;
 mod pause;
 mod pid;
+mod pods;
 mod user;
 mod uts;
