@@ -49,7 +49,7 @@ pub const DEFAULT_STATE_PATHS: &[&str] = &[
 
 /// Words that mark a change as the peers' doing.
 const PEER_WORDS: &[&str] = &[
-    "podlab-peers",
+    "podlab",
     "docker",
     "containerd",
     "libpod",

@@ -321,6 +321,33 @@ impl Lab {
         }
     }
 
+    /// Reaps the zombie children of this process that the lab did not start itself: the shims
+    /// and conmons that were re-parented to a child subreaper (`peers-bench`) and have ended.
+    /// Left alone they would pile up by the thousand in a scale run, each holding a pid.
+    /// Reads `/proc/self/task/*/children`, so it costs no scan of all of /proc.
+    pub fn reap_orphans(&self) {
+        let mine: Vec<i32> = self
+            .started
+            .iter()
+            .map(|s| s.child.id() as i32)
+            .chain(self.holder_pid())
+            .collect();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for pid in text
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                if !mine.contains(&pid) && crate::procs::read(pid).is_some_and(|p| p.state == 'Z') {
+                    reap_if_ours(pid);
+                }
+            }
+        }
+    }
+
     /// The processes that belong to the lab: in one of its namespaces, or naming its folder in
     /// their command line, and everything below those (the containers under the shims).
     pub fn lab_processes(&self) -> Vec<i32> {

@@ -10,6 +10,7 @@ use std::process::Command;
 
 use super::stats::Contender;
 use crate::lab::Lab;
+use crate::procs::Memory;
 use crate::Result;
 
 /// The podlab binary, if built.
@@ -18,10 +19,28 @@ pub struct Podlab {
     pub binary: Option<PathBuf>,
 }
 
-/// The pod manifest of the pod comparison: two busybox containers that sleep.
-pub const POD_YAML: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  \
-terminationGracePeriodSeconds: 0\n  containers:\n  - name: one\n    image: busybox\n    \
-command: [sleep, \"100000\"]\n  - name: two\n    image: busybox\n    command: [sleep, \"100000\"]\n";
+/// A pod manifest: `containers` busybox containers that sleep, no grace period.
+pub fn pod_yaml(name: &str, containers: usize) -> String {
+    let mut text = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  \
+         terminationGracePeriodSeconds: 0\n  containers:\n"
+    );
+    for i in 0..containers {
+        text.push_str(&format!(
+            "  - name: c{i}\n    image: busybox\n    command: [sleep, \"100000\"]\n"
+        ));
+    }
+    text
+}
+
+/// How many podlab-pause processes run in the lab.
+fn pauses(lab: &Lab) -> usize {
+    lab.lab_processes()
+        .into_iter()
+        .filter_map(crate::procs::read)
+        .filter(|p| p.comm == "podlab-pause" && p.state != 'Z')
+        .count()
+}
 
 impl Podlab {
     /// `target/release/podlab`, else `target/debug/podlab`, below `workspace`.
@@ -42,6 +61,16 @@ impl Podlab {
                 .output()
                 .is_ok_and(|o| o.status.success())
         })
+    }
+
+    /// `text`, marked when the binary is a debug build (its figures are then not podlab's).
+    fn label(&self, text: String) -> String {
+        match &self.binary {
+            Some(b) if b.to_string_lossy().contains("/target/debug/") => {
+                format!("{text} [debug build: run `cargo build --release -p podlab`]")
+            }
+            _ => text,
+        }
     }
 
     fn command(&self, lab: &Lab) -> Option<Command> {
@@ -77,15 +106,21 @@ impl Podlab {
         )
     }
 
-    /// Comparison 2: one `/bin/true` container, created, run and removed.
-    pub fn container_true<'a>(&'a self, lab: &'a Lab) -> Contender<'a> {
-        let args = ["run", "--rm", "busybox", "/bin/true"];
+    /// Comparison 2: one `/bin/true` container, created, run and removed, the `kubectl run`
+    /// way: a one-container pod that podlab waits for and removes (`--rm`).
+    pub fn container_true<'a>(
+        &'a self,
+        lab: &'a Lab,
+        counter: &'a std::cell::Cell<u64>,
+    ) -> Contender<'a> {
         contender(
-            format!("podlab {}", args.join(" ")),
+            self.label(format!("podlab {}", run_args("NAME").join(" "))),
             self.has(&["run"]).then(|| {
                 Box::new(move || {
+                    let n = counter.get();
+                    counter.set(n + 1);
                     let mut cmd = self.command(lab).expect("has() saw it");
-                    cmd.args(args);
+                    cmd.args(run_args(&format!("peers-true-{n}")));
                     Ok(vec![super::suite::timed(&mut cmd)?])
                 }) as super::stats::Trial<'a>
             }),
@@ -94,25 +129,38 @@ impl Podlab {
 
     /// Comparison 3: a pod of two containers, applied, Ready, then deleted.
     pub fn pod<'a>(&'a self, lab: &'a Lab, counter: &'a std::cell::Cell<u64>) -> Contender<'a> {
-        let text =
-            "podlab apply -f pod.yaml; podlab get pod NAME -o jsonpath={.status.conditions} \
-                    until Ready=True; podlab delete pod NAME";
-        let runnable = self.has(&["apply"]) && self.has(&["delete"]) && self.has(&["get"]);
+        let text = "podlab apply -f pod.yaml; podlab get pod NAME -o json until condition \
+                    Ready=True; podlab delete pod NAME --grace-period 0 until its pause is gone";
         contender(
-            text.to_string(),
-            runnable
-                .then(|| Box::new(move || self.pod_trial(lab, counter)) as super::stats::Trial<'a>),
+            self.label(text.to_string()),
+            self.has_pods().then(|| {
+                Box::new(move || {
+                    let n = counter.get();
+                    counter.set(n + 1);
+                    let name = format!("peers-pod-{n}");
+                    let start = std::time::Instant::now();
+                    self.apply_pod(lab, &name, 2)?;
+                    let up = start.elapsed().as_secs_f64() * 1e3;
+                    let start = std::time::Instant::now();
+                    self.delete_pod(lab, &name)?;
+                    let down = start.elapsed().as_secs_f64() * 1e3;
+                    Ok(vec![up, down, up + down])
+                }) as super::stats::Trial<'a>
+            }),
         )
     }
 
-    fn pod_trial(&self, lab: &Lab, counter: &std::cell::Cell<u64>) -> Result<Vec<f64>> {
-        let n = counter.get();
-        counter.set(n + 1);
-        let name = format!("peers-pod-{n}");
+    /// Whether `apply`, `get` and `delete` are there (the pod, scale and teardown rows).
+    pub fn has_pods(&self) -> bool {
+        self.has(&["apply"]) && self.has(&["get"]) && self.has(&["delete"])
+    }
+
+    /// `podlab apply -f` a pod of `containers` sleeping busybox containers, then polls
+    /// `podlab get pod NAME -o json` until its Ready condition is True.
+    pub fn apply_pod(&self, lab: &Lab, name: &str, containers: usize) -> Result<()> {
         let manifest = lab.path(&format!("podlab/{name}.yaml"))?;
-        std::fs::write(&manifest, POD_YAML.replace("NAME", &name))
+        std::fs::write(&manifest, pod_yaml(name, containers))
             .map_err(|e| crate::Error::io("writing", &manifest, e))?;
-        let start = std::time::Instant::now();
         let mut apply = self.command(lab).expect("has() saw it");
         apply.arg("apply").arg("-f").arg(&manifest);
         crate::lab::run(&mut apply)?;
@@ -121,23 +169,70 @@ impl Podlab {
             std::time::Duration::from_secs(30),
             || {
                 let mut get = self.command(lab).expect("has() saw it");
-                get.args(["get", "pod", &name, "-o", "json"]);
+                get.args(["get", "pod", name, "-o", "json"]);
                 get.output()
                     .is_ok_and(|o| is_ready(&String::from_utf8_lossy(&o.stdout)))
             },
-        )?;
-        let up = start.elapsed().as_secs_f64() * 1e3;
-        let mut delete = self.command(lab).expect("has() saw it");
-        delete.args(["delete", "pod", &name]);
-        let down = super::suite::timed(&mut delete)?;
-        Ok(vec![up, down, up + down])
+        )
     }
 
-    /// Comparisons 4 and 5 need podlab pods that stay up (`podlab apply`) and their removal.
-    pub fn scale_pending(&self) -> Option<String> {
-        (!(self.has(&["apply"]) && self.has(&["delete"])))
-            .then(|| "podlab apply -f pod.yaml (one container); podlab delete pod NAME".to_string())
+    /// `podlab delete pod NAME --grace-period 0`, then waits until one pause process fewer runs
+    /// in the lab (the command may return before the node agent has taken the pod down).
+    pub fn delete_pod(&self, lab: &Lab, name: &str) -> Result<()> {
+        let before = pauses(lab);
+        let mut delete = self.command(lab).expect("has() saw it");
+        delete.args(["delete", "pod", name, "--grace-period", "0"]);
+        crate::lab::run(&mut delete)?;
+        crate::lab::wait_until(
+            &format!("podlab pod {name}'s pause to end"),
+            std::time::Duration::from_secs(30),
+            || pauses(lab) < before,
+        )
     }
+
+    /// The memory of podlab's per-pod processes in the lab (podlab-shim + podlab-pause; the
+    /// containers are not counted, as the peers' rows count only their sandbox machinery), and
+    /// of the node agent(s).
+    pub fn pod_memory(&self, lab: &Lab) -> ((Memory, usize), Memory) {
+        let table = crate::procs::Table::read();
+        let lab_pids = lab.lab_processes();
+        let sum = |comms: &[&str]| {
+            let pids: Vec<i32> = lab_pids
+                .iter()
+                .copied()
+                .filter(|p| {
+                    table
+                        .get(*p)
+                        .is_some_and(|p| comms.contains(&p.comm.as_str()))
+                })
+                .collect();
+            let memory = pids
+                .iter()
+                .filter_map(|p| crate::procs::memory(*p))
+                .fold(Memory::default(), |a, b| a + b);
+            (memory, pids.len())
+        };
+        (sum(&["podlab-shim", "podlab-pause"]), sum(&["podlab"]).0)
+    }
+}
+
+/// `run NAME --image busybox --rm --restart Never --command -- /bin/true`.
+fn run_args(name: &str) -> Vec<String> {
+    [
+        "run",
+        name,
+        "--image",
+        "busybox",
+        "--rm",
+        "--restart",
+        "Never",
+        "--command",
+        "--",
+        "/bin/true",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 fn contender<'a>(command: String, trial: Option<super::stats::Trial<'a>>) -> Contender<'a> {
@@ -182,6 +277,8 @@ mod tests {
         let podlab = Podlab { binary: None };
         assert!(!podlab.has(&["run"]));
         assert!(podlab.ns_set().trial.is_none());
-        assert!(podlab.scale_pending().is_some());
+        assert!(!podlab.has_pods());
+        let yaml = pod_yaml("p", 2);
+        assert!(yaml.contains("name: p\n") && yaml.contains("- name: c1\n"));
     }
 }

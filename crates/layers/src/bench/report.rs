@@ -39,7 +39,10 @@ const COMPARISONS: &[(&str, &str, &str)] = &[
         "pod",
         "3. A pod: sandbox + two containers up, then deleted",
         "`up`: from the first command to the last container running; `down`: deleting all of it. \
-         Networking is the loopback of each pod's own network namespace (`--network none`).",
+         Networking: `--network none` rows have the loopback of the pod's own network namespace; \
+         `bridge` rows also get a veth on a host-only bridge with an address from host-local IPAM \
+         (podman: a CNI `bridge` conflist with no gateway and no masquerade; docker: an \
+         `--internal` bridge network), both inside the lab's network namespace.",
     ),
     (
         "scale",
@@ -53,18 +56,23 @@ const COMPARISONS: &[(&str, &str, &str)] = &[
         "5. Teardown: delete N pods, and the kernel freeing their network namespaces",
         "`delete_all`: the deletions, one command per pod; `netns_freed`: from the first deletion \
          until the kernel's count of `net_namespace` objects is back where it was before the pods \
-         were made (the kernel frees them asynchronously).",
+         were made (the kernel frees them asynchronously); `netns_lag`: how much of that came after the \
+         last deletion returned; – when the count was not back within the wait (15 s quick, \
+         90 s full: dockerd's libnetwork removes its namespace pins in a garbage collection once \
+         a minute).",
     ),
 ];
 
-/// Writes peers.csv, peers.md and the plots into `dir`.
-pub fn write(dir: &Path, header: &Header, rows: &[Row]) -> Result<()> {
+/// Writes `PREFIX.csv`, `PREFIX.md` and the plots `PREFIX-*.svg` into `dir` (the prefix is
+/// `peers` for a full run, `peers-quick` for a quick one).
+pub fn write(dir: &Path, prefix: &str, header: &Header, rows: &[Row]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
-    let csv = dir.join("peers.csv");
+    let csv = dir.join(format!("{prefix}.csv"));
     std::fs::write(&csv, to_csv(rows)).map_err(|e| Error::io("writing", &csv, e))?;
-    let plots = plot_all(dir, rows)?;
-    let md = dir.join("peers.md");
-    std::fs::write(&md, markdown(header, rows, &plots)).map_err(|e| Error::io("writing", &md, e))
+    let plots = plot_all(dir, prefix, rows)?;
+    let md = dir.join(format!("{prefix}.md"));
+    let text = markdown(header, rows, &plots).replace("(peers.csv)", &format!("({prefix}.csv)"));
+    std::fs::write(&md, text).map_err(|e| Error::io("writing", &md, e))
 }
 
 /// The Markdown record.
@@ -176,7 +184,7 @@ fn value(v: Option<f64>, unit: &str) -> String {
 }
 
 /// Draws every plot; returns (comparison, file name) of each.
-pub fn plot_all(dir: &Path, rows: &[Row]) -> Result<Vec<(String, String)>> {
+pub fn plot_all(dir: &Path, prefix: &str, rows: &[Row]) -> Result<Vec<(String, String)>> {
     let mut made = Vec::new();
     for (comparison, metric, title) in [
         (
@@ -203,7 +211,7 @@ pub fn plot_all(dir: &Path, rows: &[Row]) -> Result<Vec<(String, String)>> {
         if bars.is_empty() {
             continue;
         }
-        let file = format!("peers-{comparison}.svg");
+        let file = format!("{prefix}-{comparison}.svg");
         bar_chart(&dir.join(&file), title, &bars)?;
         made.push((comparison.to_string(), file));
     }
@@ -220,7 +228,7 @@ pub fn plot_all(dir: &Path, rows: &[Row]) -> Result<Vec<(String, String)>> {
         })
         .collect();
     if !teardown.is_empty() {
-        let file = "peers-teardown.svg".to_string();
+        let file = format!("{prefix}-teardown.svg");
         bar_chart(&dir.join(&file), "teardown of N pods (ms)", &teardown)?;
         made.push(("teardown".into(), file));
     }
@@ -504,7 +512,7 @@ mod tests {
             host_check: vec!["unchanged".into()],
             notes: vec![],
         };
-        write(&dir, &header, &rows).unwrap();
+        write(&dir, "peers", &header, &rows).unwrap();
         let md = std::fs::read_to_string(dir.join("peers.md")).unwrap();
         assert!(md.contains("| runc | total |  | 20.0 ms |"), "{md}");
         assert!(md.contains("## Pending podlab rows"));

@@ -29,7 +29,7 @@ use super::podlab::Podlab;
 use super::record::{fill_ratios, rows_of, Row};
 use super::stats::{interleave, Contender, Trial};
 use crate::engines::containerd::Containerd;
-use crate::engines::dockerd::Dockerd;
+use crate::engines::dockerd::{Dockerd, NETWORK as DOCKER_NETWORK};
 use crate::engines::oci::Bundle;
 use crate::engines::podman::{self, Podman};
 use crate::hostcheck::{self, net_namespaces_in_kernel, Change};
@@ -50,6 +50,10 @@ pub struct Plan {
     pub level_rounds: usize,
     pub teardown_pods: u32,
     pub teardown_rounds: usize,
+    /// How long the teardown waits for the kernel to free the namespaces. dockerd (libnetwork)
+    /// removes the pins of its sandboxes' namespaces in a garbage collection that runs once a
+    /// minute, so its namespaces may outlive the containers by up to 60 s.
+    pub netns_wait: Duration,
 }
 
 impl Plan {
@@ -59,12 +63,13 @@ impl Plan {
             name: "quick",
             warmup: 1,
             ns_rounds: 30,
-            container_rounds: 6,
-            pod_rounds: 3,
-            levels: vec![1, 10],
+            container_rounds: 8,
+            pod_rounds: 4,
+            levels: vec![1, 10, 25],
             level_rounds: 3,
             teardown_pods: 10,
             teardown_rounds: 1,
+            netns_wait: Duration::from_secs(15),
         }
     }
 
@@ -74,12 +79,13 @@ impl Plan {
             name: "full",
             warmup: 2,
             ns_rounds: 200,
-            container_rounds: 30,
-            pod_rounds: 12,
+            container_rounds: 20,
+            pod_rounds: 8,
             levels: vec![1, 10, 100, 500],
             level_rounds: 5,
             teardown_pods: 100,
-            teardown_rounds: 2,
+            teardown_rounds: 1,
+            netns_wait: Duration::from_secs(90),
         }
     }
 }
@@ -109,6 +115,7 @@ struct Peers {
     podman: Option<Podman>,
     bundle: Option<Bundle>,
     cgroup2_view: bool,
+    docker_network: bool,
     counter: Cell<u64>,
 }
 
@@ -214,6 +221,13 @@ fn with_peers(
         }
         None => None,
     };
+    let docker_network = dockerd
+        .as_ref()
+        .map(|d| {
+            d.create_network(&lab)
+                .map_err(|err| note("docker network create", &err))
+        })
+        .is_some_and(|r| r.is_ok());
     let podman = match Podman::setup(&mut lab) {
         Ok(p) => match p.import(&lab, &built.tar) {
             Ok(()) => Some(p),
@@ -246,6 +260,7 @@ fn with_peers(
         podman,
         bundle,
         cgroup2_view,
+        docker_network,
         counter: Cell::new(0),
     };
     let result = body(&peers, notes);
@@ -259,6 +274,25 @@ pub fn timed(cmd: &mut Command) -> Result<f64> {
     let start = Instant::now();
     run(cmd)?;
     Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// `trial`, then (not timed) the reaping of the orphans it left (see [`Lab::reap_orphans`]).
+fn reaping<'a>(lab: &'a Lab, mut trial: Trial<'a>) -> Trial<'a> {
+    Box::new(move || {
+        let values = trial();
+        lab.reap_orphans();
+        values
+    })
+}
+
+fn reap_after_each<'a>(lab: &'a Lab, contenders: Vec<Contender<'a>>) -> Vec<Contender<'a>> {
+    contenders
+        .into_iter()
+        .map(|mut c| {
+            c.trial = c.trial.take().map(|t| reaping(lab, t));
+            c
+        })
+        .collect()
 }
 
 fn one<'a>(name: &str, command: String, trial: Trial<'a>) -> Contender<'a> {
@@ -305,7 +339,7 @@ fn ns_set(options: &Options) -> Result<Vec<Row>> {
 
 fn container_true(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
     let lab = &peers.lab;
-    let mut contenders = vec![podlab.container_true(lab)];
+    let mut contenders = vec![podlab.container_true(lab, &peers.counter)];
     if let Some(bundle) = &peers.bundle {
         let state = lab.dir().join("runc-state");
         let state2 = lab.dir().join("runc-state-cgroup2");
@@ -389,7 +423,12 @@ fn container_true(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row
             }),
         ));
     }
-    let outcomes = interleave(&mut contenders, 1, plan.warmup * 2, plan.container_rounds)?;
+    let outcomes = interleave(
+        &mut reap_after_each(lab, contenders),
+        1,
+        plan.warmup * 2,
+        plan.container_rounds,
+    )?;
     Ok(rows_of(
         "container-true",
         None,
@@ -404,20 +443,36 @@ fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
     let lab = &peers.lab;
     let mut contenders = vec![podlab.pod(lab, &peers.counter)];
     if let Some(p) = &peers.podman {
-        contenders.push(one(
-            "podman pod",
-            "podman pod create --network none; pod start; 2x run -d --pod; pod rm -f -t 0".into(),
-            Box::new(move || podman_pod(peers, p)),
-        ));
+        for network in ["none", podman::NETWORK] {
+            contenders.push(one(
+                if network == "none" { "podman pod" } else { "podman pod (CNI bridge)" },
+                format!(
+                    "podman pod create --network {network}; pod start; 2x run -d --pod; pod rm -f -t 0"
+                ),
+                Box::new(move || podman_pod(peers, p, network)),
+            ));
+        }
     }
     if let Some(d) = &peers.dockerd {
-        contenders.push(one(
-            "docker --network container:",
-            "docker run -d --network none --ipc shareable (sandbox); 2x run -d --network \
-             container:S --ipc container:S; rm -f"
-                .into(),
-            Box::new(move || docker_pod(peers, d)),
-        ));
+        let networks: &[&str] = if peers.docker_network {
+            &["none", DOCKER_NETWORK]
+        } else {
+            &["none"]
+        };
+        for &network in networks {
+            contenders.push(one(
+                if network == "none" {
+                    "docker --network container:"
+                } else {
+                    "docker --network container: (bridge)"
+                },
+                format!(
+                    "docker run -d --network {network} --ipc shareable (sandbox); 2x run -d \
+                     --network container:S --ipc container:S; rm -f"
+                ),
+                Box::new(move || docker_pod(peers, d, network)),
+            ));
+        }
     }
     if let Some(c) = &peers.containerd {
         contenders.push(one(
@@ -428,7 +483,12 @@ fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
             Box::new(move || ctr_pod(peers, c)),
         ));
     }
-    let outcomes = interleave(&mut contenders, 3, plan.warmup, plan.pod_rounds)?;
+    let outcomes = interleave(
+        &mut reap_after_each(lab, contenders),
+        3,
+        plan.warmup,
+        plan.pod_rounds,
+    )?;
     Ok(rows_of(
         "pod",
         None,
@@ -437,7 +497,7 @@ fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
     ))
 }
 
-fn podman_pod(peers: &Peers, p: &Podman) -> Result<Vec<f64>> {
+fn podman_pod(peers: &Peers, p: &Podman, network: &str) -> Result<Vec<f64>> {
     let lab = &peers.lab;
     let name = peers.next_id("pod");
     let start = Instant::now();
@@ -449,7 +509,7 @@ fn podman_pod(peers: &Peers, p: &Podman) -> Result<Vec<f64>> {
             "--name",
             &name,
             "--network",
-            "none",
+            network,
             "--cgroup-parent",
         ])
         .arg(&p.cgroup_parent))?;
@@ -466,7 +526,7 @@ fn podman_pod(peers: &Peers, p: &Podman) -> Result<Vec<f64>> {
     Ok(vec![up, down, up + down])
 }
 
-fn docker_pod(peers: &Peers, d: &Dockerd) -> Result<Vec<f64>> {
+fn docker_pod(peers: &Peers, d: &Dockerd, network: &str) -> Result<Vec<f64>> {
     let lab = &peers.lab;
     let sandbox = peers.next_id("sandbox");
     let names = [
@@ -483,7 +543,7 @@ fn docker_pod(peers: &Peers, d: &Dockerd) -> Result<Vec<f64>> {
             "--name",
             &sandbox,
             "--network",
-            "none",
+            network,
             "--ipc",
             "shareable",
         ])
@@ -560,16 +620,35 @@ struct Kind<'a> {
     command: String,
     start: Box<dyn Fn(&str) -> Result<()> + 'a>,
     remove: Box<dyn Fn(&str) -> Result<()> + 'a>,
+    /// Removes many at once where the peer's CLI takes several names (not timed).
+    remove_many: Box<dyn Fn(&[String]) -> Result<()> + 'a>,
     /// The processes each pod keeps alive, summed over all pods of this kind now.
     memory: Box<dyn Fn() -> (Memory, usize) + 'a>,
     /// The daemons' memory (dockerd, containerd), summed.
     daemons: Box<dyn Fn() -> Memory + 'a>,
 }
 
-fn kinds<'a>(peers: &'a Peers) -> Vec<Kind<'a>> {
+/// podlab's pods for scale and teardown (one sleeping container each; its memory row counts
+/// podlab-shim + podlab-pause), once `podlab apply`, `get` and `delete` exist.
+fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
+    let lab = &peers.lab;
+    podlab.has_pods().then(|| Kind {
+        name: "podlab",
+        command: "podlab apply -f pod.yaml (one container) until Ready; podlab delete pod NAME \
+                  --grace-period 0 until its pause is gone"
+            .into(),
+        start: Box::new(move |id| podlab.apply_pod(lab, id, 1)),
+        remove: Box::new(move |id| podlab.delete_pod(lab, id)),
+        remove_many: Box::new(move |ids| ids.iter().try_for_each(|id| podlab.delete_pod(lab, id))),
+        memory: Box::new(move || podlab.pod_memory(lab).0),
+        daemons: Box::new(move || podlab.pod_memory(lab).1),
+    })
+}
+
+fn kinds<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Vec<Kind<'a>> {
     let lab = &peers.lab;
     let dir = lab.dir().display().to_string();
-    let mut out = Vec::new();
+    let mut out: Vec<Kind<'a>> = podlab_kind(peers, podlab).into_iter().collect();
     if let Some(p) = &peers.podman {
         let dir = dir.clone();
         out.push(Kind {
@@ -592,6 +671,9 @@ fn kinds<'a>(peers: &'a Peers) -> Vec<Kind<'a>> {
             }),
             remove: Box::new(move |id| {
                 run(p.podman(lab).args(["pod", "rm", "-f", "-t", "0", id])).map(drop)
+            }),
+            remove_many: Box::new(move |ids| {
+                run(p.podman(lab).args(["pod", "rm", "-f", "-t", "0"]).args(ids)).map(drop)
             }),
             memory: Box::new(move || {
                 processes_below(|p| p.comm == "conmon" && p.command_text().contains(&dir))
@@ -621,6 +703,9 @@ fn kinds<'a>(peers: &'a Peers) -> Vec<Kind<'a>> {
                 .map(drop)
             }),
             remove: Box::new(move |id| run(d.docker(lab).args(["rm", "-f", id])).map(drop)),
+            remove_many: Box::new(move |ids| {
+                run(d.docker(lab).args(["rm", "-f"]).args(ids)).map(drop)
+            }),
             memory: Box::new(|| shims_of("moby")),
             daemons: Box::new(move || daemon_memory(&[d.pid, c.pid])),
         });
@@ -631,6 +716,9 @@ fn kinds<'a>(peers: &'a Peers) -> Vec<Kind<'a>> {
             command: "ctr run -d IMAGE ID sleep".into(),
             start: Box::new(move |id| ctr_start(peers, c, id, &[])),
             remove: Box::new(move |id| ctr_remove(peers, c, id)),
+            remove_many: Box::new(move |ids| {
+                ids.iter().try_for_each(|id| ctr_remove(peers, c, id))
+            }),
             memory: Box::new(|| shims_of("default")),
             daemons: Box::new(move || daemon_memory(&[c.pid])),
         });
@@ -674,7 +762,7 @@ fn daemon_memory(pids: &[i32]) -> Memory {
 }
 
 fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -> Result<Vec<Row>> {
-    let kinds = kinds(peers);
+    let kinds = kinds(peers, podlab);
     let mut rows = Vec::new();
     let mut alive: Vec<Vec<String>> = vec![Vec::new(); kinds.len()];
     let mut broken: Vec<Option<String>> = vec![None; kinds.len()];
@@ -693,6 +781,7 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
                     }
                     interrupt::check()?;
                     let id = peers.next_id("scale");
+                    peers.lab.reap_orphans();
                     match (kind.start)(&id) {
                         Ok(()) => alive[k].push(id),
                         Err(err) => {
@@ -731,7 +820,12 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
                 })
                 .collect();
             contenders.insert(0, pending_podlab(podlab));
-            let outcomes = interleave(&mut contenders, 2, 0, plan.level_rounds)?;
+            let outcomes = interleave(
+                &mut reap_after_each(&peers.lab, contenders),
+                2,
+                0,
+                plan.level_rounds,
+            )?;
             rows.extend(rows_of(
                 "scale",
                 Some(level),
@@ -762,9 +856,9 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
                     ));
                 }
             }
-            if let Some(command) = podlab.scale_pending() {
+            if !podlab.has_pods() {
                 for (metric, unit) in [("pss_per_pod", "kB"), ("rss_per_pod", "kB")] {
-                    rows.push(pending_row("scale", metric, Some(level), unit, &command));
+                    rows.push(pending_row("scale", metric, Some(level), unit, PODLAB_PODS));
                 }
             }
         }
@@ -773,9 +867,9 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
     // Take the scale pods down (not timed: the teardown comparison times deletion).
     println!("  removing the scale pods");
     for (k, kind) in kinds.iter().enumerate() {
-        for id in alive[k].drain(..) {
-            if let Err(err) = (kind.remove)(&id) {
-                notes.push(format!("scale: removing {} {id}: {err}", kind.name));
+        for chunk in alive[k].chunks(50) {
+            if let Err(err) = (kind.remove_many)(chunk) {
+                notes.push(format!("scale: removing {} pods: {err}", kind.name));
             }
         }
     }
@@ -783,12 +877,13 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
     Ok(rows)
 }
 
-fn pending_podlab(podlab: &Podlab) -> Contender<'static> {
+const PODLAB_PODS: &str =
+    "podlab apply -f pod.yaml (one container) until Ready; podlab delete pod NAME --grace-period 0";
+
+fn pending_podlab(_podlab: &Podlab) -> Contender<'static> {
     Contender {
         name: "podlab".into(),
-        command: podlab
-            .scale_pending()
-            .unwrap_or_else(|| "podlab apply -f pod.yaml; podlab delete pod NAME".into()),
+        command: PODLAB_PODS.into(),
         trial: None,
     }
 }
@@ -837,24 +932,35 @@ fn pending_row(
 }
 
 fn teardown(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
-    let kinds = kinds(peers);
+    let mut kinds = kinds(peers, podlab);
+    // dockerd frees its namespaces lazily (see Plan::netns_wait): last, so that a namespace it
+    // has not freed yet cannot fall into another kind's measurement.
+    kinds.sort_by_key(|k| k.name.starts_with("docker"));
     let n = plan.teardown_pods;
     let mut contenders: Vec<Contender> = kinds
         .iter()
         .map(|kind| Contender {
             name: kind.name.into(),
             command: format!("{n}x ({}), then remove each", kind.command),
-            trial: Some(Box::new(move || teardown_trial(peers, kind, n)) as Trial),
+            trial: Some(Box::new(move || teardown_trial(peers, kind, n, plan.netns_wait)) as Trial),
         })
         .collect();
-    contenders.insert(0, pending_podlab(podlab));
-    let outcomes = interleave(&mut contenders, 4, 0, plan.teardown_rounds)?;
+    if !podlab.has_pods() {
+        contenders.insert(0, pending_podlab(podlab));
+    }
+    let outcomes = interleave(
+        &mut reap_after_each(&peers.lab, contenders),
+        5,
+        0,
+        plan.teardown_rounds,
+    )?;
     Ok(rows_of(
         "teardown",
         Some(n),
         &[
             ("delete_all", "ms"),
             ("netns_freed", "ms"),
+            ("netns_lag", "ms"),
             ("delete_per_pod", "ms"),
             ("netns_per_pod", "count"),
         ],
@@ -864,7 +970,8 @@ fn teardown(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
 
 /// Creates `n` pods (not timed), then deletes them one after another (timed) and waits for the
 /// kernel's count of network namespaces to come back to where it was before they were made.
-fn teardown_trial(peers: &Peers, kind: &Kind, n: u32) -> Result<Vec<f64>> {
+/// The namespace metrics are NaN (shown as –) when the kernel's count is not back within `wait`.
+fn teardown_trial(peers: &Peers, kind: &Kind, n: u32, wait: Duration) -> Result<Vec<f64>> {
     let before = net_namespaces_in_kernel();
     let mut ids = Vec::new();
     let made = (|| -> Result<()> {
@@ -888,14 +995,19 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32) -> Result<Vec<f64>> {
         (kind.remove)(id)?;
     }
     let deleted = ms_since(start);
+    peers.lab.reap_orphans();
     let freed = match before {
         Some(target) => {
-            crate::lab::wait_until(
+            let back = crate::lab::wait_until(
                 "the kernel to free the deleted pods' network namespaces",
-                Duration::from_secs(30),
+                wait,
                 || net_namespaces_in_kernel().is_some_and(|now| now <= target),
-            )?;
-            ms_since(start)
+            );
+            if back.is_ok() {
+                ms_since(start)
+            } else {
+                f64::NAN
+            }
         }
         None => f64::NAN,
     };
@@ -903,7 +1015,13 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32) -> Result<Vec<f64>> {
         (Some(b), Some(w)) => w.saturating_sub(b) as f64 / f64::from(n),
         _ => f64::NAN,
     };
-    Ok(vec![deleted, freed, deleted / f64::from(n), per_pod_netns])
+    Ok(vec![
+        deleted,
+        freed,
+        freed - deleted,
+        deleted / f64::from(n),
+        per_pod_netns,
+    ])
 }
 
 /// Waits (at most 20 s) until the kernel's count of network namespaces is back to `baseline`,

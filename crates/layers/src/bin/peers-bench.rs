@@ -1,6 +1,7 @@
 //! `peers-bench [--quick] [--out DIR] [--workspace DIR]`: runs the five comparisons of
 //! `cargo xtask peers` (see `podlab_layers::bench::suite`) and writes `DIR/peers.csv`,
-//! `DIR/peers.md` and `DIR/peers-*.svg` (default DIR: `docs/benchmarks/<today>`).
+//! `DIR/peers.md` and `DIR/peers-*.svg` (`peers-quick.*` for `--quick`; default DIR:
+//! `docs/benchmarks/<today>`).
 //!
 //! It becomes a child subreaper first, so that every process the peers leave behind (shims and
 //! conmon double-fork away from their parents) is re-parented to it, killed by pid and reaped
@@ -99,9 +100,14 @@ fn run() -> Result<()> {
         host_check: host_check.clone(),
         notes: outcome.notes.clone(),
     };
-    report::write(&out, &header, &outcome.rows)?;
+    let prefix = if plan.name == "quick" {
+        "peers-quick"
+    } else {
+        "peers"
+    };
+    report::write(&out, prefix, &header, &outcome.rows)?;
     println!(
-        "\nwrote {}/peers.{{csv,md}} and peers-*.svg ({:.0} s)",
+        "\nwrote {}/{prefix}.{{csv,md}} and {prefix}-*.svg ({:.0} s)",
         out.display(),
         outcome.seconds
     );

@@ -16,6 +16,9 @@ use super::containerd::Containerd;
 use crate::lab::{run, wait_until, Lab};
 use crate::{tools, Error, Result};
 
+/// The lab's docker network (see [`Dockerd::create_network`]).
+pub const NETWORK: &str = "podlab-peers";
+
 pub struct Dockerd {
     pub pid: i32,
     pub socket: PathBuf,
@@ -85,6 +88,24 @@ impl Dockerd {
     /// The docker CLI, pointed at this dockerd.
     pub fn docker(&self, lab: &Lab) -> Command {
         docker_command(lab, &self.docker, &self.socket)
+    }
+
+    /// An internal bridge network of the lab (`--internal`: no gateway route, and with
+    /// `--iptables=false` no rule either), made in the lab's network namespace.
+    pub fn create_network(&self, lab: &Lab) -> Result<()> {
+        run(self.docker(lab).args([
+            "network",
+            "create",
+            "--internal",
+            "--driver",
+            "bridge",
+            "--subnet",
+            "10.214.0.0/16",
+            "-o",
+            "com.docker.network.bridge.name=plabd0",
+            NETWORK,
+        ]))?;
+        Ok(())
     }
 
     /// `docker import rootfs.tar podlab-peers/busybox:1`.

@@ -6,7 +6,10 @@
 //! * `cgroup_manager = "cgroupfs"`, `events_logger = "file"`: no systemd or journald here;
 //! * storage (`graphroot`, `runroot`), `tmp_dir`, `static_dir`, `volume_path`, the events log and
 //!   the CNI config folder in the lab; `netns = "none"` and `--network none` on every pod and
-//!   container, so podman makes no bridge and no NAT rule.
+//!   container, so podman makes no bridge and no NAT rule by default;
+//! * one network of the lab's own, [`NETWORK`]: a CNI `bridge` with `isGateway: false` and
+//!   `ipMasq: false` (no address on the bridge, no route, no NAT) and `host-local` addresses
+//!   kept in the lab. The bridge is made in the lab's network namespace, never the host's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +23,9 @@ pub struct Podman {
     /// The cgroup every pod and container goes under (`--cgroup-parent`).
     pub cgroup_parent: String,
 }
+
+/// The lab's CNI network (see the module doc).
+pub const NETWORK: &str = "podlab-peers";
 
 /// The name podman gives the imported image.
 pub fn image() -> String {
@@ -39,8 +45,11 @@ impl Podman {
             let path = base.join(name);
             std::fs::write(&path, text).map_err(|e| Error::io("writing", &path, e))?;
         }
+        let conflist = base.join(format!("cni/{NETWORK}.conflist"));
         std::fs::create_dir_all(base.join("cni"))
             .map_err(|e| Error::io("creating", base.join("cni"), e))?;
+        std::fs::write(&conflist, conflist_json(&base.join("cni-ipam")))
+            .map_err(|e| Error::io("writing", &conflist, e))?;
         let this = Podman {
             podman: podman.clone(),
             base: base.clone(),
@@ -98,6 +107,27 @@ pub fn containers_conf(base: &Path) -> String {
     )
 }
 
+/// A host-only bridge: no gateway address, no masquerade, addresses kept in `ipam_dir`.
+pub fn conflist_json(ipam_dir: &Path) -> String {
+    let value = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": NETWORK,
+        "plugins": [{
+            "type": "bridge",
+            "bridge": "plab0",
+            "isGateway": false,
+            "ipMasq": false,
+            "hairpinMode": false,
+            "ipam": {
+                "type": "host-local",
+                "dataDir": ipam_dir.display().to_string(),
+                "ranges": [[{ "subnet": "10.213.0.0/16" }]]
+            }
+        }]
+    });
+    serde_json::to_string_pretty(&value).expect("a Value serializes")
+}
+
 pub fn storage_conf(base: &Path) -> String {
     let b = base.display();
     format!("[storage]\ndriver = \"overlay\"\nrunroot = \"{b}/run\"\ngraphroot = \"{b}/root\"\n")
@@ -115,5 +145,16 @@ mod tests {
         assert!(c.contains("netns = \"none\""));
         let s = storage_conf(Path::new("/tmp/lab/podman"));
         assert!(s.contains("graphroot = \"/tmp/lab/podman/root\""));
+        let net: serde_json::Value =
+            serde_json::from_str(&conflist_json(Path::new("/tmp/lab/ipam"))).unwrap();
+        let bridge = &net["plugins"][0];
+        assert_eq!(bridge["isGateway"], false);
+        assert_eq!(bridge["ipMasq"], false);
+        assert_eq!(bridge["ipam"]["dataDir"], "/tmp/lab/ipam");
+        assert_eq!(
+            net["plugins"].as_array().unwrap().len(),
+            1,
+            "no portmap or firewall"
+        );
     }
 }
