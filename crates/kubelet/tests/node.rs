@@ -1137,6 +1137,58 @@ spec:
     assert!(!logs.exists(), "no log folder");
 }
 
+/// Pods removed from the store without the termination path — forced while the agent runs, or
+/// while no agent ran — have what they left on the node removed: processes, sandboxes, folders.
+/// Stopping the agent itself leaves the pods running.
+#[test]
+fn pods_gone_from_the_store_are_cleaned_up() {
+    let mut node = TestNode::new("orphans");
+    node.start_agent(node.config());
+    node.apply(&pod_yaml("forced", "Always", "exec sleep 1000"));
+    node.apply(&pod_yaml("orphan", "Always", "exec sleep 1000"));
+    let left = |name: &str| {
+        let pod = node.wait_pod(name, "running", |p| running(p, "app"));
+        let sandbox = node.sandboxes_of(&pod).remove(0);
+        let pids = vec![
+            node.newest_record(&pod, "app").unwrap().pid.unwrap(),
+            sandbox.pause_pid.unwrap(),
+            sandbox.shim_pid.unwrap(),
+        ];
+        let uid = pod.metadata.uid.clone().unwrap();
+        let dirs = vec![
+            node.runtime.layout().sandbox(&sandbox.id).dir,
+            node.dir.join("pods").join(&uid),
+            node.dir.join("logs").join(format!("default_{name}_{uid}")),
+        ];
+        (pids, dirs)
+    };
+    let (forced_pids, forced_dirs) = left("forced");
+    let (orphan_pids, orphan_dirs) = left("orphan");
+    node.stop_agent();
+    assert!(
+        orphan_pids.iter().chain(&forced_pids).all(|&p| alive(p)),
+        "a stopped agent leaves its pods running"
+    );
+    node.store.delete::<Pod>("default", "orphan").unwrap();
+    node.start_agent(node.config());
+    let cleaned = |pids: &[i32], dirs: &[PathBuf]| {
+        pids.iter().all(|&p| !alive(p)) && dirs.iter().all(|d| !d.exists())
+    };
+    wait_for("the orphan to be cleaned up at the agent's start", || {
+        cleaned(&orphan_pids, &orphan_dirs)
+    });
+    assert!(
+        forced_pids.iter().all(|&p| alive(p)),
+        "the other pod is left alone"
+    );
+    node.store.delete::<Pod>("default", "forced").unwrap();
+    wait_for("the forced deletion to be cleaned up", || {
+        cleaned(&forced_pids, &forced_dirs)
+    });
+    assert!(node.runtime.list_pod_sandboxes().unwrap().is_empty());
+    assert!(podlab_ns::mnt::mounts_below(&node.dir).unwrap().is_empty());
+}
+
 /// One agent per root: ensure_running starts a detached one when none runs and finds the running
 /// one afterwards; stop_agent ends it.
 #[test]

@@ -20,6 +20,7 @@ use super::config::NodeConfig;
 use super::daemon::NodeLock;
 use super::events::Recorder;
 use super::execute::kill_pod;
+use super::pleg::Pleg;
 use super::view::PodRuntime;
 use super::worker::{remove_pod_dirs, PodWorker, WorkerMsg};
 use super::NodeError;
@@ -35,6 +36,7 @@ pub struct Node {
     pub recorder: Recorder,
     /// `status.hostIP`.
     pub host_ip: String,
+    pub pleg: Pleg,
 }
 
 impl Node {
@@ -48,6 +50,7 @@ impl Node {
         }
         Ok(Node {
             recorder: Recorder::new(store.clone()),
+            pleg: Pleg::default(),
             host_ip: node_address(),
             config,
             store,
@@ -62,6 +65,18 @@ impl Node {
 pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let lock = NodeLock::acquire(&config.root)?;
     let node = Arc::new(Node::open(config)?);
+    let pleg_stop = Arc::new(AtomicBool::new(false));
+    let pleg = {
+        let (shared, stop) = (Arc::clone(&node), Arc::clone(&pleg_stop));
+        std::thread::Builder::new()
+            .name("pleg".into())
+            .spawn(move || {
+                shared
+                    .pleg
+                    .run(&shared.runtime, shared.config.resync, &stop)
+            })
+            .map_err(|e| NodeError::io("starting the PLEG thread", &node.config.root, e))?
+    };
     let mut agent = Agent {
         node,
         workers: HashMap::new(),
@@ -70,6 +85,8 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     };
     let result = agent.serve(&stop);
     agent.shutdown();
+    pleg_stop.store(true, Ordering::SeqCst);
+    let _ = pleg.join();
     drop(lock);
     result
 }

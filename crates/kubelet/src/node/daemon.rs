@@ -25,6 +25,8 @@ const SPAWN_LOCK_FILE: &str = "node.spawn.lock";
 /// How long [`ensure_running`] waits for a new agent to take its lock.
 pub const START_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(20);
+/// How often [`NodeLock::acquire`] retries a lock held without a live agent's pid (1 s).
+const LOCK_TRIES: u32 = 50;
 
 /// The agent's hold on its root; released (and the pid file removed) when dropped.
 #[derive(Debug)]
@@ -39,11 +41,19 @@ impl NodeLock {
         std::fs::create_dir_all(root).map_err(|e| NodeError::io("creating", root, e))?;
         let path = root.join(LOCK_FILE);
         let file = open_lock_file(&path)?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB, &path)? {
-            return Err(NodeError::AlreadyRunning {
-                root: root.to_path_buf(),
-                pid: read_pid(root),
-            });
+        // A shared hold is only ever a moment's look by `running_agent`; an agent's exclusive
+        // hold comes with its pid file. So wait out the first, not the second.
+        let mut tries = 0;
+        while !flock(&file, libc::LOCK_EX | libc::LOCK_NB, &path)? {
+            let holder = read_pid(root).filter(|&pid| pid_alive(pid));
+            tries += 1;
+            if holder.is_some() || tries >= LOCK_TRIES {
+                return Err(NodeError::AlreadyRunning {
+                    root: root.to_path_buf(),
+                    pid: holder,
+                });
+            }
+            std::thread::sleep(POLL);
         }
         let pid_file = root.join(PID_FILE);
         let tmp = root.join(format!(".{PID_FILE}.{}", std::process::id()));
@@ -229,6 +239,10 @@ fn flock(file: &File, operation: libc::c_int, path: &Path) -> Result<bool, NodeE
             }
         }
     }
+}
+
+fn pid_alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
 
 fn read_pid(root: &Path) -> Option<i32> {

@@ -8,6 +8,7 @@
 //! | [`config`] | the kubelet's flags: backoff, resync, node name |
 //! | [`agent`] | the sync loop: pod config source (store watch), pod workers, orphan cleanup |
 //! | [`worker`] | one pod worker: its caches and its passes; the termination path |
+//! | [`pleg`] | the pod lifecycle event generator: a cheap relist of every pod each `resync` |
 //! | [`view`] | runtime records → [`crate::RuntimeView`], `v1.Pod` → [`crate::PodSpecView`], API status → previous status |
 //! | [`execute`] | kuberuntime's SyncPod: kill, prune, RunPodSandbox, start through the backoff gate |
 //! | [`status`] | generateAPIPodStatus + the status manager: the `v1.PodStatus` written back |
@@ -26,6 +27,7 @@ pub mod daemon;
 mod error;
 pub mod events;
 pub mod execute;
+pub mod pleg;
 pub mod probes;
 pub mod status;
 pub mod transport;

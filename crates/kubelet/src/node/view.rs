@@ -6,10 +6,6 @@
 //! its pod (uid) and container (name, list); times become the rules' plain seconds, except the
 //! creation time, kept in nanoseconds because it orders a container's records.
 
-use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-
 use k8s_openapi::api::core::v1::{ContainerState, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podlab_runtime::{
@@ -90,101 +86,6 @@ impl PodRuntime {
             sandboxes: self.sandboxes.iter().map(sandbox_record).collect(),
             containers: self.containers.iter().map(container_record).collect(),
         }
-    }
-}
-
-/// kubelet's PLEG relist, made cheap: instead of reading every record again, a relist looks at
-/// the inode, size and modification time of the pod's state files (every record is replaced by
-/// a rename, so a change gives a new inode), at the `containers/` folder (a new container is a
-/// new folder in it, which moves its link count), and polls pidfds of the shim and pause
-/// processes the last full read saw running (a pause killed by `kill -9` changes no file). Only
-/// a difference makes the worker read the records and run the rules again.
-#[derive(Debug, Default)]
-pub struct Relist {
-    stamp: Vec<u64>,
-    /// The container records the last full read saw, whose files are stamped.
-    containers: Vec<(SandboxId, podlab_runtime::ContainerId)>,
-    processes: Vec<podlab_runtime::liveness::Pidfd>,
-    /// The next relist must report a change (a process was already gone when the last read
-    /// tried to watch it, or the stamp was taken over other containers than were read).
-    dirty: bool,
-}
-
-impl Relist {
-    /// The stamp of `sandboxes` now, taken before they are read.
-    pub fn stamp(&self, runtime: &Runtime, sandboxes: &[SandboxId]) -> Vec<u64> {
-        let layout = runtime.layout();
-        let mut stamp = Vec::with_capacity((sandboxes.len() * 3 + self.containers.len()) * 4);
-        for id in sandboxes {
-            let paths = layout.sandbox(id);
-            push_file(&mut stamp, &paths.record());
-            push_file(&mut stamp, &paths.shim_record());
-            push_file(&mut stamp, &paths.containers_dir());
-        }
-        for (sandbox, container) in &self.containers {
-            push_file(
-                &mut stamp,
-                &layout.sandbox(sandbox).container(container).record(),
-            );
-        }
-        stamp
-    }
-
-    /// Remembers what a full read saw: the stamp taken before it, its containers, and the
-    /// processes that ran.
-    pub fn record(&mut self, stamp: Vec<u64>, observed: &PodRuntime) {
-        let containers: Vec<_> = observed
-            .containers
-            .iter()
-            .map(|c| (c.sandbox_id.clone(), c.id.clone()))
-            .collect();
-        self.dirty = containers != self.containers;
-        self.containers = containers;
-        self.stamp = stamp;
-        self.processes.clear();
-        let pids = observed
-            .sandboxes
-            .iter()
-            .flat_map(|s| s.shim_pid.into_iter().chain(s.pause_pid));
-        for pid in pids {
-            match podlab_runtime::liveness::Pidfd::open(pid) {
-                Ok(pidfd) => self.processes.push(pidfd),
-                Err(_) => self.dirty = true,
-            }
-        }
-    }
-
-    /// Whether anything changed since [`Relist::record`].
-    pub fn changed(&self, runtime: &Runtime, sandboxes: &[SandboxId]) -> bool {
-        self.dirty || self.any_exited() || self.stamp(runtime, sandboxes) != self.stamp
-    }
-
-    fn any_exited(&self) -> bool {
-        if self.processes.is_empty() {
-            return false;
-        }
-        let mut fds: Vec<nix::poll::PollFd> = self
-            .processes
-            .iter()
-            .map(|p| nix::poll::PollFd::new(p.as_fd(), nix::poll::PollFlags::POLLIN))
-            .collect();
-        !matches!(
-            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
-            Ok(0)
-        )
-    }
-}
-
-/// A file's identity and version: inode, link count, size, modification time (0s when absent).
-fn push_file(stamp: &mut Vec<u64>, path: &Path) {
-    match std::fs::metadata(path) {
-        Ok(meta) => stamp.extend([
-            meta.ino() ^ (meta.nlink() << 48),
-            meta.size(),
-            meta.mtime() as u64,
-            meta.mtime_nsec() as u64,
-        ]),
-        Err(_) => stamp.extend([0, 0, 0, 0]),
     }
 }
 

@@ -14,7 +14,7 @@
 //! that vanished from the store has its containers and sandboxes removed.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -29,9 +29,10 @@ use crate::PodSpecView;
 
 use super::agent::Node;
 use super::execute::{kill_pod, Execution, PodCaches};
+use super::pleg::Relist;
 use super::probes::{ContainerTarget, ProbeManager, ProbeTargets};
 use super::status::{pod_status, StatusInputs};
-use super::view::{self, PodRuntime, Relist};
+use super::view::{self, PodRuntime};
 
 /// After a pass that changed the runtime, the next one comes this soon, to report the change.
 const SETTLE: Duration = Duration::from_millis(50);
@@ -62,9 +63,8 @@ pub struct PodWorker {
     last_status: Option<PodStatus>,
     last_written_rv: Option<String>,
     wake_at: Option<Instant>,
-    /// What the last full read saw, to tell whether the runtime changed since.
-    relist: Relist,
-    last_full: Option<Instant>,
+    /// What the last full read saw, for the PLEG to tell whether the runtime changed since.
+    relist: Arc<Mutex<Relist>>,
     /// The agent found this pod when it started (probe workers then start with a jitter).
     found_at_start: bool,
     /// The pod reached a terminal phase: no more runtime passes.
@@ -81,7 +81,9 @@ impl PodWorker {
         wake: Sender<WorkerMsg>,
     ) -> PodWorker {
         let dirs = PodDirs::new(&node.config.root, &pod);
-        let wake = std::sync::Mutex::new(wake);
+        let relist = Arc::new(Mutex::new(Relist::default()));
+        node.pleg.register(&relist, wake.clone());
+        let wake = Mutex::new(wake);
         let probes = ProbeManager::new(move || {
             let _ = wake.lock().map(|w| w.send(WorkerMsg::Wake));
         });
@@ -95,32 +97,26 @@ impl PodWorker {
             last_status: None,
             last_written_rv: None,
             wake_at: None,
-            relist: Relist::default(),
-            last_full: None,
+            relist,
             found_at_start,
             finished: false,
         }
     }
 
-    /// The worker's loop, until the pod is gone or the agent stops. Every `resync` the pod's
-    /// runtime state is relisted; a full pass runs when that, the pod, a probe result or a
-    /// timer says something changed, and at least every `full_resync`.
+    /// The worker's loop, until the pod is gone or the agent stops. A full pass runs when the
+    /// pod changes, the PLEG or a probe wakes the worker, a postponed action falls due, and at
+    /// least every `full_resync`.
     pub fn run(mut self, messages: Receiver<WorkerMsg>) {
-        let resync = self.node.config.resync;
         let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
-        let mut news = true;
+        let mut news = false;
         loop {
             let now = Instant::now();
             let next = self.wake_at.map_or(due, |w| w.min(due));
-            let mut tick = false;
             let mut deleted = None;
             let first = match messages.recv_timeout(next.saturating_duration_since(now)) {
                 Ok(message) => Some(message),
-                Err(RecvTimeoutError::Timeout) => {
-                    tick = true;
-                    None
-                }
+                Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => Some(WorkerMsg::Stop),
             };
             let rest = std::iter::from_fn(|| messages.try_recv().ok());
@@ -139,33 +135,33 @@ impl PodWorker {
                 self.remove_vanished(pod);
                 return;
             }
-            if self.wake_at.is_some_and(|w| w <= Instant::now()) {
+            let now = Instant::now();
+            if self.wake_at.is_some_and(|w| w <= now) {
                 self.wake_at = None;
                 news = true;
             }
-            if !news && !tick {
-                continue;
+            if due <= now {
+                news = true;
             }
-            due = Instant::now() + resync;
-            if self.finished && self.pod.metadata.deletion_timestamp.is_none() {
-                // A terminal pod only waits for its deletion.
-                news = false;
-                continue;
-            }
-            let stale = self.last_full.is_none_or(|at| at.elapsed() >= full_resync);
-            if !news && !stale && !self.relist.changed(&self.node.runtime, &self.sandboxes) {
+            if !news {
                 continue;
             }
             news = false;
+            due = now + full_resync;
+            if self.finished && self.pod.metadata.deletion_timestamp.is_none() {
+                // A terminal pod only waits for its deletion.
+                continue;
+            }
             match self.sync() {
                 Pass::Done => return,
-                Pass::Changed => {
-                    due = Instant::now() + SETTLE;
-                    news = true;
-                }
+                Pass::Changed => due = Instant::now() + SETTLE,
                 Pass::Idle => {}
             }
         }
+    }
+
+    fn relist(&self) -> std::sync::MutexGuard<'_, Relist> {
+        self.relist.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes a newer version of the pod; true when it is news (not our own status write).
@@ -191,7 +187,7 @@ impl PodWorker {
             self.terminate();
             return Pass::Done;
         }
-        let stamp = self.relist.stamp(&self.node.runtime, &self.sandboxes);
+        let stamp = self.relist().stamp(&self.node.runtime, &self.sandboxes);
         let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
             Err(e) => {
@@ -199,9 +195,8 @@ impl PodWorker {
                 return Pass::Idle;
             }
         };
-        self.relist.record(stamp, &observed);
-        self.last_full = Some(Instant::now());
         self.sandboxes = observed.sandbox_ids();
+        self.relist().record(stamp, &self.sandboxes, &observed);
         let spec = view::spec_view(&self.pod);
         let rt = observed.view();
         let ctx = self.context(false);
@@ -241,6 +236,7 @@ impl PodWorker {
             trace: &mut trace,
         }
         .carry_out(&result);
+        self.relist().follow(&self.sandboxes);
         self.wake_at = outcome.wake_at;
         let failures_changed = failures_before != self.caches.start_failures;
         let decided = outcome.changed || status_changed || failures_changed;

@@ -1,0 +1,183 @@
+//! The pod lifecycle event generator (kubelet's PLEG): one thread that relists every pod's
+//! runtime state once per `resync` and wakes the pod workers whose pods changed, so that an idle
+//! pod costs a few `stat`s a second and no thread of its own wakes up.
+//!
+//! A relist is made cheap: instead of reading every record again it looks at the inode, size and
+//! modification time of the pod's state files (every record is replaced by a rename, so a change
+//! gives a new inode), at the `containers/` folder (a new container is a new folder in it, which
+//! moves its link count), and polls pidfds of the shim and pause processes the last full read
+//! saw running (a pause killed by `kill -9` changes no file). A difference wakes the worker, which
+//! reads the records and runs the rules again.
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use podlab_runtime::liveness::Pidfd;
+use podlab_runtime::{ContainerId, Runtime, SandboxId};
+
+use super::view::PodRuntime;
+use super::worker::WorkerMsg;
+
+/// What the last full read of one pod saw.
+#[derive(Debug, Default)]
+pub struct Relist {
+    /// The pod's sandboxes.
+    sandboxes: Vec<SandboxId>,
+    stamp: Vec<u64>,
+    /// The container records the last full read saw, whose files are stamped.
+    containers: Vec<(SandboxId, ContainerId)>,
+    processes: Vec<Pidfd>,
+    /// The next relist must report a change (a process was already gone when the last read
+    /// tried to watch it, or the stamp was taken over other records than were read).
+    dirty: bool,
+    /// The worker was woken and has not read the pod since.
+    reported: bool,
+}
+
+impl Relist {
+    /// The stamp of `sandboxes` now, taken before they are read.
+    pub fn stamp(&self, runtime: &Runtime, sandboxes: &[SandboxId]) -> Vec<u64> {
+        let layout = runtime.layout();
+        let mut stamp = Vec::with_capacity((sandboxes.len() * 3 + self.containers.len()) * 4);
+        for id in sandboxes {
+            let paths = layout.sandbox(id);
+            push_file(&mut stamp, &paths.record());
+            push_file(&mut stamp, &paths.shim_record());
+            push_file(&mut stamp, &paths.containers_dir());
+        }
+        for (sandbox, container) in &self.containers {
+            push_file(
+                &mut stamp,
+                &layout.sandbox(sandbox).container(container).record(),
+            );
+        }
+        stamp
+    }
+
+    /// Remembers what a full read of `sandboxes` saw: the stamp taken before it, its records,
+    /// and the processes that ran.
+    pub fn record(&mut self, stamp: Vec<u64>, sandboxes: &[SandboxId], observed: &PodRuntime) {
+        let containers: Vec<_> = observed
+            .containers
+            .iter()
+            .map(|c| (c.sandbox_id.clone(), c.id.clone()))
+            .collect();
+        self.dirty = containers != self.containers;
+        self.containers = containers;
+        self.sandboxes = sandboxes.to_vec();
+        self.stamp = stamp;
+        self.reported = false;
+        self.processes.clear();
+        let pids = observed
+            .sandboxes
+            .iter()
+            .flat_map(|s| s.shim_pid.into_iter().chain(s.pause_pid));
+        for pid in pids {
+            match Pidfd::open(pid) {
+                Ok(pidfd) => self.processes.push(pidfd),
+                Err(_) => self.dirty = true,
+            }
+        }
+    }
+
+    /// The worker's sandboxes changed after the read (RunPodSandbox): relist those.
+    pub fn follow(&mut self, sandboxes: &[SandboxId]) {
+        if self.sandboxes != sandboxes {
+            self.sandboxes = sandboxes.to_vec();
+            self.dirty = true;
+        }
+    }
+
+    /// Whether anything changed since [`Relist::record`].
+    pub fn changed(&self, runtime: &Runtime) -> bool {
+        self.dirty || self.any_exited() || self.stamp(runtime, &self.sandboxes) != self.stamp
+    }
+
+    fn any_exited(&self) -> bool {
+        if self.processes.is_empty() {
+            return false;
+        }
+        let mut fds: Vec<nix::poll::PollFd> = self
+            .processes
+            .iter()
+            .map(|p| nix::poll::PollFd::new(p.as_fd(), nix::poll::PollFlags::POLLIN))
+            .collect();
+        !matches!(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            Ok(0)
+        )
+    }
+}
+
+/// A file's identity and version: inode, link count, size, modification time (0s when absent).
+fn push_file(stamp: &mut Vec<u64>, path: &Path) {
+    match std::fs::metadata(path) {
+        Ok(meta) => stamp.extend([
+            meta.ino() ^ (meta.nlink() << 48),
+            meta.size(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+        ]),
+        Err(_) => stamp.extend([0, 0, 0, 0]),
+    }
+}
+
+struct Entry {
+    relist: Weak<Mutex<Relist>>,
+    wake: Sender<WorkerMsg>,
+}
+
+/// The registry of pods to relist.
+#[derive(Default)]
+pub struct Pleg {
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl Pleg {
+    /// Relists the pod whose worker owns `relist`, waking it through `wake`. The entry goes
+    /// when the worker drops its relist.
+    pub fn register(&self, relist: &Arc<Mutex<Relist>>, wake: Sender<WorkerMsg>) {
+        self.lock().push(Entry {
+            relist: Arc::downgrade(relist),
+            wake,
+        });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The relist loop, every `period` until `stop`.
+    pub fn run(&self, runtime: &Runtime, period: Duration, stop: &AtomicBool) {
+        let mut next = Instant::now() + period;
+        while !stop.load(Ordering::SeqCst) {
+            let left = next.saturating_duration_since(Instant::now());
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+            if Instant::now() < next {
+                continue;
+            }
+            next += period;
+            self.relist_all(runtime);
+        }
+    }
+
+    /// One relist of every pod.
+    pub fn relist_all(&self, runtime: &Runtime) {
+        self.lock().retain(|entry| {
+            let Some(relist) = entry.relist.upgrade() else {
+                return false;
+            };
+            let mut relist = relist.lock().unwrap_or_else(|e| e.into_inner());
+            if !relist.reported && relist.changed(runtime) {
+                relist.reported = true;
+                return entry.wake.send(WorkerMsg::Wake).is_ok();
+            }
+            true
+        });
+    }
+}
