@@ -21,7 +21,9 @@ impl Format {
         Ok(match spec {
             None | Some("") => Format::Table,
             Some("wide") => Format::Wide,
-            Some(other) => Format::Other(OutputFormat::parse(other).map_err(|e| anyhow!("{e}"))?),
+            Some(other) => Format::Other(
+                OutputFormat::parse(other).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?,
+            ),
         })
     }
 

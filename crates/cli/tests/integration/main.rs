@@ -15,5 +15,6 @@ mod ns;
 mod pause;
 mod pid;
 mod pods;
+mod printers;
 mod user;
 mod uts;
