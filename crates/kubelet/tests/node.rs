@@ -604,6 +604,58 @@ spec:
     assert!(alive(second.pid.unwrap()));
 }
 
+/// PRB-2, PRB-W6, CTR-4: a startup probe gates readiness (a readiness probe that always passes
+/// does not make the container ready before it has started); its failure kills the container,
+/// and the next one, which passes it, becomes started and ready.
+#[test]
+fn startup_probe_gates_readiness_and_its_failure_restarts() {
+    let mut node = TestNode::new("startup");
+    node.start_agent(node.config());
+    node.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: slow}
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: data, emptyDir: {}}]
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "if [ -f /data/started ]; then touch /tmp/up; fi; touch /data/started; exec sleep 1000"]
+    volumeMounts: [{name: data, mountPath: /data}]
+    startupProbe:
+      exec: {command: ["test", "-f", "/tmp/up"]}
+      periodSeconds: 1
+      failureThreshold: 2
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+"#,
+    );
+    let first = node.wait_pod("slow", "the first container running", |p| {
+        running(p, "app") && restart_count(p, "app") == 0
+    });
+    let status = container(&first, "app").unwrap();
+    assert_eq!(
+        (status.started, status.ready),
+        (Some(false), false),
+        "not started, so not ready"
+    );
+    let pod = node.wait_pod("slow", "a restart that starts and becomes ready", |p| {
+        restart_count(p, "app") == 1
+            && container(p, "app").is_some_and(|c| c.started == Some(true) && c.ready)
+            && condition(p, "Ready").as_deref() == Some("True")
+    });
+    assert!(node.has_event(
+        &pod,
+        "Killing",
+        "Container app failed startup probe, will be restarted"
+    ));
+    assert!(node.has_event(&pod, "Unhealthy", "Startup probe failed"));
+    assert_eq!(node.records(&pod, "app")[0].state, ContainerState::Exited);
+}
+
 /// PRB-3, COND-CR-3/4, COND-READY-1/3: a readiness probe that tests for a file flips Ready and
 /// ContainersReady when the file is made and removed inside the container.
 #[test]

@@ -103,14 +103,36 @@ impl Execution<'_> {
                 .pod_event(self.pod, NORMAL, reason, &message);
         }
         if actions.kill_pod {
+            let running: Vec<&str> = self
+                .observed
+                .containers
+                .iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .map(|c| c.metadata.name.as_str())
+                .collect();
+            let grace: Vec<String> = running
+                .iter()
+                .map(|name| format!("{name} {}s", kill_grace(self.pod, name, None)))
+                .collect();
+            self.trace.say(|| {
+                format!(
+                    "KillPod: Killing events, SIGTERM and grace periods {} then SIGKILL; every sandbox stopped",
+                    crate::rules::go_slice(&grace.iter().map(String::as_str).collect::<Vec<_>>())
+                )
+            });
             out.changed |= kill_pod(self.node, Some(self.pod), self.observed);
             if actions.create_sandbox {
                 out.changed |= self.purge_init_records();
             }
         } else if !actions.containers_to_kill.is_empty() {
             for kill in &actions.containers_to_kill {
-                self.trace
-                    .say(|| format!("Killing {}: {}", kill.name, kill.message));
+                let grace = kill_grace(self.pod, &kill.name, Some(kill.reason));
+                self.trace.say(|| {
+                    format!(
+                        "Event Killing ({}): {} (SIGTERM, {grace}s, then SIGKILL)",
+                        kill.name, kill.message
+                    )
+                });
             }
             let requests: Vec<KillRequest> = actions
                 .containers_to_kill

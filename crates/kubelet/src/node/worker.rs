@@ -240,18 +240,14 @@ impl PodWorker {
         self.wake_at = outcome.wake_at;
         let failures_changed = failures_before != self.caches.start_failures;
         let decided = outcome.changed || status_changed || failures_changed;
-        self.narrate(&spec, &rt, &ctx, decided);
-        if decided {
-            let (_, done) = trace.into_parts();
-            for line in done {
-                self.say(|| format!("  {line}"));
-            }
+        if !decided {
+            return Pass::Idle;
         }
-        if decided {
-            Pass::Changed
-        } else {
-            Pass::Idle
+        self.narrate(&spec, &rt, &ctx, true);
+        for line in trace.into_parts().1 {
+            self.say(|| format!("  {line}"));
         }
+        Pass::Changed
     }
 
     /// The caches that feed a pass.
