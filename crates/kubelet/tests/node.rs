@@ -973,6 +973,36 @@ fn killing_pause_recreates_the_sandbox_except_under_never() {
     assert_eq!(restart_count(&pod, "app"), 0);
 }
 
+/// kill -9 of the pod's shim: its containers become Unknown and its sandbox NotReady (SBX-3);
+/// the old processes are killed with the old sandbox and the pod comes back in a new one.
+#[test]
+fn killing_the_shim_brings_the_pod_back_in_a_new_sandbox() {
+    let mut node = TestNode::new("shim-kill");
+    node.start_agent(node.config());
+    node.apply(&pod_yaml("shimless", "Always", "exec sleep 1000"));
+    let pod = node.wait_pod("shimless", "running", |p| running(p, "app"));
+    let sandbox = node.sandboxes_of(&pod).remove(0);
+    let old_app = node.newest_record(&pod, "app").unwrap().pid.unwrap();
+    let old_pause = sandbox.pause_pid.unwrap();
+    let shim = nix::unistd::Pid::from_raw(sandbox.shim_pid.unwrap());
+    nix::sys::signal::kill(shim, nix::sys::signal::SIGKILL).unwrap();
+    let pod = node.wait_pod("shimless", "running in a new sandbox", |p| {
+        running(p, "app")
+            && node
+                .sandboxes_of(&pod)
+                .iter()
+                .any(|s| s.metadata.attempt == 1 && s.state == SandboxState::Ready)
+    });
+    assert!(
+        !alive(old_app) && !alive(old_pause),
+        "the old pod's processes are gone"
+    );
+    let app = node.newest_record(&pod, "app").unwrap();
+    assert_eq!(app.metadata.attempt, 1);
+    assert!(alive(app.pid.unwrap()));
+    assert!(node.has_event(&pod, "SandboxChanged", "Pod sandbox changed"));
+}
+
 /// Section 7: a failing RunPodSandbox (here the network plugin's ADD) is FailedCreatePodSandBox
 /// with the error, the pod stays Pending with ContainerCreating, and the next try after the error
 /// backoff succeeds; the plugin's IP becomes the pod IP. An image that is not in the store is

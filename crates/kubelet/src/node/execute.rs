@@ -501,8 +501,7 @@ impl Execution<'_> {
         }
         let newest = self.observed.newest_sandbox().map(|s| s.id.clone());
         for sandbox in &self.observed.sandboxes {
-            let stopped = sandbox.state == podlab_runtime::SandboxState::NotReady
-                && sandbox.shim_pid.is_none();
+            let stopped = cleanly_stopped(sandbox);
             let holds_records = self
                 .observed
                 .containers
@@ -562,8 +561,9 @@ pub fn kill_containers(node: &Node, pod: Option<&Pod>, requests: &[KillRequest])
     }
 }
 
-/// KillPod: every running container of the pod stopped, then every sandbox that still has a
-/// shim (removal is left to the sandbox GC, or to the pod's deletion). True when anything ran.
+/// KillPod: every running container of the pod stopped, then every sandbox not yet cleanly
+/// stopped (removal is left to the sandbox GC, or to the pod's deletion). True when anything
+/// was done.
 pub fn kill_pod(node: &Node, pod: Option<&Pod>, observed: &PodRuntime) -> bool {
     let requests: Vec<KillRequest> = observed
         .containers
@@ -577,16 +577,25 @@ pub fn kill_pod(node: &Node, pod: Option<&Pod>, observed: &PodRuntime) -> bool {
         .collect();
     kill_containers(node, pod, &requests);
     let mut stopped = !requests.is_empty();
-    for sandbox in &observed.sandboxes {
-        if sandbox.state == podlab_runtime::SandboxState::Ready || sandbox.shim_pid.is_some() {
-            if let Err(e) = node.runtime.stop_pod_sandbox(&sandbox.id) {
-                eprintln!("podlab node: stopping sandbox {}: {e}", sandbox.id);
-            }
-            stopped = true;
+    for sandbox in observed.sandboxes.iter().filter(|s| !cleanly_stopped(s)) {
+        if let Err(e) = node.runtime.stop_pod_sandbox(&sandbox.id) {
+            eprintln!("podlab node: stopping sandbox {}: {e}", sandbox.id);
         }
+        stopped = true;
     }
     stopped
 }
+
+/// A sandbox that StopPodSandbox already stopped. One that is NotReady because its shim or its
+/// pause process died is not: its processes, pins and network are still to be cleaned up.
+fn cleanly_stopped(sandbox: &podlab_runtime::SandboxStatus) -> bool {
+    sandbox.state == podlab_runtime::SandboxState::NotReady
+        && sandbox.shim_pid.is_none()
+        && sandbox.reason.as_deref() == Some(STOPPED_REASON)
+}
+
+/// The runtime's `reason` of a sandbox stopped by StopPodSandbox.
+const STOPPED_REASON: &str = "stopped";
 
 /// The grace period (spec 2.7) of a kill: the deletion's, else the probe's for a probe kill,
 /// else the pod's; never below 2 s.
