@@ -66,17 +66,29 @@ pub fn run(args: GetArgs) -> Result<()> {
 
 fn objects(ctx: &Ctx, args: &GetArgs) -> Result<Vec<Value>> {
     let ns = args.query.namespace();
-    let values: Vec<Value> = match args.resource {
-        Resource::Pods => {
-            if let Some(index) = &args.index {
-                return crate::index::pods_by_index(ctx, index, ns);
-            }
-            to_values(ctx.store.list::<Pod>(ns)?.0)?
-        }
+    let mut values: Vec<Value> = match args.resource {
+        Resource::Pods => match &args.index {
+            Some(index) => crate::index::pods_by_index(ctx, index, ns)?,
+            None => to_values(ctx.store.list::<Pod>(ns)?.0)?,
+        },
         Resource::Events => to_values(ctx.store.list::<Event>(ns)?.0)?,
         Resource::ReplicaSets => to_values(ctx.store.list::<ReplicaSet>(ns)?.0)?,
         Resource::Images => unreachable!("images are listed from the image store"),
     };
+    // The API server lists in the order of its storage keys, `<namespace>/<name>` byte by
+    // byte (`sbx` before `sbx-never`).
+    values.sort_by(|a, b| {
+        let key = |o: &Value| {
+            (
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
     Ok(values)
 }
 
@@ -142,6 +154,22 @@ fn watch(ctx: &Ctx, args: &GetArgs) -> Result<()> {
         print!("{text}");
     }
     Ok(())
+}
+
+/// The `podlab get pods` table of a namespace, as the command prints it (for the demos).
+pub fn pods_table(ctx: &Ctx, namespace: &str) -> Result<String> {
+    let query = Query {
+        namespace: Some(namespace.to_string()),
+        ..Query::default()
+    };
+    let (pods, _) = ctx.store.list::<Pod>(Some(namespace))?;
+    let mut items = to_values(pods)?;
+    items.sort_by(|a, b| {
+        a["metadata"]["name"]
+            .as_str()
+            .cmp(&b["metadata"]["name"].as_str())
+    });
+    table(Resource::Pods, &items, &Format::Table, &query)
 }
 
 fn kind_of(resource: Resource) -> &'static str {

@@ -7,10 +7,14 @@
 mod cni;
 mod ipc;
 mod kit;
+mod lab;
 mod mnt;
 mod net;
 mod pid;
 mod pod;
+mod probes;
+mod restarts;
+mod sandbox;
 mod user;
 mod uts;
 
@@ -28,7 +32,14 @@ pub const NAMESPACE_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
 
 /// The demos built on whole pods: they need real root (overlay mounts of image layers, the
 /// runtime's shim, the node agent).
-pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 3] = [("pod", pod::run), ("cni", cni::run), ("cni-failure", cni::run_failure)];
+pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
+    ("pod", pod::run),
+    ("cni", cni::run),
+    ("cni-failure", cni::run_failure),
+    ("restarts", restarts::run),
+    ("probes", probes::run),
+    ("sandbox", sandbox::run),
+];
 
 pub fn run(what: &str) -> Result<()> {
     let namespace_demo = |name: &str| NAMESPACE_DEMOS.iter().find(|(n, _)| *n == name);
