@@ -17,26 +17,43 @@ pub fn run(file: &Path) -> Result<()> {
     let (text, source) = read_manifest(file)?;
     let manifests = decode(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
     let ctx = Ctx::open()?;
+    apply_all(&ctx, manifests, |line| println!("{line}"))?;
+    Ok(())
+}
+
+/// Applies decoded manifests (their busybox image made first) and starts the node agent, which
+/// runs the pods and the ReplicaSet controller. `applied` gets a `kind/name outcome` line per
+/// object as soon as it is stored, as kubectl prints them; the lines are returned too.
+pub fn apply_all(
+    ctx: &Ctx,
+    manifests: Vec<Manifest>,
+    mut applied: impl FnMut(&str),
+) -> Result<Vec<String>> {
     for manifest in &manifests {
         for image in images_of(manifest) {
-            crate::image::ensure_builtin_if_busybox(&ctx, &image)?;
+            crate::image::ensure_builtin_if_busybox(ctx, &image)?;
         }
     }
+    let mut lines = Vec::new();
     for manifest in manifests {
         match manifest {
             Manifest::Pod(pod) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                println!("pod/{name} {}", apply_pod(&ctx, *pod)?);
+                lines.push(format!("pod/{name} {}", apply_pod(ctx, *pod)?));
+                applied(lines.last().expect("just pushed"));
             }
             Manifest::ReplicaSet(rs) => {
                 let name = rs.metadata.name.clone().unwrap_or_default();
-                println!("replicaset.apps/{name} {}", apply_replicaset(&ctx, *rs)?);
+                lines.push(format!(
+                    "replicaset.apps/{name} {}",
+                    apply_replicaset(ctx, *rs)?
+                ));
+                applied(lines.last().expect("just pushed"));
             }
         }
     }
-    // Pods and ReplicaSets alike need the agent: it runs the pods and the ReplicaSet controller.
     ctx.ensure_node()?;
-    Ok(())
+    Ok(lines)
 }
 
 /// Every image a manifest's pods (or a ReplicaSet's pod template) name.
@@ -150,7 +167,9 @@ pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
     outcome
 }
 
-fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
+/// Creates the ReplicaSet, or updates its spec and labels (as far as validation allows),
+/// and says which: `created`, `configured` or `unchanged`.
+pub fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
     let namespace = rs
         .metadata
         .namespace

@@ -42,17 +42,16 @@ impl Lab {
         self.scratch.path()
     }
 
-    /// Applies the manifest's pods, as `podlab apply -f` does, and starts the agent.
+    /// Applies the manifest's pods and ReplicaSets as `podlab apply -f` does (and starts the
+    /// agent); the names of the objects.
     pub fn apply(&self, manifest: &str, source: &str) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        for object in podlab_api::decode(manifest, source)? {
-            let podlab_api::Object::Pod(pod) = object;
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            crate::apply::apply_pod(&self.ctx, *pod)?;
-            names.push(name);
-        }
-        self.ctx.ensure_node()?;
-        Ok(names)
+        let manifests = podlab_control::manifest::decode(manifest, source)?;
+        let lines = crate::apply::apply_all(&self.ctx, manifests, |line| say(format!("  {line}")))?;
+        Ok(lines
+            .iter()
+            .filter_map(|l| l.split(' ').next()?.split_once('/'))
+            .map(|(_, name)| name.to_string())
+            .collect())
     }
 
     /// Deletes the pods (SIGTERM, grace, SIGKILL by the agent) and waits until they are gone.

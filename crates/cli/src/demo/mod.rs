@@ -5,6 +5,7 @@
 //! (exit status 1), so a demo is also a test that a learner can read.
 
 mod cni;
+mod indexer;
 mod ipc;
 mod kit;
 mod lab;
@@ -32,13 +33,14 @@ pub const NAMESPACE_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
 
 /// The demos built on whole pods: they need real root (overlay mounts of image layers, the
 /// runtime's shim, the node agent).
-pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
+pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 7] = [
     ("pod", pod::run),
     ("cni", cni::run),
     ("cni-failure", cni::run_failure),
     ("restarts", restarts::run),
     ("probes", probes::run),
     ("sandbox", sandbox::run),
+    ("indexer", indexer::run),
 ];
 
 pub fn run(what: &str) -> Result<()> {
