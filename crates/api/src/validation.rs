@@ -275,12 +275,21 @@ pub fn dns1123_label(s: &str) -> Option<&'static str> {
     None
 }
 
-/// `None` when `s` is a DNS-1123 subdomain (what object names must be).
+/// `None` when `s` is a DNS-1123 subdomain (what object names must be): at most 253
+/// characters of dot-separated parts, each lower-case alphanumerics and `-`, starting and ending
+/// with an alphanumeric. Unlike a label, a part has no length limit of its own.
 pub fn dns1123_subdomain(s: &str) -> Option<&'static str> {
-    if s.len() > 253 {
+    if s.is_empty() || s.len() > 253 {
         return Some("must be no more than 253 characters");
     }
-    if s.split('.').all(|part| dns1123_label(part).is_none()) {
+    let part_ok = |p: &str| {
+        let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        !p.is_empty()
+            && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && alnum(p.chars().next())
+            && alnum(p.chars().last())
+    };
+    if s.split('.').all(part_ok) {
         None
     } else {
         Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
@@ -298,5 +307,8 @@ mod tests {
         assert!(dns1123_label("-a").is_some());
         assert!(dns1123_subdomain("a.b-c").is_none());
         assert!(dns1123_subdomain("a..b").is_some());
+        // Object names may have parts longer than a label (63): only the total is limited.
+        assert!(dns1123_subdomain(&"a".repeat(100)).is_none());
+        assert!(dns1123_subdomain(&"a".repeat(254)).is_some());
     }
 }
