@@ -102,7 +102,14 @@ impl LogReader {
         }
         let file = self.file.as_ref().expect("opened above");
         let mut lines = 0;
-        let mut buffer = vec![0u8; CHUNK];
+        // Watchers call this every few hundred milliseconds: nothing new costs one fstat, and
+        // the buffer is only as large as what there is to read.
+        let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let limit = end.map_or(size, |end| end.min(size));
+        if limit <= self.offset {
+            return Ok(0);
+        }
+        let mut buffer = vec![0u8; CHUNK.min((limit - self.offset) as usize).max(4096)];
         loop {
             let want = match end {
                 Some(end) if end <= self.offset => return Ok(lines),
