@@ -7,6 +7,7 @@
 mod support;
 
 mod cli;
+mod demos;
 mod explain;
 mod ipc;
 mod mnt;
