@@ -36,7 +36,7 @@ use crate::{Error, Result};
 const COVERED: &[&str] = &["/run", "/etc/docker", "/var/lib/cni", "/etc/cni/net.d"];
 
 /// A teardown step an engine registered: remove its containers while its daemon still runs.
-type Cleanup = Box<dyn FnMut(&Lab)>;
+type Cleanup = Box<dyn FnMut(&Lab) + Send + Sync>;
 
 pub struct Lab {
     dir: PathBuf,
@@ -265,7 +265,7 @@ impl Lab {
     }
 
     /// Registers a teardown step that runs, newest first, before the daemons are stopped.
-    pub fn on_teardown(&mut self, what: &str, step: impl FnMut(&Lab) + 'static) {
+    pub fn on_teardown(&mut self, what: &str, step: impl FnMut(&Lab) + Send + Sync + 'static) {
         self.cleanups.push((what.into(), Box::new(step)));
     }
 

@@ -111,14 +111,13 @@ impl Podlab {
     pub fn container_true<'a>(
         &'a self,
         lab: &'a Lab,
-        counter: &'a std::cell::Cell<u64>,
+        counter: &'a std::sync::atomic::AtomicU64,
     ) -> Contender<'a> {
         contender(
             self.label(format!("podlab {}", run_args("NAME").join(" "))),
             self.has(&["run"]).then(|| {
                 Box::new(move || {
-                    let n = counter.get();
-                    counter.set(n + 1);
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let mut cmd = self.command(lab).expect("has() saw it");
                     cmd.args(run_args(&format!("peers-true-{n}")));
                     Ok(vec![super::suite::timed(&mut cmd)?])
@@ -128,15 +127,18 @@ impl Podlab {
     }
 
     /// Comparison 3: a pod of two containers, applied, Ready, then deleted.
-    pub fn pod<'a>(&'a self, lab: &'a Lab, counter: &'a std::cell::Cell<u64>) -> Contender<'a> {
+    pub fn pod<'a>(
+        &'a self,
+        lab: &'a Lab,
+        counter: &'a std::sync::atomic::AtomicU64,
+    ) -> Contender<'a> {
         let text = "podlab apply -f pod.yaml; podlab get pod NAME -o json until condition \
                     Ready=True; podlab delete pod NAME --grace-period 0 until its pause is gone";
         contender(
             self.label(text.to_string()),
             self.has_pods().then(|| {
                 Box::new(move || {
-                    let n = counter.get();
-                    counter.set(n + 1);
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let name = format!("peers-pod-{n}");
                     let start = std::time::Instant::now();
                     self.apply_pod(lab, &name, 2)?;
@@ -187,6 +189,23 @@ impl Podlab {
             &format!("podlab pod {name}'s pause to end"),
             std::time::Duration::from_secs(30),
             || pauses(lab) < before,
+        )
+    }
+
+    /// `podlab delete pod NAME... --grace-period 0` for many pods in one command, then waits
+    /// until that many pause processes fewer run in the lab.
+    pub fn delete_pods(&self, lab: &Lab, names: &[String]) -> Result<()> {
+        let before = pauses(lab);
+        let mut delete = self.command(lab).expect("has() saw it");
+        delete
+            .args(["delete", "pod"])
+            .args(names)
+            .args(["--grace-period", "0"]);
+        crate::lab::run(&mut delete)?;
+        crate::lab::wait_until(
+            &format!("{} podlab pods' pauses to end", names.len()),
+            std::time::Duration::from_secs(120),
+            || pauses(lab) + names.len() <= before,
         )
     }
 

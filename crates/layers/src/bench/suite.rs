@@ -20,9 +20,9 @@
 //! Every command of the peers runs inside the lab (see [`crate::lab`]); comparison 1 makes its
 //! namespaces from the host's, which is what `unshare` users do.
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::podlab::Podlab;
@@ -64,7 +64,7 @@ impl Plan {
             warmup: 1,
             ns_rounds: 30,
             container_rounds: 8,
-            pod_rounds: 4,
+            pod_rounds: 3,
             levels: vec![1, 10, 25],
             level_rounds: 3,
             teardown_pods: 10,
@@ -82,7 +82,7 @@ impl Plan {
             container_rounds: 20,
             pod_rounds: 8,
             levels: vec![1, 10, 100, 500],
-            level_rounds: 5,
+            level_rounds: 3,
             teardown_pods: 100,
             teardown_rounds: 1,
             netns_wait: Duration::from_secs(90),
@@ -116,13 +116,12 @@ struct Peers {
     bundle: Option<Bundle>,
     cgroup2_view: bool,
     docker_network: bool,
-    counter: Cell<u64>,
+    counter: AtomicU64,
 }
 
 impl Peers {
     fn next_id(&self, prefix: &str) -> String {
-        let n = self.counter.get();
-        self.counter.set(n + 1);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
         format!("{prefix}{n}")
     }
 }
@@ -261,7 +260,7 @@ fn with_peers(
         bundle,
         cgroup2_view,
         docker_network,
-        counter: Cell::new(0),
+        counter: AtomicU64::new(0),
     };
     let result = body(&peers, notes);
     // Engines first (their clean-up steps run inside teardown), then the lab itself.
@@ -618,14 +617,14 @@ fn ms_since(start: Instant) -> f64 {
 struct Kind<'a> {
     name: &'static str,
     command: String,
-    start: Box<dyn Fn(&str) -> Result<()> + 'a>,
-    remove: Box<dyn Fn(&str) -> Result<()> + 'a>,
+    start: Box<dyn Fn(&str) -> Result<()> + Sync + 'a>,
+    remove: Box<dyn Fn(&str) -> Result<()> + Sync + 'a>,
     /// Removes many at once where the peer's CLI takes several names (not timed).
-    remove_many: Box<dyn Fn(&[String]) -> Result<()> + 'a>,
+    remove_many: Box<dyn Fn(&[String]) -> Result<()> + Sync + 'a>,
     /// The processes each pod keeps alive, summed over all pods of this kind now.
-    memory: Box<dyn Fn() -> (Memory, usize) + 'a>,
+    memory: Box<dyn Fn() -> (Memory, usize) + Sync + 'a>,
     /// The daemons' memory (dockerd, containerd), summed.
-    daemons: Box<dyn Fn() -> Memory + 'a>,
+    daemons: Box<dyn Fn() -> Memory + Sync + 'a>,
 }
 
 /// podlab's pods for scale and teardown (one sleeping container each; its memory row counts
@@ -639,7 +638,7 @@ fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
             .into(),
         start: Box::new(move |id| podlab.apply_pod(lab, id, 1)),
         remove: Box::new(move |id| podlab.delete_pod(lab, id)),
-        remove_many: Box::new(move |ids| ids.iter().try_for_each(|id| podlab.delete_pod(lab, id))),
+        remove_many: Box::new(move |ids| podlab.delete_pods(lab, ids)),
         memory: Box::new(move || podlab.pod_memory(lab).0),
         daemons: Box::new(move || podlab.pod_memory(lab).1),
     })
@@ -768,33 +767,43 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
     let mut broken: Vec<Option<String>> = vec![None; kinds.len()];
     let result = (|| -> Result<()> {
         for &level in &plan.levels {
-            // Grow every kind to `level`, one pod of each in turn.
+            // Grow every kind to `level`, the kinds side by side (one thread each: growing is
+            // not measured, and the full run's 500 pods would otherwise take most of its time).
             let grow_start = Instant::now();
-            while alive
-                .iter()
-                .zip(&broken)
-                .any(|(a, b)| b.is_none() && a.len() < level as usize)
-            {
-                for (k, kind) in kinds.iter().enumerate() {
-                    if broken[k].is_some() || alive[k].len() >= level as usize {
-                        continue;
-                    }
-                    interrupt::check()?;
-                    let id = peers.next_id("scale");
-                    peers.lab.reap_orphans();
-                    match (kind.start)(&id) {
-                        Ok(()) => alive[k].push(id),
-                        Err(err) => {
-                            notes.push(format!(
-                                "scale: {} stopped at {} pods: {err}",
-                                kind.name,
-                                alive[k].len()
-                            ));
-                            broken[k] = Some(format!("failed: {err}"));
-                        }
-                    }
+            let grown: Vec<(Vec<String>, Option<String>)> = std::thread::scope(|scope| {
+                let handles: Vec<_> = kinds
+                    .iter()
+                    .enumerate()
+                    .map(|(k, kind)| {
+                        let missing = if broken[k].is_some() {
+                            0
+                        } else {
+                            (level as usize).saturating_sub(alive[k].len())
+                        };
+                        scope.spawn(move || grow(peers, kind, missing))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| (Vec::new(), Some("panicked".into())))
+                    })
+                    .collect()
+            });
+            for (k, (ids, err)) in grown.into_iter().enumerate() {
+                alive[k].extend(ids);
+                if let Some(err) = err {
+                    notes.push(format!(
+                        "scale: {} stopped at {} pods: {err}",
+                        kinds[k].name,
+                        alive[k].len()
+                    ));
+                    broken[k] = Some(format!("failed: {err}"));
                 }
             }
+            interrupt::check()?;
+            peers.lab.reap_orphans();
             println!(
                 "  {level} pods alive each (grown in {:.1} s)",
                 grow_start.elapsed().as_secs_f64()
@@ -866,19 +875,49 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
     })();
     // Take the scale pods down (not timed: the teardown comparison times deletion).
     println!("  removing the scale pods");
-    for (k, kind) in kinds.iter().enumerate() {
-        for chunk in alive[k].chunks(50) {
-            if let Err(err) = (kind.remove_many)(chunk) {
-                notes.push(format!("scale: removing {} pods: {err}", kind.name));
-            }
-        }
-    }
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = kinds
+            .iter()
+            .zip(&alive)
+            .map(|(kind, ids)| {
+                scope.spawn(move || {
+                    ids.chunks(50)
+                        .filter_map(|chunk| (kind.remove_many)(chunk).err())
+                        .map(|err| format!("scale: removing {} pods: {err}", kind.name))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    notes.extend(failures);
+    peers.lab.reap_orphans();
     result?;
     Ok(rows)
 }
 
 const PODLAB_PODS: &str =
     "podlab apply -f pod.yaml (one container) until Ready; podlab delete pod NAME --grace-period 0";
+
+/// Starts `count` pods of one kind, one after another; returns their ids and the error that
+/// stopped it, if one did.
+fn grow(peers: &Peers, kind: &Kind, count: usize) -> (Vec<String>, Option<String>) {
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        if interrupt::requested() {
+            break;
+        }
+        let id = peers.next_id("scale");
+        match (kind.start)(&id) {
+            Ok(()) => ids.push(id),
+            Err(err) => return (ids, Some(err.to_string())),
+        }
+    }
+    (ids, None)
+}
 
 fn pending_podlab(_podlab: &Podlab) -> Contender<'static> {
     Contender {
