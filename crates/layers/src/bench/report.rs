@@ -71,7 +71,10 @@ pub fn write(dir: &Path, prefix: &str, header: &Header, rows: &[Row]) -> Result<
     std::fs::write(&csv, to_csv(rows)).map_err(|e| Error::io("writing", &csv, e))?;
     let plots = plot_all(dir, prefix, rows)?;
     let md = dir.join(format!("{prefix}.md"));
-    let text = markdown(header, rows, &plots).replace("(peers.csv)", &format!("({prefix}.csv)"));
+    let text = markdown(header, rows, &plots).replace(
+        "[peers.csv](peers.csv)",
+        &format!("[{prefix}.csv]({prefix}.csv)"),
+    );
     std::fs::write(&md, text).map_err(|e| Error::io("writing", &md, e))
 }
 
@@ -236,18 +239,19 @@ pub fn plot_all(dir: &Path, prefix: &str, rows: &[Row]) -> Result<Vec<(String, S
         (
             "start_one_more",
             "starting one more pod (median, ms) vs pods alive",
-            "peers-scale-start.svg",
+            "scale-start",
         ),
         (
             "pss_per_pod",
             "memory per pod (Pss, kB) vs pods alive",
-            "peers-scale-memory.svg",
+            "scale-memory",
         ),
     ] {
         let series = scale_series(rows, metric);
         if series.iter().any(|(_, points)| !points.is_empty()) {
-            line_chart(&dir.join(file), title, &series)?;
-            made.push(("scale".into(), file.to_string()));
+            let file = format!("{prefix}-{file}.svg");
+            line_chart(&dir.join(&file), title, &series)?;
+            made.push(("scale".into(), file));
         }
     }
     Ok(made)

@@ -613,14 +613,19 @@ fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
+/// Starts or removes one pod, by id.
+type PodOp<'a> = Box<dyn Fn(&str) -> Result<()> + Sync + 'a>;
+/// Removes many pods at once.
+type PodsOp<'a> = Box<dyn Fn(&[String]) -> Result<()> + Sync + 'a>;
+
 /// One kind of pod for the scale and teardown comparisons.
 struct Kind<'a> {
     name: &'static str,
     command: String,
-    start: Box<dyn Fn(&str) -> Result<()> + Sync + 'a>,
-    remove: Box<dyn Fn(&str) -> Result<()> + Sync + 'a>,
+    start: PodOp<'a>,
+    remove: PodOp<'a>,
     /// Removes many at once where the peer's CLI takes several names (not timed).
-    remove_many: Box<dyn Fn(&[String]) -> Result<()> + Sync + 'a>,
+    remove_many: PodsOp<'a>,
     /// The processes each pod keeps alive, summed over all pods of this kind now.
     memory: Box<dyn Fn() -> (Memory, usize) + Sync + 'a>,
     /// The daemons' memory (dockerd, containerd), summed.
@@ -828,7 +833,9 @@ fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -
                     }),
                 })
                 .collect();
-            contenders.insert(0, pending_podlab(podlab));
+            if !podlab.has_pods() {
+                contenders.insert(0, pending_podlab(podlab));
+            }
             let outcomes = interleave(
                 &mut reap_after_each(&peers.lab, contenders),
                 2,

@@ -96,7 +96,7 @@ impl Containerd {
     /// The pid of a running task (`ctr task ls`).
     pub fn task_pid(&self, lab: &Lab, namespace: &str, id: &str) -> Result<i32> {
         let text = run_text(self.ctr(lab, namespace).args(["task", "ls"]))?;
-        parse_task_pid(&text, id).ok_or_else(|| Error::Parse {
+        parse_task_pid(&text, id).ok_or(Error::Parse {
             what: "ctr task ls",
             text,
         })
