@@ -21,19 +21,34 @@ pub fn run(
     wait: bool,
 ) -> Result<()> {
     let ctx = Ctx::open()?;
-    for name in names {
-        match resource {
-            Resource::Pods => delete_pod(&ctx, namespace, name, grace, wait)?,
-            Resource::ReplicaSets => {
+    match resource {
+        Resource::Pods => {
+            // As kubectl: every pod is marked first, then the command waits for them all.
+            let mut terminating = Vec::new();
+            for name in names {
+                if let Some(limit) = request_pod_deletion(&ctx, namespace, name, grace)? {
+                    terminating.push((name, limit));
+                }
+                println!("pod {name:?} deleted");
+            }
+            if wait {
+                for (name, limit) in terminating {
+                    wait_gone(&ctx, namespace, name, limit)?;
+                }
+            }
+        }
+        Resource::ReplicaSets => {
+            for name in names {
                 ctx.store.delete::<ReplicaSet>(namespace, name)?;
                 println!("replicaset.apps {name:?} deleted");
             }
-            other => bail!("podlab delete takes pods or replicasets, not {other:?}"),
         }
+        other => bail!("podlab delete takes pods or replicasets, not {other:?}"),
     }
     Ok(())
 }
 
+/// Deletes the pod and, unless `wait` is false, waits until the node agent has finished it.
 pub fn delete_pod(
     ctx: &Ctx,
     namespace: &str,
@@ -41,25 +56,39 @@ pub fn delete_pod(
     grace: Option<i64>,
     wait: bool,
 ) -> Result<()> {
-    match ctx
-        .store
-        .delete_pod_gracefully(namespace, name, grace, &Preconditions::default())?
-    {
-        PodDeletion::Deleted(_) => {}
-        PodDeletion::Terminating(pod) => {
-            ctx.ensure_node()?;
-            if wait {
-                let grace = pod
-                    .metadata
-                    .deletion_grace_period_seconds
-                    .unwrap_or(30)
-                    .max(0) as u64;
-                wait_gone(ctx, namespace, name, Duration::from_secs(grace + 30))?;
-            }
+    if let Some(limit) = request_pod_deletion(ctx, namespace, name, grace)? {
+        if wait {
+            wait_gone(ctx, namespace, name, limit)?;
         }
     }
     println!("pod {name:?} deleted");
     Ok(())
+}
+
+/// The API server's part of a pod delete: a pod on a node is marked (deletionTimestamp) and
+/// its agent started to finish it; returns how long to wait for that (grace + 30 s), or None
+/// when the pod was removed at once.
+fn request_pod_deletion(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+    grace: Option<i64>,
+) -> Result<Option<Duration>> {
+    match ctx
+        .store
+        .delete_pod_gracefully(namespace, name, grace, &Preconditions::default())?
+    {
+        PodDeletion::Deleted(_) => Ok(None),
+        PodDeletion::Terminating(pod) => {
+            ctx.ensure_node()?;
+            let grace = pod
+                .metadata
+                .deletion_grace_period_seconds
+                .unwrap_or(30)
+                .max(0) as u64;
+            Ok(Some(Duration::from_secs(grace + 30)))
+        }
+    }
 }
 
 /// Waits until the node agent has finished the pod and removed it from the store.

@@ -13,7 +13,7 @@ use crate::context::Ctx;
 pub fn run(pod: &str, container: Option<&str>, namespace: &str, cmd: &[String]) -> Result<i32> {
     let ctx = Ctx::open()?;
     let pod_object: Pod = ctx.store.get(namespace, pod)?;
-    let status = crate::logs::container_status(&pod_object, container)?;
+    let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
     let running = status
         .state
         .as_ref()

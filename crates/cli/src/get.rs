@@ -132,10 +132,10 @@ fn watch(ctx: &Ctx, args: &GetArgs) -> Result<()> {
     if args.resource != Resource::Pods {
         bail!("podlab get -w watches pods");
     }
-    let mut events = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let events = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
     let mut query = args.query.clone();
     query.no_headers = true;
-    while let Some(event) = events.next() {
+    for event in events {
         let event = event?;
         let value = serde_json::to_value(&event.object)?;
         if let Some(name) = &args.name {

@@ -95,7 +95,7 @@ pub fn run(
 ) -> Result<()> {
     let ctx = Ctx::open()?;
     let pod: Pod = ctx.store.get(namespace, pod)?;
-    let status = container_status(&pod, container)?;
+    let status = container_status(&pod, container, Caller::Logs)?;
     let id_text = if previous {
         status
             .last_state
@@ -118,8 +118,14 @@ pub fn run(
             .and_then(|s| s.terminated.as_ref())
             .and_then(|t| t.container_id.clone());
         status.container_id.clone().or(last_run).with_context(|| {
+            let reason = status
+                .state
+                .as_ref()
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.clone())
+                .unwrap_or_else(|| "ContainerCreating".into());
             format!(
-                "container {:?} in pod {:?} is waiting to start",
+                "container {:?} in pod {:?} is waiting to start: {reason}",
                 status.name,
                 pod.metadata.name.as_deref().unwrap_or("")
             )
@@ -130,12 +136,15 @@ pub fn run(
     let mut follower = Follower::open(&runtime.container_log_path(&id)?);
     let mut stdout = std::io::stdout();
     follower.pump(&mut stdout)?;
-    while follow {
-        let status = wait_a_while(&runtime, &id, Duration::from_millis(200))?;
-        follower.pump(&mut stdout)?;
-        stdout.flush()?;
-        if status.state != ContainerState::Running {
-            break;
+    // -f: until the container exits, as kubelet ends the stream then.
+    if follow {
+        loop {
+            let status = wait_a_while(&runtime, &id, Duration::from_millis(200))?;
+            follower.pump(&mut stdout)?;
+            stdout.flush()?;
+            if status.state != ContainerState::Running {
+                break;
+            }
         }
     }
     Ok(())
@@ -154,46 +163,103 @@ pub fn wait_a_while(
     }
 }
 
-/// The status of container `name` of the pod (the only one if not named, as kubectl requires).
-pub fn container_status(pod: &Pod, name: Option<&str>) -> Result<ContainerStatus> {
+/// Which command asks for a container: their messages differ, as kubectl's do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Logs,
+    Exec,
+}
+
+/// kubectl's annotation naming the container that commands default to.
+pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
+
+/// The status of container `name` of the pod (init, regular or ephemeral). Without a name, the
+/// one the `kubectl.kubernetes.io/default-container` annotation names, else the first
+/// container, with kubectl's note on stderr when there was a choice. A container that has no
+/// status yet is waiting to start.
+pub fn container_status(pod: &Pod, name: Option<&str>, caller: Caller) -> Result<ContainerStatus> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let in_spec = |n: &str| {
+        spec.containers.iter().any(|c| c.name == n)
+            || spec.init_containers.iter().flatten().any(|c| c.name == n)
+            || spec
+                .ephemeral_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == n)
+    };
+    let chosen = match name {
+        Some(name) if in_spec(name) => name.to_string(),
+        Some(name) => match caller {
+            Caller::Logs => bail!("container {name} is not valid for pod {pod_name}"),
+            Caller::Exec => bail!("container {name} not found in pod {pod_name}"),
+        },
+        None => {
+            let annotated = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_CONTAINER_ANNOTATION))
+                .filter(|n| in_spec(n));
+            match annotated {
+                Some(name) => name.clone(),
+                None => {
+                    let first = spec
+                        .containers
+                        .first()
+                        .map(|c| c.name.clone())
+                        .with_context(|| format!("pod {pod_name} does not have any containers"))?;
+                    let others = spec.containers.len() > 1
+                        || spec.init_containers.as_ref().is_some_and(|i| !i.is_empty())
+                        || spec
+                            .ephemeral_containers
+                            .as_ref()
+                            .is_some_and(|e| !e.is_empty());
+                    if others {
+                        eprintln!(
+                            "Defaulted container {first:?} out of: {}",
+                            all_container_names(&spec)
+                        );
+                    }
+                    first
+                }
+            }
+        }
+    };
     let status = pod.status.clone().unwrap_or_default();
-    let all: Vec<ContainerStatus> = status
+    status
         .container_statuses
         .into_iter()
         .flatten()
         .chain(status.init_container_statuses.into_iter().flatten())
         .chain(status.ephemeral_container_statuses.into_iter().flatten())
-        .collect();
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    match name {
-        Some(name) => all
-            .into_iter()
-            .find(|c| c.name == name)
-            .with_context(|| format!("container {name} is not valid for pod {pod_name}")),
-        None => {
-            let regular = pod.spec.as_ref().map_or(0, |s| s.containers.len());
-            if regular > 1 {
-                let names: Vec<String> = pod
-                    .spec
-                    .iter()
-                    .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
-                    .collect();
-                bail!(
-                    "a container name must be specified for pod {pod_name}, choose one of: [{}]",
-                    names.join(" ")
-                );
-            }
-            let first = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            all.into_iter()
-                .find(|c| c.name == first)
-                .with_context(|| format!("pod {pod_name} has no status yet"))
-        }
-    }
+        .find(|c| c.name == chosen)
+        .with_context(|| {
+            let reason = match spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
+                true => "PodInitializing",
+                false => "ContainerCreating",
+            };
+            format!("container {chosen:?} in pod {pod_name:?} is waiting to start: {reason}")
+        })
+}
+
+/// kubectl's list of a pod's containers: `a, b, dbg (ephem), setup (init)`.
+fn all_container_names(spec: &k8s_openapi::api::core::v1::PodSpec) -> String {
+    let mut names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();
+    names.extend(
+        spec.ephemeral_containers
+            .iter()
+            .flatten()
+            .map(|c| format!("{} (ephem)", c.name)),
+    );
+    names.extend(
+        spec.init_containers
+            .iter()
+            .flatten()
+            .map(|c| format!("{} (init)", c.name)),
+    );
+    names.join(", ")
 }
 
 #[cfg(test)]

@@ -500,17 +500,26 @@ fn containers_join_the_pause_namespaces_and_init_containers_run_first() {
         .remove("annotations");
     assert_eq!(theirs, value, "kubectl decodes and re-encodes it unchanged");
 
-    // Logs: every stream of a container, in order; a pod of two needs -c.
+    // Logs: every stream of a container, in order; without -c the first container, with
+    // kubectl's note on the choice.
     let logs = root.ok(&["logs", "kernel", "-c", "a"]);
     assert_eq!(logs, "first\nsecond\nhello from a\nto stderr\n");
     assert_eq!(root.ok(&["logs", "kernel", "-c", "first"]), "");
     let unnamed = root.run(&["logs", "kernel"]);
-    assert_eq!(unnamed.code, Some(1), "{unnamed:?}");
-    assert!(
-        unnamed
-            .stderr
-            .contains("a container name must be specified"),
+    assert_eq!(
+        (unnamed.code, unnamed.stdout.as_str()),
+        (Some(0), logs.as_str()),
         "{unnamed:?}"
+    );
+    assert_eq!(
+        unnamed.stderr,
+        "Defaulted container \"a\" out of: a, b, dbg (ephem), first (init), second (init)\n"
+    );
+    let unknown = root.run(&["logs", "kernel", "-c", "nope"]);
+    assert_eq!(unknown.code, Some(1));
+    assert_eq!(
+        unknown.stderr,
+        "podlab: container nope is not valid for pod kernel\n"
     );
 
     // exec: the command's own exit status; a bad container or command is podlab's error 1.
