@@ -93,13 +93,18 @@ impl Store {
         if !store.log_path().exists() {
             File::create(store.log_path()).map_err(|e| Error::io("create", store.log_path(), e))?;
         }
-        let mut head = match fs::read(store.head_path()) {
-            Ok(bytes) => parse_head(&bytes, &store.head_path())?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Head::default(),
+        let (mut head, found) = match fs::read(store.head_path()) {
+            Ok(bytes) => (parse_head(&bytes, &store.head_path())?, true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Head::default(), false),
             Err(e) => return Err(Error::io("read", store.head_path(), e)),
         };
+        let before = head.clone();
         store.recover(&mut head)?;
-        store.write_head(head)?;
+        // Every CLI command opens the store: only a new store or a repaired commit is written
+        // (a durable write costs fsyncs).
+        if !found || head != before {
+            store.write_head(head)?;
+        }
         drop(lock);
         Ok(store)
     }
