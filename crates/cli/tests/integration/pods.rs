@@ -220,7 +220,20 @@ impl Root {
 
 impl Drop for Root {
     fn drop(&mut self) {
-        let _ = podlab_kubelet::node::stop_agent(&self.dir, Duration::from_secs(10));
+        // The agent's SIGTERM waits for kills in flight (a pod in its grace period): this
+        // test's own agent is then killed, so that nothing it does races the gc below.
+        let stopped = podlab_kubelet::node::stop_agent(&self.dir, Duration::from_secs(5));
+        if !matches!(stopped, Ok(true)) {
+            if let Some(pid) = podlab_kubelet::node::running_agent(&self.dir) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                );
+                wait_until(Duration::from_secs(10), || {
+                    podlab_kubelet::node::running_agent(&self.dir).is_none()
+                });
+            }
+        }
         // With its pods gone from the store, gc removes every sandbox they had.
         let _ = std::fs::remove_dir_all(self.dir.join("store"));
         let gc = self.run(&["gc"]);
