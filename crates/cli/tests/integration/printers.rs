@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::pods::{kubectl_annotate, phase, running, Out, Root};
+use crate::pods::{installed, kubectl_annotate, phase, running, Out, Root};
 
 const PODS: &str = r#"
 apiVersion: v1
@@ -206,6 +206,7 @@ const JSONPATHS: &[&str] = &[
 
 #[test]
 fn templates_print_what_kubectl_prints_for_the_same_pods() {
+    crate::skip_unless!(installed("kubectl"), "kubectl is not installed");
     let root = pods_root("templates");
     let single: Vec<(String, Option<&str>)> = GO_TEMPLATES
         .iter()
