@@ -404,7 +404,13 @@ fn main() -> ExitCode {
                         podlab_ns::Error::UnknownKind(_) | podlab_ns::Error::KindUnsupported { .. }
                     )
                 );
-            eprintln!("podlab: {err:#}");
+            // Like kubectl: a message that already ends its line gets no second newline.
+            let message = format!("podlab: {err:#}");
+            if message.ends_with('\n') {
+                eprint!("{message}");
+            } else {
+                eprintln!("{message}");
+            }
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }

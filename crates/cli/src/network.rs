@@ -4,13 +4,18 @@
 //! only).
 //!
 //! Both paths put pods on the bridge `podlab0` with podlab's subnet, and nothing beyond it: no
-//! NAT, no default route, and the node's IPv4 forwarding left as it was. The bridge is podlab's, so it goes when its last pod goes: every
-//! attach and detach takes `<root>/network.lock`, and a detach that leaves the bridge without a
-//! port removes it.
+//! NAT, no default route, and the node's IPv4 forwarding left as it was.
+//!
+//! The bridge and the subnet belong to the network namespace, not to one `$PODLAB_ROOT`: every
+//! root in it (a user's, a test's, a demo's) shares them. So the IPAM leases and the conflist
+//! live in `/run/podlab-net/<netns inode>/`, and attach and detach are serialised by binding an
+//! abstract unix socket, which is itself per network namespace and leaves no file behind. A
+//! detach that leaves the bridge without a port removes the bridge and that folder.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use podlab_cni::{open_network, Attachment, NetworkKind, PodlabNet};
@@ -20,8 +25,9 @@ pub const ENV_NETWORK: &str = "PODLAB_NETWORK";
 
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
-/// The network for pods under `root`, as `PODLAB_NETWORK` chooses it.
-pub fn plugin(root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
+/// The network for pods, as `PODLAB_NETWORK` chooses it. It is the network namespace's, not
+/// `_root`'s: see the module doc.
+pub fn plugin(_root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
     let kind = std::env::var(ENV_NETWORK).unwrap_or_else(|_| "cni".into());
     if kind == "none" {
         return Ok(None);
@@ -29,23 +35,25 @@ pub fn plugin(root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
     if kind != "cni" && kind != "builtin" {
         bail!("{ENV_NETWORK}={kind:?}: expected cni, builtin or none");
     }
+    let net_root = network_root()?;
     let network_kind =
-        NetworkKind::podlab(&kind, root).with_context(|| format!("the {kind} network"))?;
-    let network =
-        open_network(network_kind).with_context(|| format!("opening the {kind} network"))?;
+        NetworkKind::podlab(&kind, &net_root).with_context(|| format!("the {kind} network"))?;
     Ok(Some(Arc::new(PodlabNetwork {
         kind,
-        network,
-        bridge: PodlabNet::podlab(root).bridge,
-        lock: root.join("network.lock"),
+        network: network_kind,
+        bridge: PodlabNet::podlab(&net_root).bridge,
+        net_root,
     })))
 }
 
 struct PodlabNetwork {
     kind: String,
-    network: Box<dyn podlab_cni::PodNetwork>,
+    /// Opened for each attach and detach, under the lock: opening writes the default conflist,
+    /// which must not come back after the last pod's detach removed it.
+    network: NetworkKind,
     bridge: String,
-    lock: PathBuf,
+    /// `/run/podlab-net/<netns inode>`: the conflist and leases of this network namespace.
+    net_root: PathBuf,
 }
 
 impl PodlabNetwork {
@@ -64,16 +72,10 @@ impl PodlabNetwork {
         )
     }
 
-    /// Serialises attach and detach, so that removing an empty bridge never races an attach.
+    /// Serialises attach and detach in this network namespace, so that removing an empty
+    /// bridge never races an attach.
     fn locked<T>(&self, f: impl FnOnce() -> T) -> Result<T, podlab_runtime::network::PluginError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.lock)?;
-        // SAFETY: flock on a descriptor we own; released when `file` is dropped.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(Box::new(std::io::Error::last_os_error()));
-        }
+        let _lock = lock_network_namespace()?;
         Ok(f())
     }
 }
@@ -94,7 +96,7 @@ impl NetworkPlugin for PodlabNetwork {
             // forwarding is not needed, and podlab forwards nothing towards the host's network:
             // the node's setting is put back as it was.
             let forwarding = std::fs::read_to_string(IP_FORWARD).ok();
-            let status = self.network.setup(&attachment);
+            let status = open_network(self.network.clone()).and_then(|n| n.setup(&attachment));
             if let Some(before) = forwarding {
                 if std::fs::read_to_string(IP_FORWARD).ok().as_deref() != Some(before.as_str()) {
                     let _ = std::fs::write(IP_FORWARD, before.trim());
@@ -116,8 +118,13 @@ impl NetworkPlugin for PodlabNetwork {
     ) -> Result<(), podlab_runtime::network::PluginError> {
         let attachment = Self::attachment(pod);
         self.locked(|| {
-            self.network.teardown(&attachment)?;
-            remove_bridge_if_unused(&self.bridge);
+            open_network(self.network.clone())?.teardown(&attachment)?;
+            if remove_bridge_if_unused(&self.bridge) {
+                let _ = std::fs::remove_dir_all(&self.net_root);
+                if let Some(parent) = self.net_root.parent() {
+                    let _ = std::fs::remove_dir(parent); // only when no other netns uses it
+                }
+            }
             Ok::<(), podlab_cni::Error>(())
         })??;
         Ok(())
@@ -125,15 +132,49 @@ impl NetworkPlugin for PodlabNetwork {
 }
 
 /// Deletes podlab's bridge when no interface is attached to it any more.
-fn remove_bridge_if_unused(bridge: &str) {
+fn remove_bridge_if_unused(bridge: &str) -> bool {
     let Ok(mut netlink) = podlab_ns::net::Netlink::open() else {
-        return;
+        return false;
     };
-    let Ok(links) = netlink.links() else { return };
+    let Ok(links) = netlink.links() else {
+        return false;
+    };
     let Some(index) = links.iter().find(|l| l.name == bridge).map(|l| l.index) else {
-        return;
+        return true;
     };
-    if !links.iter().any(|l| l.master == Some(index)) {
-        let _ = netlink.delete_link(bridge);
+    !links.iter().any(|l| l.master == Some(index)) && netlink.delete_link(bridge).is_ok()
+}
+
+/// Where this network namespace's conflist and leases live.
+pub fn network_root() -> Result<PathBuf> {
+    let inode = podlab_ns::ops::self_inode(podlab_ns::NsKind::Net)?;
+    Ok(PathBuf::from("/run/podlab-net").join(inode.to_string()))
+}
+
+/// A lock held while the returned socket lives: the abstract unix socket `podlab-network`,
+/// which only one process of a network namespace can bind at a time.
+fn lock_network_namespace() -> std::io::Result<OwnedFd> {
+    use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let address = UnixAddr::new_abstract(b"podlab-network").map_err(std::io::Error::from)?;
+    let start = Instant::now();
+    loop {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(std::io::Error::from)?;
+        match bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address) {
+            Ok(()) => return Ok(fd),
+            Err(nix::Error::EADDRINUSE) if start.elapsed() < Duration::from_secs(120) => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "locking the pod network: {e}"
+                )))
+            }
+        }
     }
 }

@@ -166,7 +166,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         left_links.is_empty(),
         format!("{left_links:?}"),
     );
-    let leases = leases(scratch.path());
+    let leases = leases(&crate::network::network_root()?);
     evidence.check(
         "after delete, no IP lease is left in the IPAM store",
         leases.is_empty(),
@@ -175,7 +175,8 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     Ok(())
 }
 
-/// The files of host-local's store that are leases (their name is an address).
+/// The files of host-local's store under a network root that are leases (their name is an
+/// address).
 fn leases(root: &std::path::Path) -> Vec<String> {
     let dir = root.join("cni/ipam/podlab");
     std::fs::read_dir(dir)
@@ -205,7 +206,7 @@ pub fn run_failure(evidence: &mut Evidence) -> Result<()> {
     say("records FailedCreatePodSandBox, the pod stays Pending with its containers waiting in");
     say("ContainerCreating, and the pod worker retries on the same node, with backoff, until it");
     say("works. Here the IPAM range holds one address, and two pods want one each.");
-    let scratch = ScratchRoot::new(
+    let mut scratch = ScratchRoot::new(
         "cni-failure",
         &[
             ("PODLAB_NETWORK", "cni"),
@@ -213,6 +214,8 @@ pub fn run_failure(evidence: &mut Evidence) -> Result<()> {
         ],
     )?;
     let conf_dir = scratch.path().join("cni/net.d");
+    // The demo's own conflist, the way a user points podlab at theirs.
+    scratch.set_env("PODLAB_CNI_CONF_DIR", &conf_dir);
     std::fs::create_dir_all(&conf_dir)?;
     let data_dir = scratch.path().join("cni/ipam");
     std::fs::write(

@@ -87,7 +87,8 @@ pub fn exec_text(runtime: &Runtime, id: &ContainerId, cmd: &[&str]) -> Result<St
 
 pub struct ScratchRoot {
     path: PathBuf,
-    previous: Option<std::ffi::OsString>,
+    /// The variables it set, with their values before, to put back.
+    saved: Vec<(String, Option<std::ffi::OsString>)>,
 }
 
 impl ScratchRoot {
@@ -96,13 +97,22 @@ impl ScratchRoot {
     pub fn new(name: &str, agent_env: &[(&str, &str)]) -> Result<ScratchRoot> {
         let path = std::env::temp_dir().join(format!("podlab-demo-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-        let previous = std::env::var_os("PODLAB_ROOT");
-        // SAFETY (set_var): the CLI process has a single thread while a demo sets it up.
-        std::env::set_var("PODLAB_ROOT", &path);
+        let mut root = ScratchRoot {
+            path,
+            saved: Vec::new(),
+        };
+        root.set_env("PODLAB_ROOT", &root.path.clone());
         for (key, value) in agent_env {
-            std::env::set_var(key, value);
+            root.set_env(key, value);
         }
-        Ok(ScratchRoot { path, previous })
+        Ok(root)
+    }
+
+    /// Sets a variable for this process and the agent it starts, until the demo ends.
+    pub fn set_env(&mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) {
+        self.saved.push((key.to_string(), std::env::var_os(key)));
+        // The CLI process has a single thread while a demo sets it up.
+        std::env::set_var(key, value);
     }
 
     pub fn path(&self) -> &Path {
@@ -127,9 +137,11 @@ impl Drop for ScratchRoot {
             }
         }
         let _ = std::fs::remove_dir_all(&self.path);
-        match &self.previous {
-            Some(value) => std::env::set_var("PODLAB_ROOT", value),
-            None => std::env::remove_var("PODLAB_ROOT"),
+        for (key, before) in self.saved.drain(..).rev() {
+            match before {
+                Some(value) => std::env::set_var(&key, value),
+                None => std::env::remove_var(&key),
+            }
         }
     }
 }

@@ -59,3 +59,37 @@ fn demo_sandbox_holds() {
 fn demo_indexer_holds() {
     demo_holds("indexer");
 }
+
+/// The network of the test's namespace after a CNI demo: no bridge, no veth, no lease folder.
+fn assert_network_clean() {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .expect("ip link");
+    let links = String::from_utf8_lossy(&out.stdout);
+    let leftovers: Vec<&str> = links
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter(|name| name.starts_with("podlab") || name.starts_with("veth"))
+        .collect();
+    assert!(leftovers.is_empty(), "links left: {leftovers:?}");
+    let net_root = std::path::Path::new("/run/podlab-net");
+    let left: Vec<_> = std::fs::read_dir(net_root)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "network state left: {left:?}");
+}
+
+#[test]
+fn demo_cni_holds() {
+    let _network = crate::support::network_lock();
+    demo_holds("cni");
+    assert_network_clean();
+}
+
+#[test]
+fn demo_cni_failure_holds() {
+    let _network = crate::support::network_lock();
+    demo_holds("cni-failure");
+    assert_network_clean();
+}

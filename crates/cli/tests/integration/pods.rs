@@ -44,6 +44,8 @@ impl Out {
 pub struct Root {
     pub dir: PathBuf,
     env: Vec<(String, String)>,
+    /// Held by roots whose pods use the network: see [`crate::support::network_lock`].
+    _network: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl Root {
@@ -59,12 +61,14 @@ impl Root {
                 ("PODLAB_NETWORK".into(), "none".into()),
                 ("PODLAB_NODE_BACKOFF".into(), "1s,8s".into()),
             ],
+            _network: None,
         }
     }
 
     /// The same root with pods on podlab's default network.
     pub fn with_network(mut self) -> Root {
         self.env.retain(|(k, _)| k != "PODLAB_NETWORK");
+        self._network = Some(crate::support::network_lock());
         self
     }
 

@@ -62,3 +62,13 @@ macro_rules! skip_unless {
         }
     };
 }
+
+/// Tests whose pods get addresses take this lock: the tests of one run share a network
+/// namespace, hence podlab's bridge `podlab0` and its subnet, and a test that counts the
+/// bridge's ports or checks that nothing is left must not see another test's pods.
+pub fn network_lock() -> std::sync::MutexGuard<'static, ()> {
+    static NETWORK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    NETWORK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
