@@ -44,6 +44,7 @@ fn run(args: &[String]) -> Result<()> {
         "demo" => demo(rest),
         "bench" => bench(rest),
         "peers" => peers::run(rest),
+        sandbox::INIT_TASK => sandbox::init(rest),
         "tidy" => tidy(),
         "ci" => {
             tidy()?;

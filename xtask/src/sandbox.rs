@@ -1,6 +1,7 @@
 //! Runs the integration tests inside fresh namespaces.
 //!
-//! As root: `unshare --mount --uts --ipc --net --pid --fork --mount-proc --propagation private`.
+//! As root: `unshare --mount --uts --ipc --net --pid --fork --mount-proc --propagation private`,
+//! with this binary as the sandbox's PID 1 (it reaps the daemons the tests leave to it).
 //! As another user: the same with `--user --map-root-user` first. Inside, `lo` is brought up,
 //! then `cargo test --test '*'` (every integration-test target) runs offline. When the sandbox's PID 1 ends, the kernel kills every
 //! process left in it and frees its namespaces and mounts: a test that leaks cannot leak onto
@@ -33,6 +34,12 @@ pub fn run_integration_tests(filter: &[String]) -> Result<()> {
         "--propagation",
         "private",
         "--",
+    ]);
+    // The sandbox's PID 1 reaps: daemons the tests start (shims, node agents) are re-parented
+    // to it when they exit, and must not stay zombies for the rest of the run.
+    unshare.arg(std::env::current_exe().context("finding the xtask binary")?);
+    unshare.args([
+        INIT_TASK,
         "sh",
         "-c",
         // lo first: tests reach their servers over 127.0.0.1 inside the sandbox's netns.
@@ -60,6 +67,36 @@ pub fn run_integration_tests(filter: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The hidden task that runs as the sandbox's PID 1.
+pub const INIT_TASK: &str = "__sandbox-init";
+
+/// PID 1 of the sandbox: runs `command`, reaps every child until it exits, and exits with its
+/// status (128+N if it was killed by signal N).
+pub fn init(command: &[String]) -> Result<()> {
+    let (program, args) = command.split_first().context("sandbox init: no command")?;
+    let child = Command::new(program)
+        .args(args)
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    let main = child.id() as i32;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer.
+        let pid = unsafe { waitpid(-1, &mut status, 0) };
+        if pid == main {
+            let code = if status & 0x7f == 0 {
+                (status >> 8) & 0xff
+            } else {
+                128 + (status & 0x7f)
+            };
+            std::process::exit(code);
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(4) {
+            bail!("sandbox init: waitpid: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { geteuid() == 0 }
@@ -67,4 +104,5 @@ fn is_root() -> bool {
 
 extern "C" {
     fn geteuid() -> u32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
 }

@@ -176,7 +176,13 @@ fn orphan_under_me() -> Result<Orphan, String> {
     wait_for(middle).map_err(|e| e.to_string())?;
     let (orphan, before, after): (i32, i32, i32) = receive(report_in);
     let mut reaped = false;
-    let me = nix::unistd::getpid().as_raw();
+    // This process as the /proc it reads names it: as PID 1 of a new pid namespace it has
+    // another pid there, and the ppid fields of /proc/*/stat are in /proc's namespace too.
+    let me: i32 = std::fs::read_link("/proc/self")
+        .map_err(|e| e.to_string())?
+        .to_string_lossy()
+        .parse()
+        .map_err(|e| format!("/proc/self: {e}"))?;
     eventually(|| {
         reaped |= pid::reap_all_nohang()
             .iter()
