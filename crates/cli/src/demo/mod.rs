@@ -9,6 +9,7 @@ mod indexer;
 mod ipc;
 mod kit;
 mod lab;
+mod layers;
 mod mnt;
 mod net;
 mod pid;
@@ -33,7 +34,7 @@ pub const NAMESPACE_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 6] = [
 
 /// The demos built on whole pods: they need real root (overlay mounts of image layers, the
 /// runtime's shim, the node agent).
-pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 7] = [
+pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 8] = [
     ("pod", pod::run),
     ("cni", cni::run),
     ("cni-failure", cni::run_failure),
@@ -41,6 +42,7 @@ pub const POD_DEMOS: [(&str, fn(&mut Evidence) -> Result<()>); 7] = [
     ("probes", probes::run),
     ("sandbox", sandbox::run),
     ("indexer", indexer::run),
+    ("layers", layers::run),
 ];
 
 pub fn run(what: &str) -> Result<()> {
