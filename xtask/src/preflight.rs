@@ -28,6 +28,8 @@ pub const TEST_TOOLS: &[Tool] = &[
     tool("/usr/sbin/runc", "runc"),
     tool("/usr/bin/umoci", "umoci"),
     tool("/usr/bin/skopeo", "skopeo"),
+    tool("/usr/bin/containerd", "containerd"),
+    tool("/usr/sbin/dockerd", "docker.io"),
 ];
 
 /// Fails with the exact install line when something is missing. `scripts/run` installs these
