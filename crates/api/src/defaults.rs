@@ -28,29 +28,36 @@ pub fn default_pod(pod: &mut Pod) {
     {
         default_container(container);
     }
-    for container in spec.ephemeral_containers.iter_mut().flatten() {
-        container
-            .termination_message_path
-            .get_or_insert_with(|| "/dev/termination-log".into());
-        container
-            .termination_message_policy
-            .get_or_insert_with(|| "File".into());
-        if container.image_pull_policy.is_none() {
-            container.image_pull_policy = Some(pull_policy_for(container.image.as_deref()).into());
-        }
+    for c in spec.ephemeral_containers.iter_mut().flatten() {
+        default_common(
+            &mut c.termination_message_path,
+            &mut c.termination_message_policy,
+            &mut c.image_pull_policy,
+            c.image.as_deref(),
+        );
     }
 }
 
-fn default_container(container: &mut Container) {
-    container
-        .termination_message_path
-        .get_or_insert_with(|| "/dev/termination-log".into());
-    container
-        .termination_message_policy
-        .get_or_insert_with(|| "File".into());
-    if container.image_pull_policy.is_none() {
-        container.image_pull_policy = Some(pull_policy_for(container.image.as_deref()).into());
-    }
+/// What every kind of container gets: the termination message file and policy, the pull policy.
+fn default_common(
+    message_path: &mut Option<String>,
+    message_policy: &mut Option<String>,
+    pull_policy: &mut Option<String>,
+    image: Option<&str>,
+) {
+    message_path.get_or_insert_with(|| "/dev/termination-log".into());
+    message_policy.get_or_insert_with(|| "File".into());
+    pull_policy.get_or_insert_with(|| pull_policy_for(image).into());
+}
+
+fn default_container(c: &mut Container) {
+    default_common(
+        &mut c.termination_message_path,
+        &mut c.termination_message_policy,
+        &mut c.image_pull_policy,
+        c.image.as_deref(),
+    );
+    let container = c;
     for port in container.ports.iter_mut().flatten() {
         port.protocol.get_or_insert_with(|| "TCP".into());
     }
