@@ -246,6 +246,9 @@ enum NsCommand {
         /// Only the namespaces of this process.
         #[arg(long)]
         pid: Option<i32>,
+        /// Only namespaces of this kind: uts, ipc, net, pid, mnt, user, cgroup, time.
+        #[arg(short = 't', long = "type")]
+        kind: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -383,8 +386,8 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             check,
         } => explain::run(&file, output.is_some(), check).map(|()| Done),
         Command::Ns {
-            command: NsCommand::Ls { pid, json },
-        } => nsls::run(pid, json).map(|()| Done),
+            command: NsCommand::Ls { pid, kind, json },
+        } => nsls::run(pid, kind.as_deref(), json).map(|()| Done),
     }
 }
 

@@ -16,8 +16,18 @@ struct Row {
     user: String,
 }
 
-pub fn run(pid: Option<i32>, json: bool) -> Result<()> {
-    let entries = match pid {
+/// `kind`: only namespaces of that kind (`lsns -t`); an unknown kind, or one this kernel
+/// lacks, is a usage error.
+pub fn run(pid: Option<i32>, kind: Option<&str>, json: bool) -> Result<()> {
+    let kind = match kind {
+        Some(name) => {
+            let kind: podlab_ns::NsKind = name.parse()?;
+            kind.require()?;
+            Some(kind)
+        }
+        None => None,
+    };
+    let mut entries = match pid {
         Some(pid) => {
             if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
                 return Err(crate::UsageError(format!(
@@ -29,6 +39,7 @@ pub fn run(pid: Option<i32>, json: bool) -> Result<()> {
         }
         None => ops::list().context("listing namespaces")?,
     };
+    entries.retain(|e| kind.is_none_or(|k| e.kind == k));
     let mut names = HashMap::new();
     let rows: Vec<Row> = entries
         .into_iter()

@@ -91,3 +91,41 @@ fn demo_ipc_holds() {
     assert!(stdout.contains("demo ipc: all evidence holds"), "{stdout}");
     assert!(!stdout.contains("[FAIL]"), "{stdout}");
 }
+
+#[test]
+fn ns_ls_by_type_lists_only_that_kind_and_refuses_an_unknown_one() {
+    let out = podlab().args(["ns", "ls", "-t", "bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("\"bogus\""), "{err}");
+    assert!(out.stdout.is_empty());
+
+    let out = podlab()
+        .args(["ns", "ls", "-t", "net", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = listing["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["kind"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.is_empty());
+    assert!(kinds.iter().all(|k| *k == "net"), "{kinds:?}");
+    let own = podlab_ns::ops::ns_inode(std::process::id() as i32, podlab_ns::NsKind::Net).unwrap();
+    assert!(
+        listing["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["inode"] == own),
+        "own netns {own} listed"
+    );
+}
