@@ -49,7 +49,7 @@ pub const DEFAULT_STATE_PATHS: &[&str] = &[
 
 /// Words that mark a change as the peers' doing.
 const PEER_WORDS: &[&str] = &[
-    "podlab",
+    "podlab-peers",
     "docker",
     "containerd",
     "libpod",
@@ -124,7 +124,11 @@ pub fn snapshot() -> HostState {
         .procs
         .values()
         .filter(|p| PEER_COMMS.contains(&p.comm.as_str()) && p.state != 'Z')
-        .map(|p| format!("{} {}", p.pid, p.comm))
+        .map(|p| {
+            let mut args = p.command_text();
+            args.truncate(160);
+            format!("{} {}: {args}", p.pid, p.comm)
+        })
         .collect();
     let state_paths = DEFAULT_STATE_PATHS
         .iter()
@@ -158,16 +162,19 @@ pub fn changes(before: &HostState, after: &HostState) -> Vec<Change> {
     sets("mount", &before.mounts, &after.mounts);
     sets("cgroup", &before.cgroups, &after.cgroups);
     sets(
-        "peer process",
-        &before.peer_processes,
-        &after.peer_processes,
-    );
-    sets(
         "default state path",
         &before.state_paths,
         &after.state_paths,
     );
     sets("netns pin", &before.netns_pins, &after.netns_pins);
+    // A peer process is the lab's only if it names a lab folder: others run runc and podman on
+    // this machine too (the lab's daemons, shims and conmons carry its folder in their arguments).
+    for added in after.peer_processes.difference(&before.peer_processes) {
+        out.push(Change {
+            text: format!("peer process appeared: {added}"),
+            ours: added.contains("podlab-peers."),
+        });
+    }
     for (key, value) in &after.sysctls {
         if before.sysctls.get(key) != Some(value) {
             // A forwarding switch is the peers' kind of change whatever its name says.
@@ -306,8 +313,14 @@ mod tests {
         after
             .cgroups
             .insert("/sys/fs/cgroup/pids/someone-else".into());
+        after
+            .peer_processes
+            .insert("7 runc: runc run someone-elses-test".into());
         let c = changes(&before, &after);
-        assert_eq!(c.len(), 4, "{c:?}");
+        assert_eq!(c.len(), 5, "{c:?}");
+        assert!(c
+            .iter()
+            .any(|c| c.text.contains("someone-elses-test") && !c.ours));
         assert!(c
             .iter()
             .any(|c| c.text == "network link appeared: docker0" && c.ours));

@@ -65,7 +65,7 @@ impl Plan {
             ns_rounds: 30,
             container_rounds: 8,
             pod_rounds: 3,
-            levels: vec![1, 10, 25],
+            levels: vec![1, 10],
             level_rounds: 3,
             teardown_pods: 10,
             teardown_rounds: 1,
