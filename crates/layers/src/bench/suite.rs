@@ -294,6 +294,19 @@ fn reap_after_each<'a>(lab: &'a Lab, contenders: Vec<Contender<'a>>) -> Vec<Cont
         .collect()
 }
 
+/// A contender whose trial is one command, made fresh by `make` each time, and timed.
+fn timed_command<'a>(
+    name: &str,
+    text: &str,
+    make: impl Fn() -> Result<Command> + 'a,
+) -> Contender<'a> {
+    one(
+        name,
+        text.into(),
+        Box::new(move || Ok(vec![timed(&mut make()?)?])),
+    )
+}
+
 fn one<'a>(name: &str, command: String, trial: Trial<'a>) -> Contender<'a> {
     Contender {
         name: name.into(),
@@ -316,21 +329,27 @@ fn ns_set(options: &Options) -> Result<Vec<Row>> {
     let helper = options.ns_helper.clone();
     let mut contenders = vec![
         options.podlab.ns_set(),
-        one(
+        timed_command(
             "podlab-ns (clone + exec helper)",
-            format!("{} /bin/true", helper.display()),
-            Box::new(move || Ok(vec![timed(Command::new(&helper).arg("/bin/true"))?])),
+            &format!("{} /bin/true", helper.display()),
+            move || {
+                let mut cmd = Command::new(&helper);
+                cmd.arg("/bin/true");
+                Ok(cmd)
+            },
         ),
-        one(
+        timed_command(
             "unshare (util-linux)",
-            format!("unshare {}", unshare.join(" ")),
-            Box::new(move || Ok(vec![timed(Command::new("unshare").args(unshare))?])),
+            &format!("unshare {}", unshare.join(" ")),
+            move || {
+                let mut cmd = Command::new("unshare");
+                cmd.args(unshare);
+                Ok(cmd)
+            },
         ),
-        one(
-            "baseline: spawn /bin/true",
-            "/bin/true".into(),
-            Box::new(|| Ok(vec![timed(&mut Command::new("/bin/true"))?])),
-        ),
+        timed_command("baseline: spawn /bin/true", "/bin/true", || {
+            Ok(Command::new("/bin/true"))
+        }),
     ];
     let outcomes = interleave(&mut contenders, 1, plan.warmup * 5, plan.ns_rounds)?;
     Ok(rows_of("ns-set", None, &[("total", "ms")], &outcomes))
@@ -343,83 +362,70 @@ fn container_true(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row
         let state = lab.dir().join("runc-state");
         let state2 = lab.dir().join("runc-state-cgroup2");
         let crun_state = lab.dir().join("crun-state");
-        contenders.push(one(
+        contenders.push(timed_command(
             "runc",
-            "runc --root STATE run --bundle B ID (cgroup v1 hybrid, as the host has it)".into(),
-            Box::new(move || {
-                let id = peers.next_id("runc");
-                Ok(vec![timed(&mut bundle.runc_run(lab, &state, &id)?)?])
-            }),
+            "runc --root STATE run --bundle B ID (cgroup v1 hybrid, as the host has it)",
+            move || bundle.runc_run(lab, &state, &peers.next_id("runc")),
         ));
         if peers.cgroup2_view {
-            contenders.push(one(
+            contenders.push(timed_command(
                 "runc (cgroup2 view)",
-                "runc --root STATE run --bundle B ID (in the cgroup2-only mount namespace)".into(),
-                Box::new(move || {
-                    let id = peers.next_id("runc2-");
-                    Ok(vec![timed(
-                        &mut bundle.runc_run_cgroup2(lab, &state2, &id)?,
-                    )?])
-                }),
+                "runc --root STATE run --bundle B ID (in the cgroup2-only mount namespace)",
+                move || bundle.runc_run_cgroup2(lab, &state2, &peers.next_id("runc2-")),
             ));
             if tools::which("crun").is_some() {
-                contenders.push(one(
+                contenders.push(timed_command(
                     "crun (cgroup2 view)",
-                    "crun --cgroup-manager=disabled --root STATE run --bundle B ID".into(),
-                    Box::new(move || {
-                        let id = peers.next_id("crun");
-                        Ok(vec![timed(&mut bundle.crun_run(lab, &crun_state, &id)?)?])
-                    }),
+                    "crun --cgroup-manager=disabled --root STATE run --bundle B ID",
+                    move || bundle.crun_run(lab, &crun_state, &peers.next_id("crun")),
                 ));
             }
         }
     }
+    let image = Busybox::reference();
     if let Some(c) = &peers.containerd {
-        contenders.push(one(
+        contenders.push(timed_command(
             "ctr run --rm",
-            format!("ctr run --rm {} ID /bin/true", Busybox::reference()),
-            Box::new(move || {
+            &format!("ctr run --rm {image} ID /bin/true"),
+            move || {
                 let id = peers.next_id("ctr");
                 let mut cmd = c.ctr(lab, "default");
                 cmd.args(["run", "--rm", "--cgroup"])
                     .arg(format!("{}/{id}", lab.cgroup_parent("ctr")))
                     .arg(Busybox::reference())
                     .args([id.as_str(), "/bin/true"]);
-                Ok(vec![timed(&mut cmd)?])
-            }),
+                Ok(cmd)
+            },
         ));
     }
     if let Some(d) = &peers.dockerd {
-        contenders.push(one(
+        contenders.push(timed_command(
             "docker run --rm",
-            format!(
-                "docker run --rm --network none {} /bin/true",
-                Busybox::reference()
-            ),
-            Box::new(move || {
+            &format!("docker run --rm --network none {image} /bin/true"),
+            move || {
                 let mut cmd = d.docker(lab);
                 cmd.args(["run", "--rm", "--network", "none"])
                     .arg(Busybox::reference())
                     .arg("/bin/true");
-                Ok(vec![timed(&mut cmd)?])
-            }),
+                Ok(cmd)
+            },
         ));
     }
     if let Some(p) = &peers.podman {
-        contenders.push(one(
+        contenders.push(timed_command(
             "podman run --rm",
-            format!(
+            &format!(
                 "podman run --rm --network none {} /bin/true",
                 podman::image()
             ),
-            Box::new(move || {
+            move || {
                 let mut cmd = p.podman(lab);
                 cmd.args(["run", "--rm", "--network", "none", "--cgroup-parent"])
                     .arg(&p.cgroup_parent)
                     .arg(podman::image())
                     .arg("/bin/true");
-                Ok(vec![timed(&mut cmd)?])
-            }),
+                Ok(cmd)
+            },
         ));
     }
     let outcomes = interleave(
