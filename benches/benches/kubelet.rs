@@ -3,7 +3,9 @@
 //! inputs (a clone of the views) measured in the same run.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use podlab_kubelet::model::{ContainerRecord, NetnsMode, RuntimeState, SandboxRecord, SandboxState};
+use podlab_kubelet::model::{
+    ContainerRecord, NetnsMode, RuntimeState, SandboxRecord, SandboxState,
+};
 use podlab_kubelet::{sync_pass, PassContext, PodSpecView, RestartPolicy, RuntimeView};
 
 fn steady_pod() -> (PodSpecView, RuntimeView) {
@@ -34,17 +36,30 @@ fn steady_pod() -> (PodSpecView, RuntimeView) {
             finished_at: None,
         })
         .collect();
-    (pod, RuntimeView { sandboxes: vec![sandbox], containers })
+    (
+        pod,
+        RuntimeView {
+            sandboxes: vec![sandbox],
+            containers,
+        },
+    )
 }
 
 fn sync(c: &mut Criterion) {
     let (pod, runtime) = steady_pod();
     let ctx = PassContext::default();
     let result = sync_pass(&pod, &runtime, &ctx);
-    assert!(!result.actions.kill_pod && result.actions.containers_to_start.is_empty(), "the pod must have nothing to do");
+    assert!(
+        !result.actions.kill_pod && result.actions.containers_to_start.is_empty(),
+        "the pod must have nothing to do"
+    );
     let mut group = c.benchmark_group("kubelet");
-    group.bench_function("inputs-clone (baseline)", |b| b.iter(|| black_box((pod.clone(), runtime.clone()))));
-    group.bench_function("sync-pass-3-containers-idle", |b| b.iter(|| sync_pass(black_box(&pod), black_box(&runtime), black_box(&ctx))));
+    group.bench_function("inputs-clone (baseline)", |b| {
+        b.iter(|| black_box((pod.clone(), runtime.clone())))
+    });
+    group.bench_function("sync-pass-3-containers-idle", |b| {
+        b.iter(|| sync_pass(black_box(&pod), black_box(&runtime), black_box(&ctx)))
+    });
     group.finish();
 }
 

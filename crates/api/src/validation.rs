@@ -283,9 +283,11 @@ pub fn dns1123_subdomain(s: &str) -> Option<&'static str> {
         return Some("must be no more than 253 characters");
     }
     let part_ok = |p: &str| {
-        let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let alnum =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
         !p.is_empty()
-            && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             && alnum(p.chars().next())
             && alnum(p.chars().last())
     };

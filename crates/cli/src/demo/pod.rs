@@ -36,7 +36,10 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("root filesystem) and, unless the pod shares its process namespace, its own pid.");
     let pod = podlab_api::decode_pod(MANIFEST, "the built-in pod.yaml")?;
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let ctx = Ctx::open()?;
+    // A root of its own, so that the demo leaves nothing behind: its agent is stopped and the
+    // folder removed when it ends, also on error.
+    let scratch = super::kit::ScratchRoot::new("pod", &[])?;
+    let ctx = scratch.ctx()?;
     remove_leftover(&ctx, &name)?;
     crate::image::ensure_builtin_if_busybox(&ctx, "busybox")?;
 
