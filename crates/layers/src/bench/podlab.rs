@@ -119,6 +119,9 @@ impl Podlab {
                 Box::new(move || {
                     let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let mut cmd = self.command(lab).expect("has() saw it");
+                    // Like the runc, crun, ctr, docker and podman rows (`--network none`): the
+                    // container's own network namespace with `lo`, no CNI plugins.
+                    cmd.env("PODLAB_NETWORK", "none");
                     cmd.args(run_args(&format!("peers-true-{n}")));
                     Ok(vec![super::suite::timed(&mut cmd)?])
                 }) as super::stats::Trial<'a>
