@@ -88,6 +88,9 @@ pub fn run() -> Result<()> {
             images.blobs_removed, images.snapshots_removed
         );
     }
+    if crate::network::gc()? {
+        println!("removed the pod network state of this network namespace (no pod was attached)");
+    }
     println!("gc done");
     Ok(())
 }

@@ -178,3 +178,24 @@ fn lock_network_namespace() -> std::io::Result<OwnedFd> {
         }
     }
 }
+
+/// `podlab gc`'s part: after a `kill -9` of everything, this network namespace's podlab state
+/// can outlive its pods. With no pod attached to podlab's bridge (or no bridge), every lease in
+/// it is stale, so the bridge and the folder go. True when something was removed.
+pub fn gc() -> Result<bool> {
+    let net_root = network_root()?;
+    if !net_root.exists() {
+        return Ok(false);
+    }
+    let _lock = lock_network_namespace()?;
+    let bridge = PodlabNet::podlab(&net_root).bridge;
+    if !remove_bridge_if_unused(&bridge) {
+        return Ok(false); // pods are still attached
+    }
+    std::fs::remove_dir_all(&net_root)
+        .with_context(|| format!("removing {}", net_root.display()))?;
+    if let Some(parent) = net_root.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+    Ok(true)
+}
