@@ -12,6 +12,7 @@ mod explain;
 mod ipc;
 mod mnt;
 mod net;
+mod network_curve;
 mod ns;
 mod pause;
 mod pid;

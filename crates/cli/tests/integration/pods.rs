@@ -72,6 +72,13 @@ impl Root {
         self
     }
 
+    /// The same root with one more variable for the `podlab` processes it runs.
+    pub fn with_env(mut self, key: &str, value: &str) -> Root {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = podlab();
         command.args(args).env("PODLAB_ROOT", &self.dir);
