@@ -17,6 +17,9 @@ use crate::Result;
 #[derive(Debug, Clone)]
 pub struct Podlab {
     pub binary: Option<PathBuf>,
+    /// `PODLAB_NETWORK` for its pods (`cni`, `builtin`, `none`); None: podlab's default (cni).
+    /// A network of its own gets a root of its own, so that its node agent is started with it.
+    pub network: Option<&'static str>,
 }
 
 /// A pod manifest: `containers` busybox containers that sleep, no grace period.
@@ -49,7 +52,7 @@ impl Podlab {
             .iter()
             .map(|p| workspace.join(p))
             .find(|p| p.is_file());
-        Podlab { binary }
+        Podlab { binary, network: None }
     }
 
     /// Whether `podlab SUBCOMMAND... --help` works.
@@ -75,8 +78,18 @@ impl Podlab {
 
     fn command(&self, lab: &Lab) -> Option<Command> {
         let mut cmd = lab.command(self.binary.as_ref()?);
-        cmd.env("PODLAB_ROOT", lab.dir().join("podlab"));
+        match self.network {
+            None => cmd.env("PODLAB_ROOT", lab.dir().join("podlab")),
+            Some(network) => cmd
+                .env("PODLAB_ROOT", lab.dir().join(format!("podlab-{network}")))
+                .env("PODLAB_NETWORK", network),
+        };
         Some(cmd)
+    }
+
+    /// The same podlab with its pods on `network`.
+    pub fn on_network(&self, network: &'static str) -> Podlab {
+        Podlab { binary: self.binary.clone(), network: Some(network) }
     }
 
     /// Comparison 1 as podlab will offer it. Measured meanwhile by the `podlab-ns-true` helper
@@ -137,8 +150,12 @@ impl Podlab {
     ) -> Contender<'a> {
         let text = "podlab apply -f pod.yaml; podlab get pod NAME -o json until condition \
                     Ready=True; podlab delete pod NAME --grace-period 0 until its pause is gone";
+        let text = match self.network {
+            Some(network) => format!("PODLAB_NETWORK={network} {text}"),
+            None => text.to_string(),
+        };
         contender(
-            self.label(text.to_string()),
+            self.label(text),
             self.has_pods().then(|| {
                 Box::new(move || {
                     let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -296,7 +313,7 @@ mod tests {
 
     #[test]
     fn missing_binary_means_pending() {
-        let podlab = Podlab { binary: None };
+        let podlab = Podlab { binary: None, network: None };
         assert!(!podlab.has(&["run"]));
         assert!(podlab.ns_set().trial.is_none());
         assert!(!podlab.has_pods());

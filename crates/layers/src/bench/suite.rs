@@ -446,7 +446,12 @@ const SLEEP: [&str; 2] = ["sleep", "100000"];
 
 fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
     let lab = &peers.lab;
-    let mut contenders = vec![podlab.pod(lab, &peers.counter)];
+    // podlab's default network (the CNI plugins) is the row the ratios are of; the built-in
+    // path runs beside it in a root of its own.
+    let builtin = podlab.on_network("builtin");
+    let mut builtin_row = builtin.pod(lab, &peers.counter);
+    builtin_row.name = "podlab (built-in network)".into();
+    let mut contenders = vec![podlab.pod(lab, &peers.counter), builtin_row];
     if let Some(p) = &peers.podman {
         for network in ["none", podman::NETWORK] {
             contenders.push(one(
