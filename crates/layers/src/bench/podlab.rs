@@ -52,7 +52,10 @@ impl Podlab {
             .iter()
             .map(|p| workspace.join(p))
             .find(|p| p.is_file());
-        Podlab { binary, network: None }
+        Podlab {
+            binary,
+            network: None,
+        }
     }
 
     /// Whether `podlab SUBCOMMAND... --help` works.
@@ -89,7 +92,10 @@ impl Podlab {
 
     /// The same podlab with its pods on `network`.
     pub fn on_network(&self, network: &'static str) -> Podlab {
-        Podlab { binary: self.binary.clone(), network: Some(network) }
+        Podlab {
+            binary: self.binary.clone(),
+            network: Some(network),
+        }
     }
 
     /// Comparison 1 as podlab will offer it. Measured meanwhile by the `podlab-ns-true` helper
@@ -313,7 +319,10 @@ mod tests {
 
     #[test]
     fn missing_binary_means_pending() {
-        let podlab = Podlab { binary: None, network: None };
+        let podlab = Podlab {
+            binary: None,
+            network: None,
+        };
         assert!(!podlab.has(&["run"]));
         assert!(podlab.ns_set().trial.is_none());
         assert!(!podlab.has_pods());
