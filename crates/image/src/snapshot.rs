@@ -123,76 +123,10 @@ pub fn in_use(snapshots: &Path) -> BTreeMap<String, i32> {
 
 /// The lower folders of every overlay in a mountinfo table.
 pub fn overlay_lowers(mountinfo: &str) -> Vec<PathBuf> {
-    let mut lowers = Vec::new();
-    for line in mountinfo.lines() {
-        // "... - overlay overlay rw,lowerdir=/a:/b,upperdir=...,workdir=..."
-        let Some((_, after)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut fields = after.split(' ');
-        if fields.next() != Some("overlay") {
-            continue;
-        }
-        let options = fields.nth(1).unwrap_or("");
-        for option in split_unescaped(options, ',') {
-            if let Some(list) = option.strip_prefix("lowerdir=") {
-                lowers.extend(
-                    split_unescaped(list, ':')
-                        .into_iter()
-                        .map(|p| unescape(&p).into()),
-                );
-            } else if let Some(one) = option.strip_prefix("lowerdir+=") {
-                lowers.push(unescape(one).into());
-            }
-        }
-    }
-    lowers
-}
-
-/// Splits on `sep` where it is not escaped with a backslash (overlayfs escapes `,` and `:`).
-fn split_unescaped(text: &str, sep: char) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut escaped = false;
-    for c in text.chars() {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == sep {
-            parts.push(String::new());
-            continue;
-        }
-        parts.last_mut().expect("never empty").push(c);
-    }
-    parts
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space) and overlayfs's backslash escapes.
-fn unescape(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            let octal = bytes
-                .get(i + 1..i + 4)
-                .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-            if let Some(digits) = octal {
-                let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
-                out.push(value as u8);
-                i += 4;
-                continue;
-            }
-            if let Some(&next) = bytes.get(i + 1) {
-                out.push(next);
-                i += 2;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    podlab_ns::mnt::overlay::overlays(mountinfo)
+        .into_iter()
+        .flat_map(|o| o.lowerdirs)
+        .collect()
 }
 
 #[cfg(test)]

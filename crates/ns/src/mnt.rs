@@ -13,6 +13,8 @@
 //! Everything here acts on the mount namespace of the calling process; call it in a process that
 //! has its own (see [`crate::child`]).
 
+pub mod overlay;
+
 use std::os::unix::fs::{symlink, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
