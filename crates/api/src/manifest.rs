@@ -19,25 +19,34 @@ pub enum Object {
 
 /// Decodes every document in `text`. `source` names the input in error messages (a file name).
 pub fn decode(text: &str, source: &str) -> Result<Vec<Object>, ManifestError> {
-    let mut objects = Vec::new();
+    documents(text, source)?
+        .into_iter()
+        .map(|value| decode_value(value, source))
+        .collect()
+}
+
+/// The documents of a YAML or JSON text (`---`-separated), empty ones skipped; a syntax error
+/// names the line. At least one document is required. The first step of every decoder,
+/// podlab-control's for ReplicaSets too.
+pub fn documents(text: &str, source: &str) -> Result<Vec<Value>, ManifestError> {
+    let mut values = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
         let value: Value =
             serde::Deserialize::deserialize(document).map_err(|err| ManifestError::Syntax {
                 input: source.to_string(),
                 message: err.to_string(),
             })?;
-        if value.is_null() {
-            continue; // an empty document, e.g. a trailing `---`
+        if !value.is_null() {
+            values.push(value); // a null one is an empty document, e.g. a trailing `---`
         }
-        objects.push(decode_value(value, source)?);
     }
-    if objects.is_empty() {
+    if values.is_empty() {
         return Err(ManifestError::Other {
             input: source.into(),
             message: "no objects in the manifest".into(),
         });
     }
-    Ok(objects)
+    Ok(values)
 }
 
 /// Decodes a manifest that must hold exactly one Pod.
@@ -77,7 +86,9 @@ fn decode_value(value: Value, source: &str) -> Result<Object, ManifestError> {
     }
 }
 
-fn decode_pod_value(value: Value, source: &str) -> Result<Pod, ManifestError> {
+/// One document already parsed, that must be a v1 Pod (apiVersion and kind checked by the
+/// caller): type errors, unknown and unsupported fields, validation, defaults.
+pub fn decode_pod_value(value: Value, source: &str) -> Result<Pod, ManifestError> {
     let mut pod: Pod =
         serde_path_to_error::deserialize(&value).map_err(|err| ManifestError::Type {
             input: source.into(),

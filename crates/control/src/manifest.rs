@@ -26,22 +26,10 @@ pub enum Manifest {
 
 /// Decodes every document of `text` (YAML or JSON, `---`-separated). `source` names the input.
 pub fn decode(text: &str, source: &str) -> Result<Vec<Manifest>, ManifestError> {
-    let mut objects = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(text) {
-        let value: Value =
-            serde::Deserialize::deserialize(document).map_err(|err| ManifestError::Syntax {
-                input: source.to_string(),
-                message: err.to_string(),
-            })?;
-        if value.is_null() {
-            continue;
-        }
-        objects.push(decode_value(value, source)?);
-    }
-    if objects.is_empty() {
-        return Err(other(source, "no objects in the manifest".into()));
-    }
-    Ok(objects)
+    podlab_api::manifest::documents(text, source)?
+        .into_iter()
+        .map(|value| decode_value(value, source))
+        .collect()
 }
 
 /// Decodes a manifest that must hold exactly one ReplicaSet.
@@ -63,11 +51,8 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
         .unwrap_or("");
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     match (api_version, kind) {
-        ("v1", "Pod") => {
-            let text = serde_json::to_string(&value).expect("a value encodes");
-            let podlab_api::Object::Pod(pod) = podlab_api::decode(&text, source)?.remove(0);
-            Ok(Manifest::Pod(pod))
-        }
+        ("v1", "Pod") => podlab_api::manifest::decode_pod_value(value, source)
+            .map(|pod| Manifest::Pod(Box::new(pod))),
         ("apps/v1", "ReplicaSet") => {
             decode_replicaset_value(value, source).map(|rs| Manifest::ReplicaSet(Box::new(rs)))
         }
