@@ -143,6 +143,24 @@ fn thread_count() -> usize {
 /// denying setgroups if asked, which an unprivileged writer must do before the gid map.
 /// Each map is given as the file's text: lines `inside outside count`.
 pub fn write_id_maps(pid: i32, uid_map: &str, gid_map: &str, deny_setgroups: bool) -> Result<()> {
+    write_maps_of(Some(pid), uid_map, gid_map, deny_setgroups)
+}
+
+/// [`write_id_maps`] for the caller's own user namespace, through `/proc/self`: what a process
+/// cloned into a new user namespace does (`unshare --map-root-user`). Its pid is of no use for
+/// that when it was cloned into a new pid namespace too, as the `/proc` it still sees is the
+/// parent's, which knows it by another number.
+pub fn write_own_id_maps(uid_map: &str, gid_map: &str, deny_setgroups: bool) -> Result<()> {
+    write_maps_of(None, uid_map, gid_map, deny_setgroups)
+}
+
+/// `pid`: the process whose maps to write; `None` for the caller.
+fn write_maps_of(
+    pid: Option<i32>,
+    uid_map: &str,
+    gid_map: &str,
+    deny_setgroups: bool,
+) -> Result<()> {
     if deny_setgroups {
         write_proc_file(pid, "setgroups", "deny")?;
     }
@@ -151,8 +169,11 @@ pub fn write_id_maps(pid: i32, uid_map: &str, gid_map: &str, deny_setgroups: boo
 }
 
 /// The kernel takes a map in one write(2) only, so it is written in one piece or not at all.
-fn write_proc_file(pid: i32, name: &str, text: &str) -> Result<()> {
-    let path = proc_path(pid, name);
+fn write_proc_file(pid: Option<i32>, name: &str, text: &str) -> Result<()> {
+    let path = match pid {
+        Some(pid) => proc_path(pid, name),
+        None => PathBuf::from(format!("/proc/self/{name}")),
+    };
     let mut text = text.trim_end().to_string();
     text.push('\n');
     let fail = |e: std::io::Error| match e.raw_os_error() {
@@ -165,7 +186,7 @@ fn write_proc_file(pid: i32, name: &str, text: &str) -> Result<()> {
             Target {
                 kind: Some(NsKind::User),
                 path: Some(path.clone()),
-                pid: Some(pid),
+                pid,
             },
             nix::Error::from_raw(errno),
         ),
