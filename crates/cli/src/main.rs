@@ -2,8 +2,8 @@
 //!
 //! Exit status: 0 success; 1 an operation failed, a manifest, selector or template was
 //! refused, or a demo's evidence did not hold (as kubectl exits 1); 2 a usage error (an unknown
-//! demo or namespace kind, a kind this kernel lacks, no way to get privileges). `run --rm` and
-//! `exec` exit with the container's or command's own status.
+//! demo or namespace kind, a kind this kernel lacks, no way to get privileges). `run --rm`,
+//! `exec` and `ns run` exit with the container's or command's own status.
 
 mod apply;
 mod columns;
@@ -22,6 +22,7 @@ mod logs;
 mod network;
 mod node;
 mod nsls;
+mod nsrun;
 mod output;
 mod privilege;
 mod run;
@@ -253,6 +254,7 @@ enum NsCommand {
         #[arg(long)]
         json: bool,
     },
+    Run(nsrun::RunArgs),
 }
 
 /// An error that is the user's to fix: printed on one line, exit status 2.
@@ -388,6 +390,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Ns {
             command: NsCommand::Ls { pid, kind, json },
         } => nsls::run(pid, kind.as_deref(), json).map(|()| Done),
+        Command::Ns {
+            command: NsCommand::Run(args),
+        } => nsrun::run(args).map(Outcome::Status),
     }
 }
 
