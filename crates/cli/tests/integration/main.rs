@@ -14,6 +14,7 @@ mod mnt;
 mod net;
 mod network_curve;
 mod ns;
+mod nsrun;
 mod pause;
 mod pid;
 mod pods;
