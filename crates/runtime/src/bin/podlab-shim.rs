@@ -1,8 +1,29 @@
 //! `podlab-shim`: the per-pod shim daemon (see `podlab_runtime::shim`). Started by the runtime
 //! library, never by hand.
+//!
+//! It has no Rust `main`: the standard library's start-up (a guard page and an alternate
+//! signal stack for stack-overflow reports, found by parsing /proc/self/maps with C's scanf)
+//! would touch code and data that one shim per pod then keeps for the pod's whole life. The
+//! arguments still come from the standard library (glibc hands them over before `main`).
 
-fn main() -> anyhow::Result<()> {
-    let args = podlab_runtime::shim::ShimArgs::parse(std::env::args_os().skip(1))
-        .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))?;
-    podlab_runtime::shim::run(args)
+// The test harness brings its own `main` (the binary has no tests of its own).
+#![cfg_attr(not(test), no_main)]
+
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    // As the standard start-up would: a closed reader makes a write fail (EPIPE), it does not
+    // kill the shim. Containers get the default back before they exec.
+    // SAFETY: SIG_IGN installs no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let run = podlab_runtime::shim::ShimArgs::parse(std::env::args_os().skip(1))
+        .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
+        .and_then(podlab_runtime::shim::run);
+    match run {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            1
+        }
+    }
 }

@@ -26,6 +26,11 @@ use crate::status::ContainerState;
 pub(crate) const START_ERROR_EXIT_CODE: i32 = 128;
 pub(crate) const START_ERROR_REASON: &str = "StartError";
 
+/// How much of a pipe is read at a time. The buffer is on the stack, and every stack page the
+/// shim touches once stays with it for the pod's life: a pipe fuller than this is read in
+/// more rounds of the loop instead.
+const LOG_READ_SIZE: usize = 8 * 1024;
+
 /// A container the shim has started.
 pub(crate) struct Live {
     pub record: ContainerRecord,
@@ -51,7 +56,7 @@ impl Shim {
 
     /// Reads what is in one pipe (once) and logs it; end of file finishes the stream.
     pub(super) fn read_log(&mut self, index: usize) {
-        let mut buffer = [0u8; 64 * 1024];
+        let mut buffer = [0u8; LOG_READ_SIZE];
         let Some(pipe) = self.logs.get_mut(index) else {
             return;
         };

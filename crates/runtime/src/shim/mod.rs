@@ -13,6 +13,7 @@
 //! loop waits on `poll(2)`: the socket, the clients, the log pipes, and a signalfd for SIGCHLD.
 
 mod containers;
+mod memory;
 mod sandbox;
 
 use std::collections::{BTreeMap, HashMap};
@@ -118,6 +119,7 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
         nix::unistd::ForkResult::Child => {}
     }
     let _ = nix::unistd::setsid();
+    memory::tune_allocator();
     // A daemon keeps no folder of its caller busy (it could not be unmounted while we live).
     let _ = nix::unistd::chdir("/");
     let code = match Shim::start(args) {
@@ -210,6 +212,7 @@ impl Shim {
             }
         };
         announce(&ShimReady::Ready(record.clone()));
+        memory::release_free_pages();
         Ok(Shim {
             paths,
             listener,
@@ -247,6 +250,9 @@ impl Shim {
                 })
                 .collect();
             drop(fds);
+            let requests = ready
+                .iter()
+                .any(|(slot, _)| matches!(slot, Slot::Client(_)));
             // Output first, so that an exit seen in the same round finds its last lines logged.
             for (slot, _) in &ready {
                 if let Slot::Log(index) = slot {
@@ -266,6 +272,9 @@ impl Shim {
                 }
             }
             self.close_finished_logs();
+            if requests {
+                memory::release_free_pages();
+            }
         }
     }
 
