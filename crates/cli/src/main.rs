@@ -400,8 +400,13 @@ fn main() -> ExitCode {
     // Like every Unix filter: `podlab get pods | head` ends quietly when head has read enough.
     // SAFETY: restoring a default signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
-    match dispatch(cli.command) {
+    let command = match nsrun::parse_alone() {
+        Some(args) => Command::Ns {
+            command: NsCommand::Run(args),
+        },
+        None => Cli::parse().command,
+    };
+    match dispatch(command) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Status(code)) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
