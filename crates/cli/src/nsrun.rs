@@ -200,7 +200,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
     drop(write_end);
     let mut answer = Vec::new();
     let read = std::fs::File::from(read_end).read_to_end(&mut answer);
-    let status = podlab_ns::child::wait_for(child)?;
+    let status = podlab_ns::child::wait_for(child).map_err(|err| anyhow!("ns run: {err}"))?;
     read.context("reading the child's errors")?;
     if answer.is_empty() {
         return Ok(exit_status(status));
@@ -222,20 +222,23 @@ pub fn run(args: RunArgs) -> Result<i32> {
     }
 }
 
-/// An EPERM from clone is most often a missing privilege: say what would do.
+/// An EPERM from clone is most often a missing privilege: say what would do. The message is
+/// made here, not chained, as podlab-ns's errors already end with their errno. A kind this
+/// kernel lacks stays that error, a usage error for `main`.
 fn clone_error(err: podlab_ns::Error, plan: &Plan) -> anyhow::Error {
+    if matches!(err, podlab_ns::Error::KindUnsupported { .. }) {
+        return err.into();
+    }
     let unprivileged = err.errno() == Some(Errno::EPERM)
         && !plan.has(NsKind::User)
         && !nix::unistd::geteuid().is_root();
-    let err = anyhow::Error::from(err);
-    if unprivileged {
-        err.context(
-            "ns run: creating namespaces needs root; as another user, add --map-root-user (-r) \
-             for a user namespace in which you are root",
-        )
+    let hint = if unprivileged {
+        ": creating namespaces needs root; as another user, add --map-root-user (-r) for a user \
+         namespace in which you are root"
     } else {
-        err.context("ns run")
-    }
+        ""
+    };
+    anyhow!("ns run: {err}{hint}")
 }
 
 /// The child, right after the clone: PID 1 of the new pid namespace if there is one. It never
