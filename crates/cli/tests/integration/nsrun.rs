@@ -415,3 +415,49 @@ fn a_failed_mount_in_the_child_is_reported_with_its_namespace_and_call() {
         assert!(stderr.contains(words), "{words:?} missing in: {stderr}");
     }
 }
+
+/// `podlab ns run` as the unprivileged user nobody (`setpriv`), who can read and run the
+/// built binary.
+fn ns_run_as_nobody(flags: &[&str], args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_podlab"))
+        .args(["ns", "run"])
+        .args(flags)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_unprivileged_user_is_told_about_map_root_user_and_can_use_it() {
+    crate::skip_unless!(
+        Path::new("/usr/bin/setpriv").exists(),
+        "no setpriv (util-linux)"
+    );
+    let refused = ns_run_as_nobody(&["--uts"], &["/bin/true"]);
+    assert_status(&refused, 1);
+    let stderr = text(&refused.stderr);
+    for words in ["clone (uts namespaces)", "EPERM", "--map-root-user"] {
+        assert!(stderr.contains(words), "{words:?} missing in: {stderr}");
+    }
+
+    crate::skip_unless!(
+        podlab_ns::user::unprivileged_userns_allowed(),
+        "unprivileged user namespaces are disabled"
+    );
+    let out = ns_run_as_nobody(
+        &[
+            "-r",
+            "--uts",
+            "--pid",
+            "--mount",
+            "--hostname",
+            "podlab-it-rootless",
+        ],
+        &[busybox(), "sh", "-c", "id -u; hostname; echo $$"],
+    );
+    assert_status(&out, 0);
+    assert_eq!(text(&out.stdout), "0\npodlab-it-rootless\n1\n");
+}
