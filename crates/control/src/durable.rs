@@ -1,6 +1,35 @@
 //! Files that survive a crash of the writer: a whole file is replaced atomically (write a
-//! temporary beside it, fsync, rename over, fsync the folder), and the change log only grows by
-//! whole lines that are fsynced before anyone is told about them.
+//! temporary beside it, rename over), and the change log only grows by whole lines.
+//!
+//! What survives what: every write(2) that returned is in the page cache, so a writer killed
+//! at any point (`kill -9`) loses nothing that was committed. Surviving a power loss as well
+//! takes fsyncs (of the temporary, the folder, the log line), which cost milliseconds each on a
+//! disk; podlab's state is runtime state (every sandbox, namespace and process is gone after a
+//! reboot, and its default root `/run/podlab` is a tmpfs on systemd machines), so they are made
+//! only when asked for: [`Sync::Power`], `PODLAB_STORE_FSYNC=1`.
+
+/// `PODLAB_STORE_FSYNC=1`: fsync every store write, so that the store also survives a power
+/// loss (useful only when `PODLAB_ROOT` is on a disk and kept across reboots).
+pub const ENV_FSYNC: &str = "PODLAB_STORE_FSYNC";
+
+/// How durable a write is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// Survives the death of any process (the default).
+    Process,
+    /// Also survives a power loss: fsyncs.
+    Power,
+}
+
+impl Sync {
+    /// [`Sync::Power`] when `PODLAB_STORE_FSYNC` is set to anything but `0`/`false`.
+    pub fn from_env() -> Sync {
+        match std::env::var(ENV_FSYNC) {
+            Ok(v) if !v.is_empty() && v != "0" && v != "false" => Sync::Power,
+            _ => Sync::Process,
+        }
+    }
+}
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -9,7 +38,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 /// Replaces `path` with `bytes`; readers see the old file or the new one, never a mix.
-pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn replace_file(path: &Path, bytes: &[u8], sync: Sync) -> Result<()> {
     let dir = path.parent().expect("store files live in a folder");
     fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
     let file_name = path.file_name().expect("a file name").to_string_lossy();
@@ -18,23 +47,25 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = File::create(&temporary).map_err(|e| Error::io("create", &temporary, e))?;
     file.write_all(bytes)
         .map_err(|e| Error::io("write", &temporary, e))?;
-    file.sync_all()
-        .map_err(|e| Error::io("fsync", &temporary, e))?;
+    if sync == Sync::Power {
+        file.sync_all()
+            .map_err(|e| Error::io("fsync", &temporary, e))?;
+    }
     fs::rename(&temporary, path).map_err(|e| Error::io("rename", path, e))?;
-    sync_dir(dir)
+    sync_dir(dir, sync)
 }
 
-/// Removes `path` if it exists, durably.
-pub(crate) fn remove_file(path: &Path) -> Result<()> {
+/// Removes `path` if it exists.
+pub(crate) fn remove_file(path: &Path, sync: Sync) -> Result<()> {
     match fs::remove_file(path) {
-        Ok(()) => sync_dir(path.parent().expect("a folder")),
+        Ok(()) => sync_dir(path.parent().expect("a folder"), sync),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("unlink", path, e)),
     }
 }
 
-/// Appends `line` (which ends in `\n`) and fsyncs it.
-pub(crate) fn append_line(path: &Path, line: &[u8]) -> Result<()> {
+/// Appends `line` (which ends in `\n`) in one write(2), so that readers see it whole or not.
+pub(crate) fn append_line(path: &Path, line: &[u8], sync: Sync) -> Result<()> {
     debug_assert_eq!(line.last(), Some(&b'\n'));
     let mut file = OpenOptions::new()
         .append(true)
@@ -43,10 +74,16 @@ pub(crate) fn append_line(path: &Path, line: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("open", path, e))?;
     file.write_all(line)
         .map_err(|e| Error::io("write", path, e))?;
-    file.sync_data().map_err(|e| Error::io("fsync", path, e))
+    if sync == Sync::Power {
+        file.sync_data().map_err(|e| Error::io("fsync", path, e))?;
+    }
+    Ok(())
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+fn sync_dir(dir: &Path, sync: Sync) -> Result<()> {
+    if sync == Sync::Process {
+        return Ok(());
+    }
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync", dir, e))

@@ -17,7 +17,7 @@
 //! * [`events`]: `v1.Event`s as client-go's recorder writes them.
 
 pub mod changelog;
-mod durable;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod indexer;

@@ -13,7 +13,8 @@
 //!
 //! A change is made under the exclusive lock, so changes from any number of processes are
 //! serialised and numbered by one global resourceVersion counter, as etcd numbers revisions.
-//! The log line is appended and fsynced first: it is the commit. Then the object file is
+//! The log line is appended first: it is the commit (fsynced too with `PODLAB_STORE_FSYNC=1`,
+//! see [`durable`](crate::durable) for what survives what). Then the object file is
 //! replaced atomically and `head.json` records the commit. A writer killed half way leaves a
 //! log longer than `head.json` says; the next locker redoes the missing tail (and drops a
 //! half-written last line), so the files always match the log.
@@ -52,6 +53,7 @@ const GENERATE_NAME_ATTEMPTS: usize = 8;
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    sync: durable::Sync,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +89,10 @@ pub(crate) struct Bookmark {
 impl Store {
     /// Opens (and on first use lays out) the store at `root`, redoing an interrupted commit.
     pub fn open(root: impl Into<PathBuf>) -> Result<Store> {
-        let store = Store { root: root.into() };
+        let store = Store {
+            root: root.into(),
+            sync: durable::Sync::from_env(),
+        };
         fs::create_dir_all(&store.root).map_err(|e| Error::io("mkdir", &store.root, e))?;
         let lock = store.lock(FlockArg::LockExclusive)?;
         if !store.log_path().exists() {
@@ -100,8 +105,7 @@ impl Store {
         };
         let before = head.clone();
         store.recover(&mut head)?;
-        // Every CLI command opens the store: only a new store or a repaired commit is written
-        // (a durable write costs fsyncs).
+        // Every CLI command opens the store: only a new store or a repaired commit is written.
         if !found || head != before {
             store.write_head(head)?;
         }
@@ -423,7 +427,7 @@ impl Store {
 
     fn write_head(&self, head: Head) -> Result<()> {
         let bytes = serde_json::to_vec(&head).expect("head encodes");
-        durable::replace_file(&self.head_path(), &bytes)
+        durable::replace_file(&self.head_path(), &bytes, self.sync)
     }
 
     fn log_length(&self) -> Result<u64> {
@@ -484,10 +488,10 @@ impl Store {
         let name = meta["name"].as_str().unwrap_or_default();
         let path = self.object_path(kind, namespace, name);
         match record.event_type {
-            EventType::Deleted => durable::remove_file(&path),
+            EventType::Deleted => durable::remove_file(&path, self.sync),
             EventType::Added | EventType::Modified => {
                 let bytes = serde_json::to_vec(&record.object).expect("a value encodes");
-                durable::replace_file(&path, &bytes)
+                durable::replace_file(&path, &bytes, self.sync)
             }
         }
     }
@@ -569,7 +573,7 @@ impl Txn<'_> {
             object,
         };
         let line = record.to_line();
-        durable::append_line(&self.store.log_path(), &line)?;
+        durable::append_line(&self.store.log_path(), &line, self.store.sync)?;
         self.head.resource_version = record.rv;
         self.head.log_length += line.len() as u64;
         self.store.apply(&record)?;
