@@ -34,7 +34,10 @@ use super::probes::{ContainerTarget, ProbeManager, ProbeTargets};
 use super::status::{pod_status, StatusInputs};
 use super::view::{self, PodRuntime};
 
-/// After a pass that changed the runtime, the next one comes this soon, to report the change.
+/// After a pass that changed the runtime or the status, the next one comes at once, to report
+/// the change (a started container's Running and Ready reach the store without delay); a pass
+/// that follows such a pass and changes something again is followed after `SETTLE`, so that a
+/// status that keeps changing cannot spin the worker.
 const SETTLE: Duration = Duration::from_millis(50);
 /// A status write retries this often on a Conflict, re-reading the pod each time.
 const STATUS_WRITE_TRIES: usize = 4;
@@ -110,6 +113,7 @@ impl PodWorker {
         let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
         let mut news = false;
+        let mut follow_up = false;
         loop {
             let now = Instant::now();
             let next = self.wake_at.map_or(due, |w| w.min(due));
@@ -154,9 +158,15 @@ impl PodWorker {
             }
             match self.sync() {
                 Pass::Done => return,
-                Pass::Changed => due = Instant::now() + SETTLE,
+                Pass::Changed if follow_up => due = Instant::now() + SETTLE,
+                Pass::Changed => {
+                    due = Instant::now();
+                    follow_up = true;
+                    continue;
+                }
                 Pass::Idle => {}
             }
+            follow_up = false;
         }
     }
 
