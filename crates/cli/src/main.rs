@@ -26,6 +26,7 @@ mod nsrun;
 mod output;
 mod privilege;
 mod run;
+mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -149,6 +150,20 @@ enum Command {
         /// Wait until the pod is gone (default true, as kubectl).
         #[arg(long, default_value = "true", action = clap::ArgAction::Set)]
         wait: bool,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Wait until pods meet a condition, like `kubectl wait`.
+    Wait {
+        /// `pod/NAME...`, or `pod NAME...`.
+        #[arg(required = true)]
+        resources: Vec<String>,
+        /// `condition=Ready` (`=VALUE`, default True), `delete`, or `jsonpath='{EXPR}'=VALUE`.
+        #[arg(long = "for")]
+        condition: String,
+        /// How long to wait in all: `30s` (the default), `1m`, `500ms`.
+        #[arg(long, default_value = "30s")]
+        timeout: String,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -370,6 +385,23 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 &ns.namespace,
                 grace,
                 wait,
+            )
+            .map(|()| Done)
+        }
+        Command::Wait {
+            resources,
+            condition,
+            timeout,
+            ns,
+        } => {
+            let condition = wait::Condition::parse(&condition)?;
+            let timeout = podlab_kubelet::node::parse_duration(&timeout)
+                .map_err(|e| UsageError(format!("--timeout: {e}")))?;
+            wait::run(
+                &wait::pod_names(&resources)?,
+                &ns.namespace,
+                &condition,
+                timeout,
             )
             .map(|()| Done)
         }
