@@ -22,15 +22,15 @@ pub struct Podlab {
     pub network: Option<&'static str>,
 }
 
-/// A pod manifest: `containers` busybox containers that sleep, no grace period.
+/// A pod manifest: `containers` busybox containers running the rows' common workload (see
+/// [`WORKLOAD`](super::suite::WORKLOAD)), with the default grace period.
 pub fn pod_yaml(name: &str, containers: usize) -> String {
-    let mut text = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  \
-         terminationGracePeriodSeconds: 0\n  containers:\n"
-    );
+    let mut text =
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n");
+    let command = serde_json::to_string(&super::suite::WORKLOAD).expect("strings encode");
     for i in 0..containers {
         text.push_str(&format!(
-            "  - name: c{i}\n    image: busybox\n    command: [sleep, \"100000\"]\n"
+            "  - name: c{i}\n    image: busybox\n    command: {command}\n"
         ));
     }
     text
@@ -154,8 +154,9 @@ impl Podlab {
         lab: &'a Lab,
         counter: &'a std::sync::atomic::AtomicU64,
     ) -> Contender<'a> {
-        let text = "podlab apply -f pod.yaml; podlab get pod NAME -o json until condition \
-                    Ready=True; podlab delete pod NAME --grace-period 0 until its pause is gone";
+        let text = "podlab apply -f pod.yaml; podlab wait --for=condition=Ready pod/NAME; \
+                    podlab delete pod NAME (kubectl's: SIGTERM, waits until the pod is gone), \
+                    then until its pause is gone";
         let text = match self.network {
             Some(network) => format!("PODLAB_NETWORK={network} {text}"),
             None => text.to_string(),
@@ -178,13 +179,16 @@ impl Podlab {
         )
     }
 
-    /// Whether `apply`, `get` and `delete` are there (the pod, scale and teardown rows).
+    /// Whether `apply`, `get`, `wait` and `delete` are there (the pod, scale and teardown
+    /// rows).
     pub fn has_pods(&self) -> bool {
-        self.has(&["apply"]) && self.has(&["get"]) && self.has(&["delete"])
+        ["apply", "get", "wait", "delete"]
+            .iter()
+            .all(|command| self.has(&[command]))
     }
 
-    /// `podlab apply -f` a pod of `containers` sleeping busybox containers, then polls
-    /// `podlab get pod NAME -o json` until its Ready condition is True.
+    /// `podlab apply -f` a pod of `containers` busybox containers, then
+    /// `podlab wait --for=condition=Ready pod/NAME`.
     pub fn apply_pod(&self, lab: &Lab, name: &str, containers: usize) -> Result<()> {
         let manifest = lab.path(&format!("podlab/{name}.yaml"))?;
         std::fs::write(&manifest, pod_yaml(name, containers))
@@ -192,24 +196,18 @@ impl Podlab {
         let mut apply = self.command(lab).expect("has() saw it");
         apply.arg("apply").arg("-f").arg(&manifest);
         crate::lab::run(&mut apply)?;
-        crate::lab::wait_until(
-            &format!("podlab pod {name} Ready"),
-            std::time::Duration::from_secs(30),
-            || {
-                let mut get = self.command(lab).expect("has() saw it");
-                get.args(["get", "pod", name, "-o", "json"]);
-                get.output()
-                    .is_ok_and(|o| is_ready(&String::from_utf8_lossy(&o.stdout)))
-            },
-        )
+        let mut wait = self.command(lab).expect("has() saw it");
+        wait.args(["wait", "--for=condition=Ready", "--timeout=30s"])
+            .arg(format!("pod/{name}"));
+        crate::lab::run(&mut wait).map(drop)
     }
 
-    /// `podlab delete pod NAME --grace-period 0`, then waits until one pause process fewer runs
-    /// in the lab (the command may return before the node agent has taken the pod down).
+    /// `podlab delete pod NAME` (which waits, as kubectl's does, until the node agent has
+    /// stopped the pod and removed it), then waits until one pause process fewer runs in the lab.
     pub fn delete_pod(&self, lab: &Lab, name: &str) -> Result<()> {
         let before = pauses(lab);
         let mut delete = self.command(lab).expect("has() saw it");
-        delete.args(["delete", "pod", name, "--grace-period", "0"]);
+        delete.args(["delete", "pod", name]);
         crate::lab::run(&mut delete)?;
         crate::lab::wait_until(
             &format!("podlab pod {name}'s pause to end"),
@@ -218,15 +216,12 @@ impl Podlab {
         )
     }
 
-    /// `podlab delete pod NAME... --grace-period 0` for many pods in one command, then waits
-    /// until that many pause processes fewer run in the lab.
+    /// `podlab delete pod NAME...` for many pods in one command, then waits until that many
+    /// pause processes fewer run in the lab.
     pub fn delete_pods(&self, lab: &Lab, names: &[String]) -> Result<()> {
         let before = pauses(lab);
         let mut delete = self.command(lab).expect("has() saw it");
-        delete
-            .args(["delete", "pod"])
-            .args(names)
-            .args(["--grace-period", "0"]);
+        delete.args(["delete", "pod"]).args(names);
         crate::lab::run(&mut delete)?;
         crate::lab::wait_until(
             &format!("{} podlab pods' pauses to end", names.len()),
@@ -288,34 +283,9 @@ fn contender<'a>(command: String, trial: Option<super::stats::Trial<'a>>) -> Con
     }
 }
 
-/// Whether a Pod's JSON says `Ready` is `True`.
-pub fn is_ready(json: &str) -> bool {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(json) else {
-        return false;
-    };
-    value["status"]["conditions"]
-        .as_array()
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn readiness_from_pod_json() {
-        assert!(is_ready(
-            r#"{"status":{"conditions":[{"type":"PodScheduled","status":"True"},{"type":"Ready","status":"True"}]}}"#
-        ));
-        assert!(!is_ready(
-            r#"{"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#
-        ));
-        assert!(!is_ready("not json"));
-    }
 
     #[test]
     fn missing_binary_means_pending() {

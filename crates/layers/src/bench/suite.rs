@@ -442,7 +442,11 @@ fn container_true(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row
     ))
 }
 
-const SLEEP: [&str; 2] = ["sleep", "100000"];
+/// What every pod's containers run, in every row: a shell that sleeps and exits at once on
+/// SIGTERM. `sleep` alone as PID 1 of its pid namespace ignores SIGTERM, so kubelet's way of
+/// stopping (SIGTERM, then SIGKILL after at least 2 s) would measure the workload, not the pod
+/// machinery, against peers that SIGKILL at once.
+pub const WORKLOAD: [&str; 3] = ["sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"];
 
 fn pod(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
     let lab = &peers.lab;
@@ -529,7 +533,7 @@ fn podman_pod(peers: &Peers, p: &Podman, network: &str) -> Result<Vec<f64>> {
             .podman(lab)
             .args(["run", "-d", "--pod", &name])
             .arg(podman::image())
-            .args(SLEEP))?;
+            .args(WORKLOAD))?;
     }
     let up = ms_since(start);
     let down = timed(p.podman(lab).args(["pod", "rm", "-f", "-t", "0", &name]))?;
@@ -558,7 +562,7 @@ fn docker_pod(peers: &Peers, d: &Dockerd, network: &str) -> Result<Vec<f64>> {
             "shareable",
         ])
         .arg(Busybox::reference())
-        .args(SLEEP))?;
+        .args(WORKLOAD))?;
     for name in &names[1..] {
         run(d
             .docker(lab)
@@ -566,7 +570,7 @@ fn docker_pod(peers: &Peers, d: &Dockerd, network: &str) -> Result<Vec<f64>> {
             .arg(format!("--network=container:{sandbox}"))
             .arg(format!("--ipc=container:{sandbox}"))
             .arg(Busybox::reference())
-            .args(SLEEP))?;
+            .args(WORKLOAD))?;
     }
     let up = ms_since(start);
     let down = timed(d.docker(lab).args(["rm", "-f"]).args(&names))?;
@@ -608,7 +612,7 @@ fn ctr_start(peers: &Peers, c: &Containerd, id: &str, joins: &[String]) -> Resul
     for join in joins {
         cmd.args(["--with-ns", join]);
     }
-    cmd.arg(Busybox::reference()).arg(id).args(SLEEP);
+    cmd.arg(Busybox::reference()).arg(id).args(WORKLOAD);
     run(&mut cmd).map(drop)
 }
 
@@ -643,14 +647,14 @@ struct Kind<'a> {
     daemons: Box<dyn Fn() -> Memory + Sync + 'a>,
 }
 
-/// podlab's pods for scale and teardown (one sleeping container each; its memory row counts
+/// podlab's pods for scale and teardown (one [`WORKLOAD`] container each; its memory row counts
 /// podlab-shim + podlab-pause), once `podlab apply`, `get` and `delete` exist.
 fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
     let lab = &peers.lab;
     podlab.has_pods().then(|| Kind {
         name: "podlab",
-        command: "podlab apply -f pod.yaml (one container) until Ready; podlab delete pod NAME \
-                  --grace-period 0 until its pause is gone"
+        command: "podlab apply -f pod.yaml (one container); podlab wait --for=condition=Ready; \
+                  podlab delete pod NAME until its pause is gone"
             .into(),
         start: Box::new(move |id| podlab.apply_pod(lab, id, 1)),
         remove: Box::new(move |id| podlab.delete_pod(lab, id)),
@@ -714,7 +718,7 @@ fn kinds<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Vec<Kind<'a>> {
                         "shareable",
                     ])
                     .arg(Busybox::reference())
-                    .args(SLEEP))
+                    .args(WORKLOAD))
                 .map(drop)
             }),
             remove: Box::new(move |id| run(d.docker(lab).args(["rm", "-f", id])).map(drop)),
