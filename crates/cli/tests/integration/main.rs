@@ -21,3 +21,4 @@ mod pods;
 mod printers;
 mod user;
 mod uts;
+mod wait;

@@ -939,7 +939,8 @@ fn kill9(pid: i32) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).unwrap();
 }
 
-fn is_zombie(pid: i32) -> bool {
+/// Whether `pid` has exited and waits to be reaped.
+pub fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rsplit(')')
             .next()
