@@ -118,7 +118,7 @@ fn wait_started(
     limit: Duration,
 ) -> Result<ContainerId> {
     let start = Instant::now();
-    let mut watch = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let mut watch = ctx.store.watch_now::<Pod>()?;
     loop {
         let current: Pod = ctx.store.get(namespace, pod)?;
         let status = current.status.unwrap_or_default();

@@ -94,7 +94,7 @@ fn request_pod_deletion(
 /// Waits until the node agent has finished the pod and removed it from the store.
 pub fn wait_gone(ctx: &Ctx, namespace: &str, name: &str, limit: Duration) -> Result<()> {
     let start = Instant::now();
-    let mut watch = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let mut watch = ctx.store.watch_now::<Pod>()?;
     loop {
         match ctx.store.get::<Pod>(namespace, name) {
             Err(e) if e.is_not_found() => return Ok(()),

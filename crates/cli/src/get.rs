@@ -132,7 +132,7 @@ fn watch(ctx: &Ctx, args: &GetArgs) -> Result<()> {
     if args.resource != Resource::Pods {
         bail!("podlab get -w watches pods");
     }
-    let events = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let events = ctx.store.watch_now::<Pod>()?;
     let mut query = args.query.clone();
     query.no_headers = true;
     for event in events {

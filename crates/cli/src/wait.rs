@@ -131,7 +131,7 @@ fn wait_for(
     deadline: Instant,
 ) -> Result<()> {
     // The watch starts before the first look, so that no change falls between the two.
-    let mut watch = ctx.store.watch::<Pod>(ctx.store.resource_version()?)?;
+    let mut watch = ctx.store.watch_now::<Pod>()?;
     let mut first = true;
     loop {
         let pod = match ctx.store.get::<Pod>(namespace, name) {

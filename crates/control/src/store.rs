@@ -303,6 +303,26 @@ impl Store {
         Watch::new(LogReader::new(self.log_path(), 0), from_rv)
     }
 
+    /// Changes of kind `T` from now on. Unlike `watch(resource_version()?)`, it starts reading
+    /// the log where the last commit ends, so its cost does not grow with the log.
+    pub fn watch_now<T: StoreObject>(&self) -> Result<Watch<T>> {
+        let view = self.read_view()?;
+        self.watch_from(Bookmark {
+            resource_version: view.head.resource_version,
+            log_offset: view.head.log_length,
+        })
+    }
+
+    /// Every object of kind `T` (in `namespace`, or all), and a watch of the changes after
+    /// that listing, which misses none: an informer's list + watch.
+    pub fn list_and_watch<T: StoreObject>(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<(Vec<T>, Watch<T>)> {
+        let (objects, bookmark) = self.list_with_bookmark(namespace)?;
+        Ok((objects, self.watch_from(bookmark)?))
+    }
+
     pub(crate) fn watch_from<T: StoreObject>(&self, bookmark: Bookmark) -> Result<Watch<T>> {
         let reader = LogReader::new(self.log_path(), bookmark.log_offset);
         Watch::new(reader, bookmark.resource_version)

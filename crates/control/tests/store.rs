@@ -472,3 +472,22 @@ fn a_commit_cut_short_by_a_crash_is_redone_or_dropped() {
     let next = reopened.create(pod("next")).unwrap();
     assert_eq!(next.metadata.resource_version.as_deref(), Some("3"));
 }
+
+#[test]
+fn a_watch_from_now_and_a_list_and_watch_miss_nothing_and_repeat_nothing() {
+    let (_dir, store) = store();
+    store.create(pod("before")).unwrap();
+    let mut now = store.watch_now::<Pod>().unwrap();
+    let (listed, mut informer) = store.list_and_watch::<Pod>(None).unwrap();
+    assert_eq!(listed.len(), 1);
+    store.create(pod("after")).unwrap();
+    for watch in [&mut now, &mut informer] {
+        let event = watch
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .expect("the change after the watch began");
+        assert_eq!(event.object.metadata.name.as_deref(), Some("after"));
+        assert_eq!(event.event_type, EventType::Added);
+        assert!(watch.try_next().unwrap().is_none(), "nothing else");
+    }
+}

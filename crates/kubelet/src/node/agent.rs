@@ -107,7 +107,7 @@ struct Agent {
 
 impl Agent {
     fn serve(&mut self, stop: &AtomicBool) -> Result<(), NodeError> {
-        let (pods, rv) = self.node.store.list::<Pod>(None)?;
+        let (pods, mut watch) = self.node.store.list_and_watch::<Pod>(None)?;
         let mut sandboxes = self.managed_sandboxes()?;
         let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
         let orphans: Vec<(String, Vec<SandboxStatus>)> = sandboxes
@@ -137,7 +137,6 @@ impl Agent {
                 .map(|list| list.iter().map(|s| s.id.clone()).collect());
             self.dispatch(pod, found);
         }
-        let mut watch = self.node.store.watch::<Pod>(rv)?;
         let mut idle_since = Instant::now();
         while !stop.load(Ordering::SeqCst) {
             match watch.next_timeout(TICK) {
@@ -149,11 +148,11 @@ impl Agent {
                 Err(e) => {
                     eprintln!("podlab node: watching pods: {e}; listing again");
                     std::thread::sleep(TICK);
-                    let (pods, rv) = self.node.store.list::<Pod>(None)?;
+                    let (pods, fresh) = self.node.store.list_and_watch::<Pod>(None)?;
                     for pod in pods {
                         self.dispatch(pod, None);
                     }
-                    watch = self.node.store.watch::<Pod>(rv)?;
+                    watch = fresh;
                 }
             }
             while let Ok(uid) = self.exits.1.try_recv() {
