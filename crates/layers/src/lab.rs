@@ -8,7 +8,11 @@
 //! * **Mounts**: a mount namespace of the lab's own with private propagation, and fresh tmpfs
 //!   over `/run` (containerd's shim sockets, runc's state, netns pins), `/etc/docker` and
 //!   `/var/lib/cni`, so files the daemons put in fixed places vanish with the lab. Everything else
-//!   (state, sockets, storage) is under the lab folder, by flags and config files.
+//!   (state, sockets, storage) is under the lab folder, by flags and config files. The lab
+//!   folder is a tmpfs of its own, for every peer alike: the rows measure the tools, not this
+//!   machine's disk. (On a standard host the runtime state is on a tmpfs too, `/run`; here `/`
+//!   is ext4 mounted with `discard`, where each rename over a file waits about 4 ms for the
+//!   discard of the old file's block, which would dominate every row that writes state files.)
 //! * **Processes**: every daemon is started by [`Lab::spawn_daemon`] and stopped by pid; at the
 //!   end [`Lab::teardown`] runs the engines' own clean-up (remove every container and pod), stops
 //!   the daemons, kills by pid whatever is left in the lab's namespaces or names the lab folder
@@ -68,6 +72,10 @@ impl Lab {
                 std::io::Error::from_raw_os_error(e as i32),
             )
         })?;
+        if let Err(err) = podlab_ns::mnt::mount_tmpfs(&dir, "mode=700") {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(err.into());
+        }
         let token = format!(
             "podlab-peers-{}",
             dir.file_name()
@@ -85,7 +93,7 @@ impl Lab {
         let holder = match holder {
             Ok(h) => h,
             Err(err) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                let _ = remove_tree(&dir);
                 return Err(err.into());
             }
         };
@@ -618,9 +626,10 @@ fn rmdir_tree(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Removes the lab folder. Mounts below it exist only in the lab's mount namespace, which is
-/// gone by now; the host's view is checked by [`Lab::leftovers`].
+/// Removes the lab folder: its tmpfs, then the folder. Mounts below it exist only in the lab's
+/// mount namespace, which is gone by now; the host's view is checked by [`Lab::leftovers`].
 fn remove_tree(dir: &Path) -> Result<()> {
+    podlab_ns::mnt::unmount(dir)?;
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", dir, e)),
         _ => Ok(()),
