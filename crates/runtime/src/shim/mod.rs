@@ -113,6 +113,7 @@ impl ShimArgs {
 /// The whole life of a shim. Returns only in the process that started it (at once, after the
 /// detaching fork); the daemon exits from within.
 pub fn run(args: ShimArgs) -> anyhow::Result<()> {
+    memory::without_thread_cache();
     // SAFETY: the shim is single-threaded here; the parent only exits.
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Parent { .. } => return Ok(()),
