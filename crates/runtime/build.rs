@@ -10,6 +10,11 @@
 //! at once. So the shim's link gets a folder of its own searched first, in which each of those
 //! names is a linker script that takes the static archive instead (`-lgcc_s` becomes libgcc's
 //! static unwinder, as with `crt-static`).
+//!
+//! The same link places the code a shim daemon runs side by side (`src/shim/resident.ld`,
+//! made by `src/shim/resident.sh`): the kernel maps the pages around each page of a file that
+//! a process touches, so that code spread over the binary makes most of it resident in every
+//! shim.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,13 +41,18 @@ fn main() {
         return;
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let resident = manifest.join("src/shim/resident.ld");
+    println!("cargo:rerun-if-changed={}", resident.display());
     match write_stand_ins(&out.join("static-libs")) {
         Ok(dir) => {
-            for arg in [
+            let args = [
                 format!("-L{}", dir.display()),
                 "-static".into(),
                 "-no-pie".into(),
-            ] {
+                format!("-Wl,-T,{}", resident.display()),
+            ];
+            for arg in args {
                 println!("cargo:rustc-link-arg-bin=podlab-shim={arg}");
             }
         }
