@@ -9,8 +9,13 @@
 //! The bridge and the subnet belong to the network namespace, not to one `$PODLAB_ROOT`: every
 //! root in it (a user's, a test's, a demo's) shares them. So the IPAM leases and the conflist
 //! live in `/run/podlab-net/<netns inode>/`, and attach and detach are serialised by binding an
-//! abstract unix socket, which is itself per network namespace and leaves no file behind. A
-//! detach that leaves the bridge without a port removes the bridge and that folder.
+//! abstract unix socket, which is itself per network namespace and leaves no file behind.
+//!
+//! The bridge outlives its pods while a node agent runs, as a CNI bridge does on a kubelet node
+//! (creating and deleting a bridge costs the kernel ~40 ms, more than the rest of a pod's
+//! network): the agent removes it, if no port is left, when it stops. A one-shot command
+//! (`podlab run --rm` without an agent) removes it at its detach. `podlab gc` removes an
+//! unused one either way.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -25,9 +30,23 @@ pub const ENV_NETWORK: &str = "PODLAB_NETWORK";
 
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
+/// What a detach that leaves the bridge without a port does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bridge {
+    /// Remove it (and the network's folder): a one-shot command.
+    RemoveWhenUnused,
+    /// Keep it for the next pod: the node agent, whose `node_stopping` removes it if unused.
+    Keep,
+}
+
 /// The network for pods, as `PODLAB_NETWORK` chooses it. It is the network namespace's, not
 /// `_root`'s: see the module doc.
-pub fn plugin(_root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
+pub fn plugin(root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
+    plugin_with(root, Bridge::RemoveWhenUnused)
+}
+
+/// [`plugin`], with the bridge kept or not after the last detach.
+pub fn plugin_with(_root: &Path, bridge: Bridge) -> Result<Option<Arc<dyn NetworkPlugin>>> {
     let kind = std::env::var(ENV_NETWORK).unwrap_or_else(|_| "cni".into());
     if kind == "none" {
         return Ok(None);
@@ -42,6 +61,7 @@ pub fn plugin(_root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
         kind,
         network: network_kind,
         bridge: PodlabNet::podlab(&net_root).bridge,
+        keep_bridge: bridge == Bridge::Keep,
         net_root,
     })))
 }
@@ -52,6 +72,7 @@ struct PodlabNetwork {
     /// which must not come back after the last pod's detach removed it.
     network: NetworkKind,
     bridge: String,
+    keep_bridge: bool,
     /// `/run/podlab-net/<netns inode>`: the conflist and leases of this network namespace.
     net_root: PathBuf,
 }
@@ -119,7 +140,7 @@ impl NetworkPlugin for PodlabNetwork {
         let attachment = Self::attachment(pod);
         self.locked(|| {
             open_network(self.network.clone())?.teardown(&attachment)?;
-            if remove_bridge_if_unused(&self.bridge) {
+            if !self.keep_bridge && remove_bridge_if_unused(&self.bridge) {
                 let _ = std::fs::remove_dir_all(&self.net_root);
                 if let Some(parent) = self.net_root.parent() {
                     let _ = std::fs::remove_dir(parent); // only when no other netns uses it
@@ -127,6 +148,13 @@ impl NetworkPlugin for PodlabNetwork {
             }
             Ok::<(), podlab_cni::Error>(())
         })??;
+        Ok(())
+    }
+
+    fn node_stopping(&self) -> Result<(), podlab_runtime::network::PluginError> {
+        if self.keep_bridge {
+            gc().map_err(|e| format!("{e:#}"))?;
+        }
         Ok(())
     }
 }
@@ -179,18 +207,60 @@ fn lock_network_namespace() -> std::io::Result<OwnedFd> {
     }
 }
 
+/// The folders of `/run/podlab-net` whose network namespace no process and no pin holds any
+/// more: the kernel has freed it (its pods' veths went with it), so its leases are stale. The
+/// lock is the namespace's own, so none is needed for a namespace that is gone.
+fn remove_folders_of_gone_namespaces(own: &Path) {
+    let Some(parent) = own.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let alive = live_network_namespaces();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let inode = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok());
+        if path != own && inode.is_some_and(|inode| !alive.contains(&inode)) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// The inodes of every network namespace a process is in or a bind mount pins.
+fn live_network_namespaces() -> std::collections::HashSet<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut alive = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(meta) = std::fs::metadata(entry.path().join("ns/net")) {
+            alive.insert(meta.ino());
+        }
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for rest in mountinfo.split("net:[").skip(1) {
+        if let Some(inode) = rest.split(']').next().and_then(|n| n.parse().ok()) {
+            alive.insert(inode);
+        }
+    }
+    alive
+}
+
 /// `podlab gc`'s part: after a `kill -9` of everything, this network namespace's podlab state
 /// can outlive its pods. With no pod attached to podlab's bridge (or no bridge), every lease in
 /// it is stale, so the bridge and the folder go. True when something was removed.
 pub fn gc() -> Result<bool> {
     let net_root = network_root()?;
-    if !net_root.exists() {
-        return Ok(false);
-    }
+    remove_folders_of_gone_namespaces(&net_root);
     let _lock = lock_network_namespace()?;
+    // The bridge is looked for even without the folder: a network of the user's own conflist
+    // (`PODLAB_CNI_CONF_DIR`) keeps its leases elsewhere but its bridge here.
     let bridge = PodlabNet::podlab(&net_root).bridge;
     if !remove_bridge_if_unused(&bridge) {
         return Ok(false); // pods are still attached
+    }
+    if !net_root.exists() {
+        return Ok(false);
     }
     std::fs::remove_dir_all(&net_root)
         .with_context(|| format!("removing {}", net_root.display()))?;

@@ -36,7 +36,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
             podlab_kubelet::node::parse_backoff(backoff).map_err(|e| anyhow!("--backoff: {e}"))?;
     }
     config.verbose |= args.verbose || !args.background;
-    config.network = crate::network::plugin(&ctx.root)?;
+    config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
     let stop = podlab_kubelet::node::stop_on_signals()?;
 
     let controller_stop = stop.clone();

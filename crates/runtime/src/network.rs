@@ -47,4 +47,10 @@ pub trait NetworkPlugin: Send + Sync {
         pod: &PodNetwork<'_>,
         result: Option<&serde_json::Value>,
     ) -> Result<(), PluginError>;
+
+    /// The node agent that used this plugin is stopping: what the network kept for the next
+    /// pod (a bridge without a port) can go. Pods still attached keep theirs.
+    fn node_stopping(&self) -> Result<(), PluginError> {
+        Ok(())
+    }
 }

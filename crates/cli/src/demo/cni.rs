@@ -151,20 +151,31 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         );
     }
 
-    say("\n$ podlab delete pod cni-a cni-b     # CNI DEL for each: veth and lease go, then the bridge");
+    say("\n$ podlab delete pod cni-a cni-b     # CNI DEL for each: its veth and its lease go");
     for name in ["cni-a", "cni-b"] {
         crate::delete::delete_pod(&ctx, "default", name, Some(1), true)?;
     }
-    let left_links: Vec<String> = Netlink::open()?
-        .links()?
-        .into_iter()
-        .filter(|l| l.name == "podlab0" || ports.contains(&l.name))
-        .map(|l| l.name)
-        .collect();
+    let links_left = || -> Result<Vec<String>> {
+        Ok(Netlink::open()?
+            .links()?
+            .into_iter()
+            .filter(|l| l.name == "podlab0" || ports.contains(&l.name))
+            .map(|l| l.name)
+            .collect())
+    };
+    let left = links_left()?;
     evidence.check(
-        "after delete, no bridge and no veth is left",
-        left_links.is_empty(),
-        format!("{left_links:?}"),
+        "after delete, no veth is left; the bridge stays for the next pod, as on a kubelet node",
+        left == ["podlab0"],
+        format!("{left:?}"),
+    );
+    say("(the node agent stops, as it does after a minute without pods: it removes the bridge no pod uses)");
+    podlab_kubelet::node::stop_agent(&ctx.root, Duration::from_secs(10))?;
+    let left = links_left()?;
+    evidence.check(
+        "once the agent has stopped, no bridge and no veth is left",
+        left.is_empty(),
+        format!("{left:?}"),
     );
     let leases = leases(&crate::network::network_root()?);
     evidence.check(

@@ -87,6 +87,12 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     agent.shutdown();
     pleg_stop.store(true, Ordering::SeqCst);
     let _ = pleg.join();
+    // Before the lock goes: whoever waits for this agent to stop sees its network cleaned.
+    if let Some(network) = &agent.node.config.network {
+        if let Err(e) = network.node_stopping() {
+            eprintln!("podlab node: releasing the {} network: {e}", network.name());
+        }
+    }
     drop(lock);
     result
 }
