@@ -153,13 +153,51 @@ fn unescape_octal(field: &str) -> String {
 
 /// Whether `path` is a mount point in the caller's mount table. A path that does not exist is
 /// not one.
+///
+/// One `statx(2)`: the kernel says whether the file is the root of a mount
+/// (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8). An older kernel does not say, and the mount table is
+/// searched instead.
 pub fn is_mountpoint(path: &Path) -> Result<bool> {
+    if let Some(answer) = is_mount_root(path)? {
+        return Ok(answer);
+    }
     let path = match std::fs::canonicalize(path) {
         Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::io("resolving", path, e)),
     };
     Ok(mounts()?.iter().any(|m| m.mount_point == path))
+}
+
+/// The kernel's `STATX_ATTR_MOUNT_ROOT` for `path` (symlinks followed); None when the kernel
+/// does not report that attribute.
+fn is_mount_root(path: &Path) -> Result<Option<bool>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid(format!("{} holds a NUL byte", path.display())))?;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: a NUL-terminated path and a buffer of the size the kernel fills.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_TYPE,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return match nix::Error::last() {
+            nix::Error::ENOENT => Ok(Some(false)),
+            // No statx at all (seccomp, old kernels): the mount table answers.
+            nix::Error::ENOSYS => Ok(None),
+            errno => Err(Error::sys_at("statx", mnt_target(path), errno)),
+        };
+    }
+    // SAFETY: statx succeeded, so the kernel filled the buffer.
+    let stx = unsafe { stx.assume_init() };
+    let mount_root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    Ok((stx.stx_attributes_mask & mount_root != 0).then_some(stx.stx_attributes & mount_root != 0))
 }
 
 /// Makes `path` and every mount below it private: mounts made here from now on stay here, and
@@ -435,29 +473,27 @@ fn mount_mqueue_if_allowed(dir: &Path) -> Result<()> {
 /// The caller must be in a mount namespace of its own whose `/` is not shared
 /// ([`make_rprivate`]), or the kernel answers EINVAL.
 pub fn pivot_root(new_root: &Path) -> Result<()> {
-    let new_root =
-        std::fs::canonicalize(new_root).map_err(|e| Error::io("resolving", new_root, e))?;
-    if !is_mountpoint(&new_root)? {
+    if !is_mountpoint(new_root)? {
         nix::mount::mount(
-            Some(&new_root),
-            &new_root,
+            Some(new_root),
+            new_root,
             None::<&str>,
             MsFlags::MS_BIND | MsFlags::MS_REC,
             None::<&str>,
         )
-        .map_err(|e| mount_error("mount(bind new root onto itself)", &new_root, e))?;
+        .map_err(|e| mount_error("mount(bind new root onto itself)", new_root, e))?;
     }
-    nix::unistd::chdir(&new_root).map_err(|e| mount_error("chdir", &new_root, e))?;
+    nix::unistd::chdir(new_root).map_err(|e| mount_error("chdir", new_root, e))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| match e {
         nix::Error::EINVAL => Error::SysExplained {
             call: "pivot_root",
-            target: mnt_target(&new_root),
+            target: mnt_target(new_root),
             errno: e,
             why: "the caller must be in a mount namespace of its own, with / made private \
                   (make_rprivate) first"
                 .into(),
         },
-        e => mount_error("pivot_root", &new_root, e),
+        e => mount_error("pivot_root", new_root, e),
     })?;
     let old_root = Path::new(".");
     set_propagation(old_root, MsFlags::MS_SLAVE, "mount(make-rslave old root)")?;
@@ -660,6 +696,36 @@ mod tests {
             .collect();
         let err = overlay_options(&long, u, w, false).unwrap_err();
         assert!(err.to_string().contains("4096"), "{err}");
+    }
+
+    #[test]
+    fn the_kernels_mount_root_attribute_agrees_with_the_mount_table() {
+        let table = mounts().unwrap();
+        // Mounts that a later mount on one of their parents does not hide.
+        let visible: Vec<&MountInfo> = table
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| {
+                !table[i + 1..].iter().any(|later| {
+                    m.mount_point != later.mount_point
+                        && m.mount_point.starts_with(&later.mount_point)
+                })
+            })
+            .map(|(_, m)| m)
+            .filter(|m| std::fs::canonicalize(&m.mount_point).is_ok_and(|p| p == m.mount_point))
+            .collect();
+        assert!(!visible.is_empty());
+        for mount in visible {
+            assert!(is_mountpoint(&mount.mount_point).unwrap(), "{mount:?}");
+        }
+        let scratch = Scratch::new("podlab-mnt-attr-").unwrap();
+        assert_eq!(is_mount_root(scratch.path()).unwrap(), Some(false));
+        assert_eq!(
+            is_mount_root(&scratch.path().join("missing")).unwrap(),
+            Some(false)
+        );
+        assert_eq!(is_mount_root(Path::new("/")).unwrap(), Some(true));
+        scratch.remove().unwrap();
     }
 
     #[test]
