@@ -205,6 +205,29 @@ impl Store {
         Ok(summaries.remove(0))
     }
 
+    /// Builds the built-in `busybox:latest` when `name` names it and the store does not have it
+    /// yet, as `podlab run --image busybox` needs on a fresh root; any other name is left to
+    /// [`Store::resolve`] to find or refuse. Only the index is read: the image's blobs are read
+    /// (and verified) once, when the container resolves it.
+    pub fn ensure_builtin_if_named(&self, name: &str) -> Result<()> {
+        if Reference::parse(name)
+            .map(|r| r.to_string())
+            .ok()
+            .as_deref()
+            != Some(busybox::NAME)
+        {
+            return Ok(());
+        }
+        let present = {
+            let _lock = self.lock(false)?;
+            self.index()?.names.contains_key(busybox::NAME)
+        };
+        if !present {
+            self.ensure_builtin_busybox()?;
+        }
+        Ok(())
+    }
+
     fn summary_of(&self, name: &str) -> Result<Option<ImageSummary>> {
         let _lock = self.lock(false)?;
         self.summary_unlocked(name)

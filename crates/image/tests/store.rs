@@ -595,6 +595,27 @@ struct Seen {
 
 /// Mounts an overlay of `lowers` in a forked child's own mount namespace and runs `look` on
 /// the merged folder; the mount goes away with the child.
+#[test]
+fn only_a_busybox_name_builds_the_builtin_image() {
+    let dir = TempDir::new().unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.ensure_builtin_if_named("alpine:3.20").unwrap();
+    store.ensure_builtin_if_named("not a reference!").unwrap();
+    assert!(
+        store.list().unwrap().is_empty(),
+        "nothing built for other names"
+    );
+    store.ensure_builtin_if_named("busybox").unwrap();
+    let built = store.list().unwrap();
+    assert_eq!(built.len(), 1);
+    assert_eq!(built[0].name, "docker.io/library/busybox:latest");
+    let before = tree(&dir.path().join("store"));
+    store
+        .ensure_builtin_if_named("docker.io/library/busybox:latest")
+        .unwrap();
+    assert_eq!(tree(&dir.path().join("store")), before, "built once");
+}
+
 fn in_overlay<T, F>(dir: &Path, lowers: &[PathBuf], look: F) -> T
 where
     T: serde::Serialize + serde::de::DeserializeOwned,

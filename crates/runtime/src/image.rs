@@ -38,6 +38,11 @@ impl StoreImages {
         Ok(StoreImages { store })
     }
 
+    /// A store the caller has opened already (and may have used, to build an image first).
+    pub fn new(store: podlab_image::Store) -> StoreImages {
+        StoreImages { store }
+    }
+
     pub fn store(&self) -> &podlab_image::Store {
         &self.store
     }
