@@ -10,7 +10,7 @@ use crate::etc_files;
 use crate::id::SandboxId;
 use crate::liveness::{now_ns, Pidfd};
 use crate::network::{NetworkAttachment, PodNetwork};
-use crate::protocol::{Request, Response, ShimReady};
+use crate::protocol::{Request, Response, ShimClient, ShimReady};
 use crate::runtime::{remove_tree, Runtime};
 use crate::shim::ShimArgs;
 use crate::state::{self, SandboxLock, SandboxPaths, SandboxRecord, ShimRecord};
@@ -136,19 +136,34 @@ impl Runtime {
         let paths = self.layout.sandbox(id);
         let _lock = self.lock_existing(id, &paths)?;
         let mut record = self.sandbox_record(id, &paths)?;
-        if let Ok(client) = self.shim(id) {
-            expect_ok(id, client.call(&Request::StopContainers)?)?;
-        }
-        if record.state == SandboxState::Ready {
-            self.tear_down_network(&record, &paths)?;
-        }
-        self.shutdown_shim(id, &paths)?;
+        self.stop_locked(&record, &paths)?;
+        // Whatever the shim left (it may have died long ago): the sandbox stays, so it is
+        // cleaned here.
         crate::gc::clean_sandbox_leftovers(&paths)?;
         if record.state != SandboxState::NotReady {
             record.state = SandboxState::NotReady;
             state::write_record(&paths.record(), &record)?;
         }
         Ok(())
+    }
+
+    /// What StopPodSandbox does, with the sandbox's lock held: true when a live shim took it all
+    /// down itself (containers, pause, pins), false when there was no shim to ask.
+    fn stop_locked(&self, record: &SandboxRecord, paths: &SandboxPaths) -> Result<bool> {
+        let id = &record.id;
+        let network_attached = record.state == SandboxState::Ready
+            && self.network.is_some()
+            && record.network_mode == NetworkMode::Pod;
+        // The containers go before the network, as kubelet orders it. Without a network to
+        // tear down, the shim's Shutdown is that order by itself (containers, then pause), and
+        // one round trip fewer.
+        if network_attached {
+            if let Ok(client) = self.shim(id) {
+                expect_ok(id, client.call(&Request::StopContainers)?)?;
+            }
+            self.tear_down_network(record, paths)?;
+        }
+        self.shutdown_shim(id, paths)
     }
 
     fn tear_down_network(&self, record: &SandboxRecord, paths: &SandboxPaths) -> Result<()> {
@@ -171,13 +186,13 @@ impl Runtime {
             })
     }
 
-    /// Asks a live shim to shut down and waits for it to be gone.
-    fn shutdown_shim(&self, id: &SandboxId, paths: &SandboxPaths) -> Result<()> {
+    /// Asks a live shim to shut down and waits for it to be gone; false when none was alive.
+    fn shutdown_shim(&self, id: &SandboxId, paths: &SandboxPaths) -> Result<bool> {
         let Some(shim) = self.live_shim(paths)? else {
-            return Ok(());
+            return Ok(false);
         };
         let pidfd = shim.shim.open();
-        let client = self.shim(id)?;
+        let client = ShimClient::connect(&paths.socket(), id.as_str())?;
         expect_ok(id, client.call(&Request::Shutdown)?)?;
         if let Some(pidfd) = pidfd {
             if !pidfd.wait_exit(EXIT_WAIT) {
@@ -186,25 +201,34 @@ impl Runtime {
             }
             pidfd.reap_if_child();
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// RemovePodSandbox: stop it if needed, then remove every trace. Removing a sandbox that is
-    /// not there is fine, as in the CRI.
+    /// RemovePodSandbox: stop it if needed (its containers are killed with it), then remove
+    /// every trace. Removing a sandbox that is not there is fine, as in the CRI.
     pub fn remove_pod_sandbox(&self, id: &SandboxId) -> Result<()> {
         let paths = self.layout.sandbox(id);
         if !paths.dir.exists() {
             return Ok(());
         }
-        match self.stop_pod_sandbox(id) {
-            Ok(()) | Err(Error::SandboxNotFound { .. }) => {}
+        let _lock = match SandboxLock::acquire(&paths.lock()) {
+            Ok(lock) => lock,
+            // Another remover was quicker.
+            Err(_) if !paths.dir.exists() => return Ok(()),
             Err(e) => return Err(e),
+        };
+        let shut_down = match state::read_record::<SandboxRecord>(&paths.record())? {
+            Some(record) => self.stop_locked(&record, &paths)?,
+            None => false,
+        };
+        if !shut_down {
+            // No shim took the pod down: whatever of it still runs or is pinned goes now. A
+            // shim alive here belongs to a sandbox that was never finished (no record to stop
+            // it by): it goes first, so that nothing re-parents what is cleaned next.
+            crate::gc::kill_shim(&paths)?;
+            crate::gc::clean_sandbox_leftovers(&paths)?;
         }
-        let _lock = SandboxLock::acquire(&paths.lock())?;
-        // A shim still alive here belongs to a sandbox that was never finished (no record to
-        // stop it by): it goes first, so that nothing re-parents what is cleaned next.
-        crate::gc::kill_shim(&paths)?;
-        crate::gc::clean_sandbox_leftovers(&paths)?;
+        // Detaches what is still mounted below the folder (the pod's /dev/shm) before removing.
         remove_tree(&paths.dir)
     }
 
