@@ -2,13 +2,15 @@
 //! twin. Without `--rm` it makes a one-container pod (labelled `run=NAME`) and hands it to the
 //! node agent. With `--rm` it goes straight through the runtime, as `crictl runp` + `create` +
 //! `start` would: sandbox, container, its output streamed from the CRI log, its exit code
-//! returned, everything removed — no agent and no store in the way of the measurement. Its
+//! returned, the sandbox removed with its container — no agent and no object store in the way
+//! of the measurement (only the runtime and the image store are opened). Its
 //! sandbox is labelled with the `run` process that owns it, so that `podlab gc` and the node
 //! agent leave it alone while that process lives; Ctrl-C stops the container and cleans up.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +18,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use podlab_kubelet::translate::{container_config, sandbox_config, PodDirs, LABEL_MANAGED_BY};
 use podlab_runtime::status::ContainerState;
-use podlab_runtime::{Runtime, SandboxId};
+use podlab_runtime::{Runtime, RuntimeConfig, SandboxId, StoreImages};
 
 use crate::context::Ctx;
 
@@ -69,14 +71,12 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
         }),
         ..Default::default()
     };
-    // Through the same decoder as `apply`: the API server's checks and defaults.
-    let text = serde_json::to_string(&serde_json::json!({"apiVersion": "v1", "kind": "Pod"}))?;
-    let mut value: serde_json::Value = serde_json::from_str(&text)?;
-    let pod_value = serde_json::to_value(&pod)?;
-    for (k, v) in pod_value.as_object().into_iter().flatten() {
-        value[k] = v.clone();
-    }
-    podlab_api::decode_pod(&value.to_string(), "podlab run").map_err(|e| anyhow::anyhow!("{e}"))
+    // Through the same decoder as `apply` (the API server's checks and defaults), from the
+    // value itself: no text to parse again.
+    let mut value = serde_json::to_value(&pod)?;
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Pod".into();
+    podlab_api::manifest::decode_pod_value(value, "podlab run").map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// podlab's label on the sandbox of a `run --rm`: who made it (`podlab-run`), so that the node
@@ -123,20 +123,37 @@ fn catch_interrupts() -> Result<()> {
 }
 
 pub fn run(args: RunArgs) -> Result<i32> {
-    let mut pod = pod_for(&args)?;
+    let pod = pod_for(&args)?;
+    if args.rm {
+        return run_rm(pod, &args);
+    }
     let ctx = Ctx::open()?;
     crate::image::ensure_builtin_if_busybox(&ctx, &args.image)?;
-    if !args.rm {
-        let name = args.name.clone();
-        crate::apply::apply_pod(&ctx, pod)?;
-        ctx.ensure_node()?;
-        println!("pod/{name} created");
-        return Ok(0);
+    let name = args.name.clone();
+    crate::apply::apply_pod(&ctx, pod)?;
+    ctx.ensure_node()?;
+    println!("pod/{name} created");
+    Ok(0)
+}
+
+/// `run --rm`: a pod that lives as long as this command, so only the runtime and its image
+/// store are opened (no object store, no agent), and the image store once.
+fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
+    let config = RuntimeConfig::from_env();
+    std::fs::create_dir_all(&config.root)
+        .with_context(|| format!("creating {}", config.root.display()))?;
+    let images =
+        podlab_image::Store::open(&config.image_root).context("opening the image store")?;
+    images.ensure_builtin_if_named(&args.image)?;
+    let root = config.root.clone();
+    let mut runtime = Runtime::with_images(config, Arc::new(StoreImages::new(images)))
+        .context("opening the runtime")?;
+    if let Some(network) = crate::network::plugin(&root)? {
+        runtime.set_network_plugin(network);
     }
     pod.metadata.uid = Some(podlab_control::names::new_uid());
     catch_interrupts()?;
-    let runtime = ctx.runtime()?;
-    let dirs = PodDirs::new(&ctx.root, &pod);
+    let dirs = PodDirs::new(&root, &pod);
     let me = podlab_runtime::liveness::ProcessIdentity::of(std::process::id() as i32)?;
     let mut sandbox_config = sandbox_config(&pod, &dirs, 0);
     sandbox_config
@@ -151,10 +168,10 @@ pub fn run(args: RunArgs) -> Result<i32> {
         Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name),
         Err(_) => Ok(1),
     };
-    let stopped = match &made {
+    // RemovePodSandbox kills and removes its containers too, as the CRI asks of it.
+    let removed = match &made {
         Ok(sandbox) => runtime
-            .stop_pod_sandbox(sandbox)
-            .and_then(|()| runtime.remove_pod_sandbox(sandbox))
+            .remove_pod_sandbox(sandbox)
             .context("removing the pod's sandbox"),
         Err(_) => Ok(()),
     };
@@ -162,7 +179,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
     let _ = std::fs::remove_dir_all(dirs.volumes.parent().unwrap_or(&dirs.volumes));
     made.context("RunPodSandbox")?;
     let code = outcome?;
-    stopped?;
+    removed?;
     Ok(code)
 }
 
@@ -199,7 +216,6 @@ fn run_container(
     };
     follower.pump_streams(&mut out, &mut err)?;
     out.flush()?;
-    runtime.remove_container(&id)?;
     match INTERRUPTED.load(Ordering::SeqCst) {
         0 => Ok(status.exit_code.unwrap_or(1)),
         signal => Ok(128 + signal),
