@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
@@ -31,10 +31,17 @@ pub(crate) const START_ERROR_REASON: &str = "StartError";
 /// more rounds of the loop instead.
 const LOG_READ_SIZE: usize = 8 * 1024;
 
-/// A container the shim has started.
+/// A container the shim has started: what the shim answers from while it lives. The rest of
+/// the container (its config, process, image) is in its record on disk, read when needed; a
+/// shim lives as long as its pod, and so would every copy it kept.
 pub(crate) struct Live {
-    pub record: ContainerRecord,
-    pub log: Option<File>,
+    /// The container's process, a child of the shim.
+    pid: i32,
+    state: ContainerState,
+    exit_code: Option<i32>,
+    finished_at: i64,
+    log_path: PathBuf,
+    log: Option<File>,
 }
 
 /// One output pipe of a container, on its way into the container's log.
@@ -124,7 +131,7 @@ impl Shim {
         if self
             .containers
             .get(id)
-            .is_some_and(|l| l.record.state == ContainerState::Running)
+            .is_some_and(|l| l.state == ContainerState::Running)
         {
             return Err(format!("container {id} is already running"));
         }
@@ -203,6 +210,14 @@ impl Shim {
         record.namespaces = ops::inspect(pid.as_raw()).unwrap_or_default();
         save(&paths.record(), &record);
         let started_at = record.started_at;
+        let live = Live {
+            pid: pid.as_raw(),
+            state: ContainerState::Running,
+            exit_code: None,
+            finished_at: 0,
+            log_path: record.log_path,
+            log: Some(log),
+        };
         for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
             let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
             self.logs.push(LogPipe {
@@ -212,13 +227,7 @@ impl Shim {
                 done: false,
             });
         }
-        self.containers.insert(
-            id.clone(),
-            Live {
-                record,
-                log: Some(log),
-            },
-        );
+        self.containers.insert(id.clone(), live);
         Ok(Response::Started {
             pid: pid.as_raw(),
             started_at,
@@ -226,16 +235,9 @@ impl Shim {
     }
 
     fn target_pid_ns(&self, target: &ContainerId) -> Result<OwnedFd, String> {
-        let live = self
-            .containers
-            .get(target)
-            .filter(|l| l.record.state == ContainerState::Running)
+        let pid = self
+            .running_pid(target)
             .ok_or_else(|| format!("target container {target} is not running in this pod"))?;
-        let pid = live
-            .record
-            .pid
-            .ok_or("the target container has no pid")?
-            .pid;
         ops::open_pid(pid, NsKind::Pid).map_err(|e| e.to_string())
     }
 
@@ -256,10 +258,7 @@ impl Shim {
         let Some(id) = self
             .containers
             .iter()
-            .find(|(_, l)| {
-                l.record.state == ContainerState::Running
-                    && l.record.pid.map(|p| p.pid) == Some(pid)
-            })
+            .find(|(_, l)| l.state == ContainerState::Running && l.pid == pid)
             .map(|(id, _)| id.clone())
         else {
             return;
@@ -267,13 +266,11 @@ impl Shim {
         self.drain_logs(&id);
         let finished_at = now_ns();
         if let Some(live) = self.containers.get_mut(&id) {
-            live.record.state = ContainerState::Exited;
-            live.record.exit_code = Some(code);
-            live.record.finished_at = finished_at;
-            live.record.reason = Some(if code == 0 { "Completed" } else { "Error" }.into());
-            let record = live.record.clone();
-            save(&self.paths.container(&id).record(), &record);
+            live.state = ContainerState::Exited;
+            live.exit_code = Some(code);
+            live.finished_at = finished_at;
         }
+        self.record_exit(&id, code, finished_at);
         let waiting: Vec<u64> = self
             .waiters
             .iter()
@@ -290,6 +287,21 @@ impl Shim {
                 },
             );
         }
+    }
+
+    /// The exit in the container's record (Completed or Error, as containerd has it).
+    fn record_exit(&self, id: &ContainerId, code: i32, finished_at: i64) {
+        let path = self.paths.container(id).record();
+        let mut record: ContainerRecord = match state::read_record(&path) {
+            Ok(Some(record)) => record,
+            Ok(None) => return eprintln!("podlab-shim: container {id} exited; it has no record"),
+            Err(e) => return eprintln!("podlab-shim: recording the exit of {id}: {e}"),
+        };
+        record.state = ContainerState::Exited;
+        record.exit_code = Some(code);
+        record.finished_at = finished_at;
+        record.reason = Some(if code == 0 { "Completed" } else { "Error" }.into());
+        save(&path, &record);
     }
 
     pub(super) fn signal_container(&mut self, id: &ContainerId, signal: i32) -> Response {
@@ -318,20 +330,19 @@ impl Shim {
     fn running_pid(&self, id: &ContainerId) -> Option<i32> {
         self.containers
             .get(id)
-            .filter(|l| l.record.state == ContainerState::Running)
-            .and_then(|l| l.record.pid)
-            .map(|p| p.pid)
+            .filter(|l| l.state == ContainerState::Running)
+            .map(|l| l.pid)
     }
 
     pub(super) fn wait_container(&mut self, token: u64, id: ContainerId) -> Option<Response> {
         match self.containers.get(&id) {
-            Some(live) if live.record.state == ContainerState::Running => {
+            Some(live) if live.state == ContainerState::Running => {
                 self.waiters.push((token, id));
                 None
             }
             Some(live) => Some(Response::Exited {
-                exit_code: live.record.exit_code.unwrap_or(-1),
-                finished_at: live.record.finished_at,
+                exit_code: live.exit_code.unwrap_or(-1),
+                finished_at: live.finished_at,
             }),
             None => {
                 match state::read_record::<ContainerRecord>(&self.paths.container(&id).record()) {
@@ -361,7 +372,7 @@ impl Shim {
                 message: format!("container {id} is not known to the shim"),
             };
         };
-        match open_log(&live.record.log_path) {
+        match open_log(&live.log_path) {
             Ok(file) => {
                 live.log = Some(file);
                 Response::Ok
@@ -425,11 +436,14 @@ impl Shim {
         let pid = self
             .running_pid(id)
             .ok_or_else(|| format!("container {id} is not running"))?;
-        let live = &self.containers[id];
-        let mut process = live.record.process.clone();
         if argv.is_empty() {
             return Err("exec needs a command".into());
         }
+        // As the container's process: its user, environment, folder, capabilities.
+        let mut process = state::read_record::<ContainerRecord>(&self.paths.container(id).record())
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("container {id} has no record in this sandbox"))?
+            .process;
         process.argv = argv;
         let open = |kind| ops::open_pid(pid, kind).map_err(|e| e.to_string());
         let pid_ns = open(NsKind::Pid)?;

@@ -18,8 +18,7 @@ mod sandbox;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
-use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -142,8 +141,18 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
 fn announce(ready: &ShimReady) {
     let mut line = serde_json::to_vec(ready).unwrap_or_default();
     line.push(b'\n');
-    let _ = std::io::stdout().write_all(&line);
-    let _ = std::io::stdout().flush();
+    // Straight to the descriptor: std's stdout would keep a buffer for the shim's whole life.
+    // SAFETY: descriptor 1 stays open for the whole call (it is replaced just below).
+    let stdout = unsafe { BorrowedFd::borrow_raw(1) };
+    let mut rest = &line[..];
+    while !rest.is_empty() {
+        match nix::unistd::write(stdout, rest) {
+            Ok(0) => break,
+            Ok(n) => rest = &rest[n..],
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         // SAFETY: dup2 onto stdout.
         unsafe { libc::dup2(null.as_raw_fd(), 1) };
