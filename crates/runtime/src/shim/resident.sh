@@ -76,23 +76,30 @@ for crate in $cold_crates; do
     fi
 done
 
+# podlab-runtime's modules whose code (nearly) all runs in the daemon; the others (a
+# container's init, the OCI bundle, ...) run in its children or not in the shim at all.
+daemon_modules="shim protocol state cri_log liveness report id"
+
 # libc's part of a section kind ($1: .text or .rodata): the members holding the executed C
-# functions; a string function in every CPU variant, grouped by instruction set (glibc picks
-# one per CPU at start-up).
+# functions, and those the daemon needs at times a profile may miss (madvise: malloc_trim gives
+# pages back with it); then every string function's CPU variants, grouped by instruction set
+# (glibc picks one variant per CPU at start-up, and valgrind's CPU is not the one it runs on).
+always_members="madvise.o"
 libc_members() {
-    grep -v -e '^_ZN' -e '^_R' "$work/executed" | join - "$work/libc-members" | awk -v kind="$1" '{
-        if (match($2, /^(mem|str|stp|wcs|wmem|rawmem)[a-z]*-/)) family[substr($2, 1, RLENGTH - 1)] = 1
-        else member[$2] = 1
-    } END {
-        for (m in member) printf "    *libc.a:%s(%s %s.*)\n", m, kind, kind | "sort"
-        close("sort")
-        n = split("avx512 evex avx2 avx sse4 ssse3 sse2", isa, " ")
-        for (i = 1; i <= n; i++) {
-            for (f in family) printf "    *libc.a:%s-*%s*.o(%s %s.*)\n", f, isa[i], kind, kind | "sort"
+    { grep -v -e '^_ZN' -e '^_R' "$work/executed" | join - "$work/libc-members" | cut -d' ' -f2
+      printf '%s\n' $always_members; } | awk -v kind="$1" '
+        !/^(mem|str|stp|wcs|wmem|rawmem)[a-z0-9_]*-/ { member[$1] = 1 }
+        END {
+            for (m in member) printf "    *libc.a:%s(%s %s.*)\n", m, kind, kind | "sort"
             close("sort")
-        }
-        for (f in family) printf "    *libc.a:%s-*.o(%s %s.*)\n", f, kind, kind | "sort"
-    }'
+            n = split("avx512 evex avx2 avx sse4 ssse3 sse2", isa, " ")
+            for (i = 1; i <= n; i++)
+                printf "    *libc.a:mem*-*%s*.o(%s %s.*) *libc.a:str*-*%s*.o(%s %s.*)\n" \
+                    "    *libc.a:stp*-*%s*.o(%s %s.*) *libc.a:wcs*-*%s*.o(%s %s.*)\n" \
+                    "    *libc.a:wmem*-*%s*.o(%s %s.*) *libc.a:rawmem*-*%s*.o(%s %s.*)\n",
+                    isa[i], kind, kind, isa[i], kind, kind, isa[i], kind, kind,
+                    isa[i], kind, kind, isa[i], kind, kind, isa[i], kind, kind
+        }'
 }
 
 {
@@ -114,6 +121,11 @@ EOF
     # (cargo's metadata: it changes with the set of packages built together, so with the
     # command), which the pattern leaves open; the standard library's names (v0) are fixed
     # for a toolchain.
+    # podlab-runtime's modules that are the daemon's own go whole, so that the code they gain
+    # after this profile is packed too.
+    for module in $daemon_modules; do
+        printf '_ZN14podlab_runtime%s%s\n' "${#module}" "$module"
+    done | awk '{ printf "    *(.text.%s* .text.unlikely.%s*)\n", $1, $1 }'
     { grep -e '^_ZN' -e '^_R' "$work/executed"; echo main; } |
         sed -e 's/\.llvm\..*//' -e 's/17h[0-9a-f]\{16\}E$/17h*/' | sort -u |
         awk '{ printf "    *(.text.%s .text.unlikely.%s)\n", $1 "*", $1 "*" }' | sed 's/\*\*/*/g'
