@@ -36,6 +36,7 @@ const STATIC_STAND_INS: &[(&str, &[&str])] = &[
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     let target = |key: &str| std::env::var(key).unwrap_or_default();
     if target("CARGO_CFG_TARGET_OS") != "linux" || target("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
@@ -46,18 +47,34 @@ fn main() {
     println!("cargo:rerun-if-changed={}", resident.display());
     match write_stand_ins(&out.join("static-libs")) {
         Ok(dir) => {
-            let args = [
+            let mut args = vec![
                 format!("-L{}", dir.display()),
                 "-static".into(),
                 "-no-pie".into(),
-                format!("-Wl,-T,{}", resident.display()),
             ];
+            match linker_without_scripts() {
+                None => args.push(format!("-Wl,-T,{}", resident.display())),
+                Some(linker) => println!(
+                    "cargo:warning=podlab-shim's code is not packed: {linker} takes no SECTIONS script"
+                ),
+            }
             for arg in args {
                 println!("cargo:rustc-link-arg-bin=podlab-shim={arg}");
             }
         }
         Err(why) => println!("cargo:warning=podlab-shim is linked dynamically: {why}"),
     }
+}
+
+/// The linker the build's flags choose when it is one that does not take resident.ld (a
+/// `SECTIONS ... INSERT` script): gold and mold. rust-lld (rustc's default) and GNU ld do.
+fn linker_without_scripts() -> Option<&'static str> {
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    ["mold", "gold"].into_iter().find(|linker| {
+        flags
+            .split('\x1f')
+            .any(|flag| flag.contains(&format!("fuse-ld={linker}")))
+    })
 }
 
 /// Writes `lib<name>.a` in `dir` for every stand-in: a linker script naming the archives the C
