@@ -24,10 +24,34 @@ pub struct NodeArgs {
     /// Crash-loop backoff `INITIAL[,MAX[,RESET]]`, e.g. `1s,8s,60s` (kubelet: `10s,300s,600s`).
     #[arg(long)]
     backoff: Option<String>,
+    /// Stop the agent of this root (SIGTERM; it removes the pod network it kept, if no pod uses
+    /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
+    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff"])]
+    stop: bool,
 }
 
 pub fn run(args: NodeArgs) -> Result<()> {
     let ctx = Ctx::open()?;
+    if args.stop {
+        let stopped =
+            podlab_kubelet::node::stop_agent(&ctx.root, std::time::Duration::from_secs(30))
+                .context("stopping the node agent")?;
+        if !stopped && podlab_kubelet::node::running_agent(&ctx.root).is_some() {
+            anyhow::bail!(
+                "the node agent of {} did not stop within 30 s",
+                ctx.root.display()
+            );
+        }
+        println!(
+            "{}",
+            if stopped {
+                "node agent stopped"
+            } else {
+                "no node agent runs"
+            }
+        );
+        return Ok(());
+    }
     let mut config = podlab_kubelet::node::NodeConfig::from_env()?;
     config.root = ctx.root.clone();
     config.runtime = ctx.runtime_config.clone();

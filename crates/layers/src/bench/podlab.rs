@@ -179,6 +179,16 @@ impl Podlab {
         )
     }
 
+    /// `podlab node --stop`: the node agent of this podlab's root goes (it would otherwise exit
+    /// by itself a minute after its last pod), taking the pod network it kept with it.
+    pub fn stop_agent(&self, lab: &Lab) {
+        if let Some(mut cmd) = self.command(lab) {
+            if let Err(e) = crate::lab::run(cmd.args(["node", "--stop"])) {
+                eprintln!("podlab node --stop: {e}");
+            }
+        }
+    }
+
     /// Whether `apply`, `get`, `wait` and `delete` are there (the pod, scale and teardown
     /// rows).
     pub fn has_pods(&self) -> bool {

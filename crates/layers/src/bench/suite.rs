@@ -150,6 +150,11 @@ pub fn run_all(options: &Options) -> Result<Outcome> {
         drain_netns(netns_baseline);
         println!("== 5. teardown of {} pods ==", plan.teardown_pods);
         rows.extend(teardown(peers, &options.podlab, plan)?);
+        if options.podlab.has_pods() {
+            for podlab in [options.podlab.clone(), options.podlab.on_network("builtin")] {
+                podlab.stop_agent(&peers.lab);
+            }
+        }
         Ok(())
     });
     let after = hostcheck::snapshot();
