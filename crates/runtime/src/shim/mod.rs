@@ -8,6 +8,10 @@
 //! records their exit codes, so the kubelet layer or the CLI may come and go (or be killed)
 //! without losing either.
 //!
+//! One shim lives as long as its pod, so it is built to keep little memory: a static binary at
+//! a fixed address with the code it runs packed together (`build.rs`, `resident.ld`), an
+//! allocator that gives freed pages back (`memory`), no copies of its containers' records.
+//!
 //! It is single-threaded on purpose: every container is a plain `fork` of it, free to allocate
 //! and to `setns` into a mount namespace, which a multi-threaded parent would forbid. Its one
 //! loop waits on `poll(2)`: the socket, the clients, the log pipes, and a signalfd for SIGCHLD.
@@ -18,7 +22,8 @@ mod sandbox;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -142,17 +147,9 @@ fn announce(ready: &ShimReady) {
     let mut line = serde_json::to_vec(ready).unwrap_or_default();
     line.push(b'\n');
     // Straight to the descriptor: std's stdout would keep a buffer for the shim's whole life.
-    // SAFETY: descriptor 1 stays open for the whole call (it is replaced just below).
-    let stdout = unsafe { BorrowedFd::borrow_raw(1) };
-    let mut rest = &line[..];
-    while !rest.is_empty() {
-        match nix::unistd::write(stdout, rest) {
-            Ok(0) => break,
-            Ok(n) => rest = &rest[n..],
-            Err(nix::Error::EINTR) => continue,
-            Err(_) => break,
-        }
-    }
+    // SAFETY: descriptor 1 is open; ManuallyDrop leaves it so (it is replaced just below).
+    let mut stdout = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+    let _ = stdout.write_all(&line);
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         // SAFETY: dup2 onto stdout.
         unsafe { libc::dup2(null.as_raw_fd(), 1) };
