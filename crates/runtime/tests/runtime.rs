@@ -535,9 +535,19 @@ fn stop_and_remove_leave_nothing_behind() {
         &[
             "sh",
             "-c",
-            "trap 'exit 0' TERM; while true; do sleep 1; done",
+            "trap 'exit 0' TERM; echo trapped; while true; do sleep 1; done",
         ],
     );
+    // Regression (1 run in 5): a SIGTERM that came before the shell had set its trap ended it
+    // with 143. The shell says when the trap is set.
+    let log = root.runtime.container_status(&b).unwrap().log_path;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !podlab_runtime::cri_log::read_log(&log)
+        .is_ok_and(|lines| lines.iter().any(|l| l.content == b"trapped"))
+    {
+        assert!(std::time::Instant::now() < deadline, "b never set its trap");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let pids = [
         status.pause_pid.unwrap(),
         status.shim_pid.unwrap(),
