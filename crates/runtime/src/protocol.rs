@@ -142,7 +142,21 @@ pub fn send_message(fd: BorrowedFd<'_>, message: &impl Serialize, fds: &[RawFd])
 pub fn receive_message<T: for<'de> Deserialize<'de>>(
     fd: BorrowedFd<'_>,
 ) -> Result<Option<(T, Vec<OwnedFd>)>> {
-    let mut buffer = vec![0u8; MAX_MESSAGE];
+    // A packet's length, asked first (MSG_PEEK | MSG_TRUNC gives it whole): most messages
+    // are a few hundred bytes, and a zeroed MAX_MESSAGE buffer for each cost 64 page faults.
+    let size = loop {
+        match socket::recv(
+            fd.as_raw_fd(),
+            &mut [0u8; 1],
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC,
+        ) {
+            Ok(size) => break size.clamp(1, MAX_MESSAGE),
+            Err(nix::Error::EINTR) => continue,
+            Err(nix::Error::ECONNRESET) => return Ok(None),
+            Err(e) => return Err(Error::sys("recv(MSG_PEEK)", "shim socket", e)),
+        }
+    };
+    let mut buffer = vec![0u8; size];
     let mut cmsg_space = nix::cmsg_space!([RawFd; 4]);
     let (len, fds) = loop {
         let mut iov = [std::io::IoSliceMut::new(&mut buffer)];

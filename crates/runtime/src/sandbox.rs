@@ -382,6 +382,11 @@ fn start_shim(
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
     let mut child = Command::new(shim)
         .args(args.to_args())
+        // What the shim would otherwise re-execute itself to get (see shim::memory).
+        .env(
+            "GLIBC_TUNABLES",
+            crate::shim::tunables_without_thread_cache(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)

@@ -29,6 +29,19 @@ fn turns_thread_cache_off(tunables: &str) -> bool {
         .any(|tunable| tunable == NO_THREAD_CACHE)
 }
 
+/// `GLIBC_TUNABLES` for a shim: the caller's, with the thread cache off. The runtime starts
+/// the shim with it, which spares the shim its re-execution.
+pub(crate) fn tunables_without_thread_cache() -> String {
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if turns_thread_cache_off(&tunables) {
+        tunables
+    } else if tunables.is_empty() {
+        NO_THREAD_CACHE.to_string()
+    } else {
+        format!("{tunables}:{NO_THREAD_CACHE}")
+    }
+}
+
 /// Re-executes the shim with the same arguments and glibc's thread cache off, unless it is off
 /// already. Returns only when it is, or when the re-execution failed (the shim then goes on
 /// as it is: it only costs memory).
@@ -39,11 +52,7 @@ pub(super) fn without_thread_cache() {
     if turns_thread_cache_off(&tunables) {
         return;
     }
-    let tunables = if tunables.is_empty() {
-        NO_THREAD_CACHE.to_string()
-    } else {
-        format!("{tunables}:{NO_THREAD_CACHE}")
-    };
+    let tunables = tunables_without_thread_cache();
     // The binary's own path, not /proc/self/exe: the kernel names the process after the file
     // it executes, and `podlab-shim` is how the runtime and its garbage collector know it.
     let Ok(binary) = std::env::current_exe() else {

@@ -18,6 +18,8 @@
 
 mod containers;
 mod memory;
+
+pub(crate) use memory::tunables_without_thread_cache;
 mod sandbox;
 
 use std::collections::{BTreeMap, HashMap};
