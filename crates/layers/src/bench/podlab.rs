@@ -98,8 +98,8 @@ impl Podlab {
         }
     }
 
-    /// Comparison 1 as podlab will offer it. Measured meanwhile by the `podlab-ns-true` helper
-    /// (podlab-ns's `spawn_with_clone` + exec), a row of its own.
+    /// Comparison 1: `podlab ns run`, podlab's `unshare --fork`. The `podlab-ns-true` helper
+    /// (podlab-ns's `spawn_with_clone` + exec, without the CLI) is a row of its own beside it.
     pub fn ns_set(&self) -> Contender<'_> {
         let args = [
             "ns",
