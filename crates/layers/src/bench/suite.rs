@@ -659,7 +659,7 @@ fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
     podlab.has_pods().then(|| Kind {
         name: "podlab",
         command: "podlab apply -f pod.yaml (one container); podlab wait --for=condition=Ready; \
-                  podlab delete pod NAME until its pause is gone"
+                  podlab delete pod NAME (waits until it is gone)"
             .into(),
         start: Box::new(move |id| podlab.apply_pod(lab, id, 1)),
         remove: Box::new(move |id| podlab.delete_pod(lab, id)),
