@@ -256,10 +256,13 @@ impl Runtime {
 
     pub fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<ContainerStatus>> {
         let mut list = Vec::new();
-        for sandbox in self.layout.sandbox_ids()? {
-            if filter.sandbox_id.as_ref().is_some_and(|s| *s != sandbox) {
-                continue;
-            }
+        // One sandbox's containers: its folder alone, not a listing of every sandbox's.
+        let sandboxes = match &filter.sandbox_id {
+            Some(id) if self.layout.sandbox(id).dir.is_dir() => vec![id.clone()],
+            Some(_) => Vec::new(),
+            None => self.layout.sandbox_ids()?,
+        };
+        for sandbox in sandboxes {
             let paths = self.layout.sandbox(&sandbox);
             let shim_alive = self.live_shim(&paths)?.is_some();
             for id in paths.container_ids()? {

@@ -215,12 +215,7 @@ pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers>
     }
 
     if paths.dir.exists() {
-        let mut mounts = podlab_ns::mnt::mounts_below(&paths.dir)?;
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
-        for mount in mounts {
-            podlab_ns::mnt::unmount(&mount.mount_point)?;
-            leftovers.unmounted.push(mount.mount_point);
-        }
+        crate::runtime::detach_mounts_below(&paths.dir, &mut leftovers.unmounted)?;
         for kind in [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid] {
             podlab_ns::ops::unpin(&paths.ns(kind))?;
         }

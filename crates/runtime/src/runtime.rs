@@ -153,18 +153,47 @@ impl Runtime {
 }
 
 /// Removes `dir` and everything below it, first detaching any mount left there (deepest first).
+///
+/// The mounts are found by walking the tree and asking the kernel about each entry (one
+/// `statx`), not by reading the mount table: that table lists every pod's pins and `/dev/shm`,
+/// so reading it made each removal cost more the more pods there were.
 pub(crate) fn remove_tree(dir: &Path) -> Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    let mut mounts = podlab_ns::mnt::mounts_below(dir)?;
-    mounts.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
-    for mount in mounts {
-        podlab_ns::mnt::unmount(&mount.mount_point)?;
-    }
+    detach_mounts_below(dir, &mut Vec::new())?;
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("removing", dir, e)),
     }
+}
+
+/// Detaches every mount at or below `path` (several stacked on one place too), adding the
+/// places to `detached`; symlinks are not followed.
+pub(crate) fn detach_mounts_below(
+    path: &Path,
+    detached: &mut Vec<std::path::PathBuf>,
+) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(()); // gone meanwhile
+    };
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    while podlab_ns::mnt::is_mountpoint(path)? {
+        podlab_ns::mnt::unmount(path)?;
+        detached.push(path.to_path_buf());
+    }
+    if meta.is_dir() {
+        let entries = match std::fs::read_dir(path) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("reading", path, e)),
+        };
+        for entry in entries.flatten() {
+            detach_mounts_below(&entry.path(), detached)?;
+        }
+    }
+    Ok(())
 }

@@ -136,10 +136,11 @@ impl Runtime {
         let paths = self.layout.sandbox(id);
         let _lock = self.lock_existing(id, &paths)?;
         let mut record = self.sandbox_record(id, &paths)?;
-        self.stop_locked(&record, &paths)?;
-        // Whatever the shim left (it may have died long ago): the sandbox stays, so it is
-        // cleaned here.
-        crate::gc::clean_sandbox_leftovers(&paths)?;
+        if !self.stop_locked(&record, &paths)? {
+            // No live shim took the pod down (it may have died long ago): whatever it left is
+            // cleaned here, since the sandbox stays.
+            crate::gc::clean_sandbox_leftovers(&paths)?;
+        }
         if record.state != SandboxState::NotReady {
             record.state = SandboxState::NotReady;
             state::write_record(&paths.record(), &record)?;
