@@ -18,6 +18,17 @@ use crate::context::Ctx;
 use crate::run::{run_owner_alive, MANAGED_BY_RUN};
 
 pub fn run() -> Result<()> {
+    let root = podlab_runtime::config::RuntimeConfig::from_env().root;
+    if !root.exists() {
+        // Nothing of a root was ever made here, and collecting must not make one.
+        if crate::network::gc()? {
+            println!(
+                "removed the pod network state of this network namespace (no pod was attached)"
+            );
+        }
+        println!("gc done (no podlab root at {})", root.display());
+        return Ok(());
+    }
     let ctx = Ctx::open()?;
     let runtime = ctx.runtime()?;
     let report = runtime.gc()?;
@@ -88,10 +99,16 @@ pub fn run() -> Result<()> {
             images.blobs_removed, images.snapshots_removed
         );
     }
+    collect_network()?;
+    println!("gc done");
+    Ok(())
+}
+
+/// The pod network of this network namespace, if no pod is attached to it any more.
+fn collect_network() -> Result<()> {
     if crate::network::gc()? {
         println!("removed the pod network state of this network namespace (no pod was attached)");
     }
-    println!("gc done");
     Ok(())
 }
 
