@@ -207,51 +207,11 @@ fn lock_network_namespace() -> std::io::Result<OwnedFd> {
     }
 }
 
-/// The folders of `/run/podlab-net` whose network namespace no process and no pin holds any
-/// more: the kernel has freed it (its pods' veths went with it), so its leases are stale. The
-/// lock is the namespace's own, so none is needed for a namespace that is gone.
-fn remove_folders_of_gone_namespaces(own: &Path) {
-    let Some(parent) = own.parent() else { return };
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    let alive = live_network_namespaces();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let inode = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u64>().ok());
-        if path != own && inode.is_some_and(|inode| !alive.contains(&inode)) {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
-/// The inodes of every network namespace a process is in or a bind mount pins.
-fn live_network_namespaces() -> std::collections::HashSet<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let mut alive = std::collections::HashSet::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(meta) = std::fs::metadata(entry.path().join("ns/net")) {
-            alive.insert(meta.ino());
-        }
-    }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for rest in mountinfo.split("net:[").skip(1) {
-        if let Some(inode) = rest.split(']').next().and_then(|n| n.parse().ok()) {
-            alive.insert(inode);
-        }
-    }
-    alive
-}
-
 /// `podlab gc`'s part: after a `kill -9` of everything, this network namespace's podlab state
 /// can outlive its pods. With no pod attached to podlab's bridge (or no bridge), every lease in
 /// it is stale, so the bridge and the folder go. True when something was removed.
 pub fn gc() -> Result<bool> {
     let net_root = network_root()?;
-    remove_folders_of_gone_namespaces(&net_root);
     let _lock = lock_network_namespace()?;
     // The bridge is looked for even without the folder: a network of the user's own conflist
     // (`PODLAB_CNI_CONF_DIR`) keeps its leases elsewhere but its bridge here.
