@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use podlab_control::{PodDeletion, Preconditions};
 
 use crate::context::Ctx;
@@ -93,21 +92,18 @@ fn request_pod_deletion(
 
 /// Waits until the node agent has finished the pod and removed it from the store.
 pub fn wait_gone(ctx: &Ctx, namespace: &str, name: &str, limit: Duration) -> Result<()> {
-    let start = Instant::now();
-    let mut watch = ctx.store.watch_now::<Pod>()?;
-    loop {
-        match ctx.store.get::<Pod>(namespace, name) {
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e.into()),
-            Ok(_) => {}
-        }
-        let left = limit.checked_sub(start.elapsed()).unwrap_or_default();
-        if left.is_zero() {
-            bail!(
-                "pod {name:?} is still terminating after {} s; see `podlab describe pod {name}`",
-                limit.as_secs()
-            );
-        }
-        let _ = watch.next_timeout(left.min(Duration::from_millis(500)));
+    let deadline = Instant::now() + limit;
+    if !crate::wait::until(
+        ctx,
+        namespace,
+        name,
+        &crate::wait::Condition::Delete,
+        deadline,
+    )? {
+        bail!(
+            "pod {name:?} is still terminating after {} s; see `podlab describe pod {name}`",
+            limit.as_secs()
+        );
     }
+    Ok(())
 }

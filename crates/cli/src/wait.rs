@@ -130,6 +130,22 @@ fn wait_for(
     condition: &Condition,
     deadline: Instant,
 ) -> Result<()> {
+    if !until(ctx, namespace, name, condition, deadline)? {
+        bail!("timed out waiting for the condition on pods/{name}");
+    }
+    Ok(())
+}
+
+/// Sleeps on the store's watch until pod `name` meets `condition` (true) or `deadline` passes
+/// (false). A pod that is not there at the first look is an error, unless its deletion is
+/// what is waited for.
+pub fn until(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+    condition: &Condition,
+    deadline: Instant,
+) -> Result<bool> {
     // The watch starts before the first look, so that no change falls between the two.
     let mut watch = ctx.store.watch_now::<Pod>()?;
     let mut first = true;
@@ -144,11 +160,11 @@ fn wait_for(
         }
         first = false;
         if condition.met(pod.as_ref()) {
-            return Ok(());
+            return Ok(true);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            bail!("timed out waiting for the condition on pods/{name}");
+            return Ok(false);
         }
         watch.next_timeout(left)?;
     }
