@@ -140,11 +140,8 @@ impl NetworkPlugin for PodlabNetwork {
         let attachment = Self::attachment(pod);
         self.locked(|| {
             open_network(self.network.clone())?.teardown(&attachment)?;
-            if !self.keep_bridge && remove_bridge_if_unused(&self.bridge) {
-                let _ = std::fs::remove_dir_all(&self.net_root);
-                if let Some(parent) = self.net_root.parent() {
-                    let _ = std::fs::remove_dir(parent); // only when no other netns uses it
-                }
+            if !self.keep_bridge {
+                let _ = remove_if_unused(&self.bridge, &self.net_root);
             }
             Ok::<(), podlab_cni::Error>(())
         })??;
@@ -215,17 +212,19 @@ pub fn gc() -> Result<bool> {
     let _lock = lock_network_namespace()?;
     // The bridge is looked for even without the folder: a network of the user's own conflist
     // (`PODLAB_CNI_CONF_DIR`) keeps its leases elsewhere but its bridge here.
-    let bridge = PodlabNet::podlab(&net_root).bridge;
-    if !remove_bridge_if_unused(&bridge) {
-        return Ok(false); // pods are still attached
+    remove_if_unused(&PodlabNet::podlab(&net_root).bridge, &net_root)
+}
+
+/// With the network's lock held: when no pod is attached to `bridge` any more, the bridge and
+/// the network's folder go (true when there was a folder).
+fn remove_if_unused(bridge: &str, net_root: &Path) -> Result<bool> {
+    if !remove_bridge_if_unused(bridge) || !net_root.exists() {
+        return Ok(false); // pods are still attached, or nothing else to remove
     }
-    if !net_root.exists() {
-        return Ok(false);
-    }
-    std::fs::remove_dir_all(&net_root)
+    std::fs::remove_dir_all(net_root)
         .with_context(|| format!("removing {}", net_root.display()))?;
     if let Some(parent) = net_root.parent() {
-        let _ = std::fs::remove_dir(parent);
+        let _ = std::fs::remove_dir(parent); // only when no other netns uses it
     }
     Ok(true)
 }
