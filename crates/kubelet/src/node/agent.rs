@@ -82,6 +82,7 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         workers: HashMap::new(),
         scheduled: HashSet::new(),
         exits: mpsc::channel(),
+        left_behind: HashMap::new(),
     };
     let result = agent.serve(&stop);
     agent.shutdown();
@@ -107,8 +108,18 @@ struct Agent {
     workers: HashMap<String, WorkerHandle>,
     /// Pods whose `Scheduled` event was recorded by this agent.
     scheduled: HashSet<String>,
-    /// Workers say here that they ended (by pod uid).
-    exits: (Sender<String>, Receiver<String>),
+    /// Workers say here that they ended: the pod's uid and the sandboxes they left.
+    exits: (Sender<WorkerExit>, Receiver<WorkerExit>),
+    /// Sandboxes of pods that have no worker: what ended workers could not remove. With the
+    /// listing at the start, this is every sandbox a new worker can inherit, so that starting
+    /// one never lists the node's sandboxes (at 500 pods that read 1,000 files).
+    left_behind: HashMap<String, Vec<SandboxId>>,
+}
+
+/// A worker's last word.
+struct WorkerExit {
+    uid: String,
+    sandboxes: Vec<SandboxId>,
 }
 
 impl Agent {
@@ -161,9 +172,12 @@ impl Agent {
                     watch = fresh;
                 }
             }
-            while let Ok(uid) = self.exits.1.try_recv() {
-                if let Some(handle) = self.workers.remove(&uid) {
+            while let Ok(exit) = self.exits.1.try_recv() {
+                if let Some(handle) = self.workers.remove(&exit.uid) {
                     let _ = handle.thread.join();
+                }
+                if !exit.sandboxes.is_empty() {
+                    self.left_behind.insert(exit.uid, exit.sandboxes);
                 }
             }
             if !self.workers.is_empty() {
@@ -260,7 +274,7 @@ impl Agent {
         let at_start = found.is_some();
         let sandboxes = match found {
             Some(ids) => ids,
-            None => self.sandboxes_of(&uid),
+            None => self.left_behind.remove(&uid).unwrap_or_default(),
         };
         let (tx, rx) = mpsc::channel();
         let worker = PodWorker::new(
@@ -273,8 +287,8 @@ impl Agent {
         let exits = self.exits.0.clone();
         let name = format!("pod-{}", pod.metadata.name.as_deref().unwrap_or("?"));
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
-            worker.run(rx);
-            let _ = exits.send(uid);
+            let sandboxes = worker.run(rx);
+            let _ = exits.send(WorkerExit { uid, sandboxes });
         });
         match spawned {
             Ok(thread) => {
@@ -289,16 +303,6 @@ impl Agent {
             }
             Err(e) => eprintln!("podlab node: starting a pod worker: {e}"),
         }
-    }
-
-    /// Sandboxes of a pod the agent did not list at its start: normally none (a new pod), but
-    /// a pod recreated under its old uid finds its old ones.
-    fn sandboxes_of(&self, uid: &str) -> Vec<SandboxId> {
-        self.managed_sandboxes()
-            .ok()
-            .and_then(|mut all| all.remove(uid))
-            .map(|list| list.into_iter().map(|s| s.id).collect())
-            .unwrap_or_default()
     }
 
     /// The scheduler's part on a one-node cluster: the pod is bound to this node.

@@ -108,8 +108,9 @@ impl PodWorker {
 
     /// The worker's loop, until the pod is gone or the agent stops. A full pass runs when the
     /// pod changes, the PLEG or a probe wakes the worker, a postponed action falls due, and at
-    /// least every `full_resync`.
-    pub fn run(mut self, messages: Receiver<WorkerMsg>) {
+    /// least every `full_resync`. Returns the sandboxes it leaves on the node: none when it
+    /// removed them, the pod's when the agent stops (or a removal failed).
+    pub fn run(mut self, messages: Receiver<WorkerMsg>) -> Vec<SandboxId> {
         let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
         let mut news = false;
@@ -131,13 +132,13 @@ impl PodWorker {
                     WorkerMsg::Deleted(pod) => deleted = Some(*pod),
                     WorkerMsg::Stop => {
                         self.probes.stop();
-                        return;
+                        return std::mem::take(&mut self.sandboxes);
                     }
                 }
             }
             if let Some(pod) = deleted {
                 self.remove_vanished(pod);
-                return;
+                return std::mem::take(&mut self.sandboxes);
             }
             let now = Instant::now();
             if self.wake_at.is_some_and(|w| w <= now) {
@@ -157,7 +158,7 @@ impl PodWorker {
                 continue;
             }
             match self.sync() {
-                Pass::Done => return,
+                Pass::Done => return std::mem::take(&mut self.sandboxes),
                 Pass::Changed if follow_up => due = Instant::now() + SETTLE,
                 Pass::Changed => {
                     due = Instant::now();
@@ -443,11 +444,13 @@ impl PodWorker {
         self.say(|| "gone from the store: its containers and sandboxes are removed".into());
     }
 
-    /// RemovePodSandbox for every sandbox (records included), then the pod's folders.
+    /// RemovePodSandbox for every sandbox (records included), then the pod's folders. The
+    /// sandboxes that could not be removed stay in `self.sandboxes`.
     fn remove_everything(&mut self) {
         for id in std::mem::take(&mut self.sandboxes) {
             if let Err(e) = self.node.runtime.remove_pod_sandbox(&id) {
                 eprintln!("podlab node: {}: removing sandbox {id}: {e}", self.key());
+                self.sandboxes.push(id);
             }
         }
         remove_pod_dirs(&self.node.config.root, &self.dirs);
