@@ -124,13 +124,18 @@ impl BuiltinNetwork {
         })
     }
 
-    fn detach(&self, a: &Attachment, delete_veth: bool) -> Result<()> {
+    /// Undoes the attachment; `ip`: the address it was given, when known (its lease is then
+    /// the only one read).
+    fn detach(&self, a: &Attachment, delete_veth: bool, ip: Option<Ipv4Addr>) -> Result<()> {
         // The veth dies with the pod's namespace; when that is still there, deleting the host
         // end takes the pod end with it. Either way, by name, from the node.
         if delete_veth {
             Netlink::open()?.delete_link(&self.host_veth(a))?;
         }
-        self.store.release(&a.container_id, &a.ifname)?;
+        match ip {
+            Some(ip) => self.store.release_at(ip, &a.container_id, &a.ifname)?,
+            None => self.store.release(&a.container_id, &a.ifname)?,
+        };
         Ok(())
     }
 
@@ -143,7 +148,16 @@ impl PodNetwork for BuiltinNetwork {
     fn setup(&self, a: &Attachment) -> Result<NetworkStatus> {
         a.check()?;
         let pod_ns = ops::open(&a.netns_path, NsKind::Net)?;
-        let ip = self.store.allocate(&a.container_id, &a.ifname)?;
+        // The attachment's cache entry is written when an ADD succeeds and removed by its DEL:
+        // without one it holds no address, and the lease store need not read every lease to
+        // know it.
+        if self.cache_path(a).exists() {
+            return Err(Error::Invalid(format!(
+                "{} ({}) is already attached to network {:?}: a DEL must come before a second ADD",
+                a.container_id, a.ifname, self.net.name
+            )));
+        }
+        let ip = self.store.allocate_new(&a.container_id, &a.ifname)?;
         let mut made_veth = false;
         let made = self.attach(a, pod_ns.as_fd(), ip, &mut made_veth).and_then(|result| {
             let raw = serde_json::to_value(&result).expect("a result serializes");
@@ -169,7 +183,7 @@ impl PodNetwork for BuiltinNetwork {
                 result,
                 raw.to_string(),
             )),
-            Err(error) => match self.detach(a, made_veth) {
+            Err(error) => match self.detach(a, made_veth, Some(ip)) {
                 Ok(()) => Err(error),
                 Err(cleanup) => Err(Error::CleanupFailed {
                     error: Box::new(error),
@@ -181,7 +195,21 @@ impl PodNetwork for BuiltinNetwork {
 
     fn teardown(&self, a: &Attachment) -> Result<()> {
         a.check()?;
-        self.detach(a, true)?;
+        // Only a hint: without it (no cache, or an unreadable one), every lease is read.
+        let given = cache::load(&self.cache_path(a))
+            .ok()
+            .flatten()
+            .and_then(|cached| serde_json::from_value::<CniResult>(cached.result).ok())
+            .and_then(|result| {
+                result
+                    .pod_ips(&a.ifname)
+                    .into_iter()
+                    .find_map(|ip| match ip {
+                        IpAddr::V4(ip) => Some(ip),
+                        IpAddr::V6(_) => None,
+                    })
+            });
+        self.detach(a, true, given)?;
         cache::remove(&self.cache_path(a))
     }
 
