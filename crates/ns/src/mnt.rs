@@ -13,6 +13,7 @@
 //! Everything here acts on the mount namespace of the calling process; call it in a process that
 //! has its own (see [`crate::child`]).
 
+pub mod detached;
 pub mod overlay;
 
 use std::os::unix::fs::{symlink, OpenOptionsExt};
@@ -385,14 +386,28 @@ const HOST_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "t
 /// devpts instance on `/dev/pts`, a tmpfs on `/dev/shm`, an mqueue on `/dev/mqueue` when the
 /// caller may mount one, and the usual symlinks (`fd`, `stdin`, `stdout`, `stderr`, `ptmx`).
 pub fn mount_dev(rootfs: &Path) -> Result<()> {
+    let devices = host_devices()
+        .into_iter()
+        .map(|(name, host)| (name, detached::Source::Path(host)))
+        .collect();
+    mount_dev_from(rootfs, devices)
+}
+
+/// The host's device files of [`HOST_DEVICES`] that exist, by name.
+pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
+    HOST_DEVICES
+        .iter()
+        .map(|name| (*name, Path::new("/dev").join(name)))
+        .filter(|(_, host)| host.exists())
+        .collect()
+}
+
+/// [`mount_dev`] with the device files taken from `devices` (bound by path, or attached).
+pub fn mount_dev_from(rootfs: &Path, devices: Vec<(&str, detached::Source)>) -> Result<()> {
     let dev = rootfs.join("dev");
     create_dir(&dev)?;
     mount_tmpfs(&dev, "nosuid,strictatime,mode=755,size=65536k")?;
-    for name in HOST_DEVICES {
-        let host = Path::new("/dev").join(name);
-        if !host.exists() {
-            continue;
-        }
+    for (name, source) in devices {
         let node = dev.join(name);
         std::fs::OpenOptions::new()
             .write(true)
@@ -400,7 +415,7 @@ pub fn mount_dev(rootfs: &Path) -> Result<()> {
             .mode(0o666)
             .open(&node)
             .map_err(|e| Error::io("creating", &node, e))?;
-        bind(&host, &node, false)?;
+        source.place(&node, false)?;
     }
     let pts = dev.join("pts");
     create_dir(&pts)?;
