@@ -135,9 +135,18 @@ impl Runtime {
         let paths = self.layout.sandbox(&sandbox);
         let _lock = SandboxLock::acquire(&paths.lock())?;
         let client = self.shim(&sandbox)?;
-        match client.call(&Request::Start {
-            container: id.clone(),
-        })? {
+        let template: Vec<_> = self
+            .mount_template
+            .iter()
+            .map(|t| std::os::fd::AsRawFd::as_raw_fd(&t.fd()))
+            .collect();
+        client.send(
+            &Request::Start {
+                container: id.clone(),
+            },
+            &template,
+        )?;
+        match client.receive(None)? {
             Response::Started { .. } => Ok(()),
             other => Err(unexpected(&sandbox, Some(id), "Start", other)),
         }

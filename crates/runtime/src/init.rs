@@ -22,6 +22,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::sched::CloneFlags;
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal};
+use podlab_ns::mnt::detached::{Detached, Source};
 use podlab_ns::{mnt, NsKind};
 
 use crate::config::Mount;
@@ -45,6 +46,9 @@ pub struct ContainerPlan<'a> {
     pub mounts: Vec<Mount>,
     pub readonly_rootfs: bool,
     pub process: ProcessSpec,
+    /// The small namespace to make the container's mount namespace from
+    /// ([`crate::mount_template`]); None: a copy of the node's.
+    pub mount_template: Option<BorrowedFd<'a>>,
 }
 
 /// The three descriptors the process gets as 0, 1 and 2.
@@ -150,24 +154,25 @@ fn join_all(join: &[(BorrowedFd<'_>, NsKind)]) -> Step<()> {
 fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     join_all(&plan.join)?;
     trace.lap("join the pod's namespaces");
-    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
-        .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
-    let root = Path::new("/");
-    mnt::make_rprivate(root).map_err(|e| ns_failure("make / rprivate", Some(root), e))?;
-    trace.lap("own mount namespace, / private");
-    let rootfs = &plan.rootfs;
-    mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
-        .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?;
-    trace.lap("overlay rootfs");
+    // A template made in the initial user namespace cannot be entered from another one.
+    let template = plan
+        .mount_template
+        .filter(|_| !plan.join.iter().any(|(_, kind)| *kind == NsKind::User));
+    let (rootfs, sources) = match template {
+        Some(template) => enter_template(plan, template, trace)?,
+        None => copy_node_namespace(plan, trace)?,
+    };
+    let rootfs = rootfs.as_path();
 
     let proc = target_in(rootfs, Path::new("/proc"), true)?;
     mnt::mount_proc(&proc).map_err(|e| ns_failure("mount /proc", Some(&proc), e))?;
     trace.lap("/proc");
     target_in(rootfs, Path::new("/dev"), true)?;
-    mnt::mount_dev(rootfs).map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
-    if let Some(shm) = &plan.shm {
+    mnt::mount_dev_from(rootfs, sources.devices)
+        .map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
+    if let Some(shm) = sources.shm {
         let dev_shm = rootfs.join("dev/shm");
-        mnt::bind(shm, &dev_shm, false)
+        shm.place(&dev_shm, false)
             .map_err(|e| ns_failure("bind the pod's /dev/shm", Some(&dev_shm), e))?;
     }
     trace.lap("/dev");
@@ -175,18 +180,21 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     mnt::mount_sysfs(&sys, true).map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;
     trace.lap("/sys");
 
-    for (host, inside) in &plan.etc_files {
+    for (source, inside) in sources.etc_files {
         let target = etc_target(rootfs, Path::new(inside))?;
-        mnt::bind(host, &target, false).map_err(|e| ns_failure("bind-mount", Some(&target), e))?;
+        source
+            .place(&target, false)
+            .map_err(|e| ns_failure("bind-mount", Some(&target), e))?;
     }
     trace.lap("the pod's /etc files");
-    for mount in &plan.mounts {
-        let is_dir = mount.host_path.is_dir();
+    let any_volume = !sources.volumes.is_empty();
+    for (source, mount, is_dir) in sources.volumes {
         let target = target_in(rootfs, &mount.container_path, is_dir)?;
-        mnt::bind(&mount.host_path, &target, mount.readonly)
+        source
+            .place(&target, mount.readonly)
             .map_err(|e| ns_failure("bind-mount volume", Some(&target), e))?;
     }
-    if !plan.mounts.is_empty() {
+    if any_volume {
         trace.lap("volumes");
     }
     // runc makes a missing working directory; do it while the rootfs is still writable.
@@ -199,6 +207,103 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
         trace.lap("read-only rootfs");
     }
     Ok(())
+}
+
+/// What the container's mounts are made of: paths to bind, or mounts made detached.
+struct Sources<'p> {
+    devices: Vec<(&'static str, Source)>,
+    shm: Option<Source>,
+    etc_files: Vec<(Source, &'static str)>,
+    /// With whether the host path is a folder (seen from the node's namespace).
+    volumes: Vec<(Source, &'p Mount, bool)>,
+}
+
+/// The classic way: a copy of the node's mount namespace (every mount of the node, which the
+/// copy, making it private and `pivot_root` each walk), the overlay mounted in it, and the
+/// other mounts bound by path.
+fn copy_node_namespace<'p>(
+    plan: &'p ContainerPlan<'_>,
+    trace: &mut Trace,
+) -> Step<(PathBuf, Sources<'p>)> {
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
+    let root = Path::new("/");
+    mnt::make_rprivate(root).map_err(|e| ns_failure("make / rprivate", Some(root), e))?;
+    trace.lap("own mount namespace, / private");
+    let rootfs = &plan.rootfs;
+    mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
+        .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?;
+    trace.lap("overlay rootfs");
+    let sources = Sources {
+        devices: mnt::host_devices()
+            .into_iter()
+            .map(|(name, host)| (name, Source::Path(host)))
+            .collect(),
+        shm: plan.shm.clone().map(Source::Path),
+        etc_files: plan
+            .etc_files
+            .iter()
+            .map(|(host, inside)| (Source::Path(host.clone()), *inside))
+            .collect(),
+        volumes: plan
+            .mounts
+            .iter()
+            .map(|m| (Source::Path(m.host_path.clone()), m, m.host_path.is_dir()))
+            .collect(),
+    };
+    Ok((rootfs.clone(), sources))
+}
+
+/// The way that does not grow with the node's mounts: every mount made detached here, in the
+/// node's namespace (where the paths are), then a copy of the one-mount template entered and
+/// the overlay attached on its `/rootfs`.
+fn enter_template<'p>(
+    plan: &'p ContainerPlan<'_>,
+    template: BorrowedFd<'_>,
+    trace: &mut Trace,
+) -> Step<(PathBuf, Sources<'p>)> {
+    let detached = |path: &Path, readonly: bool| {
+        Detached::bind(path, readonly)
+            .map(Source::Detached)
+            .map_err(|e| ns_failure("open_tree (a detached bind mount)", Some(path), e))
+    };
+    let rootfs = Detached::overlay(&plan.lowerdirs, &plan.upper, &plan.work)
+        .map_err(|e| ns_failure("make the overlay rootfs", Some(&plan.rootfs), e))?;
+    let mut devices = Vec::new();
+    for (name, host) in mnt::host_devices() {
+        devices.push((name, detached(&host, false)?));
+    }
+    let shm = plan
+        .shm
+        .as_deref()
+        .map(|p| detached(p, false))
+        .transpose()?;
+    let mut etc_files = Vec::new();
+    for (host, inside) in &plan.etc_files {
+        etc_files.push((detached(host, false)?, *inside));
+    }
+    let mut volumes = Vec::new();
+    for mount in &plan.mounts {
+        let is_dir = mount.host_path.is_dir();
+        volumes.push((detached(&mount.host_path, mount.readonly)?, mount, is_dir));
+    }
+    trace.lap("detached mounts");
+    podlab_ns::ops::join(template, NsKind::Mnt)
+        .map_err(|e| ns_failure("enter the mount template", None, e))?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
+    let at = PathBuf::from(crate::mount_template::ROOTFS);
+    rootfs
+        .attach(&at)
+        .map_err(|e| ns_failure("attach the overlay rootfs", Some(&at), e))?;
+    trace.lap("own mount namespace from the template, overlay rootfs");
+    let sources = Sources {
+        devices,
+        shm,
+        etc_files,
+        volumes,
+    };
+    Ok((at, sources))
 }
 
 fn remount_root_readonly() -> Step<()> {

@@ -72,6 +72,7 @@ pub mod id;
 pub mod image;
 pub mod init;
 pub mod liveness;
+pub mod mount_template;
 pub mod network;
 pub mod process;
 pub mod protocol;

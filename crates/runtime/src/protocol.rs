@@ -31,7 +31,9 @@ const SUN_PATH_MAX: usize = 107;
 pub enum Request {
     /// Are you there? Answered with `Pong`.
     Ping,
-    /// Start a created container (its container.json is in the sandbox folder).
+    /// Start a created container (its container.json is in the sandbox folder). A descriptor
+    /// sent with it is the mount namespace to make the container from
+    /// ([`crate::mount_template`]).
     Start { container: ContainerId },
     /// Send a signal to a running container's process.
     Signal { container: ContainerId, signal: i32 },

@@ -21,6 +21,8 @@ pub struct Runtime {
     pub(crate) layout: Layout,
     pub(crate) images: Arc<dyn ImageService>,
     pub(crate) network: Option<Arc<dyn NetworkPlugin>>,
+    /// The namespace containers are made from, when the caller asked for one.
+    pub(crate) mount_template: Option<crate::mount_template::MountTemplate>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -60,7 +62,20 @@ impl Runtime {
             layout,
             images,
             network: None,
+            mount_template: None,
         })
+    }
+
+    /// Makes containers from a small mount namespace of their own (see
+    /// [`crate::mount_template`]) instead of a copy of the node's: for a long-lived caller on a
+    /// node with many mounts. When it cannot be made, containers are made as before.
+    pub fn use_mount_template(&mut self) -> Result<()> {
+        let shim = self.helper("podlab-shim")?;
+        self.mount_template = Some(crate::mount_template::MountTemplate::make(
+            &shim,
+            &self.config.root,
+        )?);
+        Ok(())
     }
 
     /// Sets the plugin that attaches pods to a network (CNI).

@@ -1277,3 +1277,103 @@ fn a_pid_1_without_a_sigterm_handler_waits_out_the_grace_period() {
         "SIGTERM was dropped by the kernel (PID 1, no handler), SIGKILL ended it"
     );
 }
+
+/// Mounts that make the test's node look busy; detached again on drop, also when the test fails.
+struct BusyNode(Vec<PathBuf>);
+
+impl BusyNode {
+    fn new(dir: &std::path::Path, count: usize) -> BusyNode {
+        let mut mounts = BusyNode(Vec::new());
+        for i in 0..count {
+            let at = dir.join(format!("busy-{i}"));
+            std::fs::create_dir_all(&at).unwrap();
+            podlab_ns::mnt::mount_tmpfs(&at, "size=16k").unwrap();
+            mounts.0.push(at);
+        }
+        mounts
+    }
+}
+
+impl Drop for BusyNode {
+    fn drop(&mut self) {
+        for at in &self.0 {
+            let _ = podlab_ns::mnt::unmount(at);
+        }
+    }
+}
+
+fn mount_count(pid: &str) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap()
+        .lines()
+        .count()
+}
+
+#[test]
+fn containers_made_from_the_mount_template_get_every_mount_in_a_table_of_their_own_size() {
+    let mut root = TestRoot::new("template");
+    root.runtime.use_mount_template().unwrap();
+    let _busy = BusyNode::new(&root.dir, 200);
+    let sandbox = root.sandbox(&pod("small-table"));
+    let volume = root.dir.join("data");
+    std::fs::create_dir_all(&volume).unwrap();
+    let mut writer = container_config(
+        "writer",
+        &[
+            "sh",
+            "-c",
+            "echo via-shm > /dev/shm/note; echo via-volume > /data/note; sleep 1000",
+        ],
+    );
+    writer.mounts = vec![Mount {
+        host_path: volume.clone(),
+        container_path: "/data".into(),
+        readonly: false,
+    }];
+    let writer = root.runtime.create_container(&sandbox, &writer).unwrap();
+    root.runtime.start_container(&writer).unwrap();
+    let mut reader = container_config("reader", &["sleep", "1000"]);
+    reader.mounts = vec![Mount {
+        host_path: volume.clone(),
+        container_path: "/data".into(),
+        readonly: true,
+    }];
+    let reader = root.runtime.create_container(&sandbox, &reader).unwrap();
+    root.runtime.start_container(&reader).unwrap();
+
+    // The kernel's word: the node has the 200 extra mounts, the container's table does not.
+    let node = mount_count("self");
+    let inside = mount_count(&pid_of(&root, &reader).to_string());
+    assert!(node > 200, "the node has {node} mounts");
+    assert!(
+        inside < 30,
+        "the container's table has {inside} mounts (the node's: {node})"
+    );
+    let (table, _) = root.exec(&reader, &["cat", "/proc/self/mountinfo"]);
+    let root_fs = table
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
+        .and_then(|l| l.split(" - ").nth(1))
+        .and_then(|rest| rest.split(' ').next());
+    assert_eq!(root_fs, Some("overlay"), "{table}");
+    let (hostname, _) = root.exec(&reader, &["cat", "/etc/hostname"]);
+    assert_eq!(hostname.trim(), "small-table");
+    for _ in 0..200 {
+        if volume.join("note").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (note, _) = root.exec(&reader, &["cat", "/dev/shm/note", "/data/note"]);
+    assert_eq!(
+        note, "via-shm\nvia-volume\n",
+        "the pod's /dev/shm and the volume"
+    );
+    let (_, code) = root.exec(&reader, &["sh", "-c", "echo no > /data/other"]);
+    assert_ne!(code, 0, "a read-only volume");
+    let (null, code) = root.exec(
+        &reader,
+        &["sh", "-c", "echo x > /dev/null && stat -c %t,%T /dev/null"],
+    );
+    assert_eq!((null.trim(), code), ("1,3", 0), "the host's /dev/null");
+}

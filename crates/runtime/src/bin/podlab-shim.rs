@@ -16,7 +16,21 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     // kill the shim. Containers get the default back before they exec.
     // SAFETY: SIG_IGN installs no handler code.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let run = podlab_runtime::shim::ShimArgs::parse(std::env::args_os().skip(1))
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args
+        .peek()
+        .is_some_and(|a| a == podlab_runtime::mount_template::SHIM_FLAG)
+    {
+        let dir = args.nth(1).unwrap_or_default();
+        return match podlab_runtime::mount_template::hold(std::path::Path::new(&dir)) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                1
+            }
+        };
+    }
+    let run = podlab_runtime::shim::ShimArgs::parse(args)
         .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
         .and_then(podlab_runtime::shim::run);
     match run {

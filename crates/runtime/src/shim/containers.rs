@@ -120,14 +120,22 @@ impl Shim {
         self.logs.retain(|pipe| !pipe.done);
     }
 
-    pub(super) fn start_container(&mut self, id: &ContainerId) -> Response {
-        match self.try_start(id) {
+    pub(super) fn start_container(
+        &mut self,
+        id: &ContainerId,
+        mount_template: Option<OwnedFd>,
+    ) -> Response {
+        match self.try_start(id, mount_template) {
             Ok(response) => response,
             Err(message) => Response::Error { message },
         }
     }
 
-    fn try_start(&mut self, id: &ContainerId) -> Result<Response, String> {
+    fn try_start(
+        &mut self,
+        id: &ContainerId,
+        mount_template: Option<OwnedFd>,
+    ) -> Result<Response, String> {
         if self
             .containers
             .get(id)
@@ -185,6 +193,7 @@ impl Shim {
             mounts: record.config.mounts.clone(),
             readonly_rootfs: record.config.readonly_rootfs,
             process: record.process.clone(),
+            mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
         };
         let stdio = Stdio {
             stdin: raw(&null),

@@ -363,7 +363,9 @@ impl Shim {
             Request::Ping => Some(Response::Pong {
                 pause_alive: self.pause_alive,
             }),
-            Request::Start { container } => Some(self.start_container(&container)),
+            Request::Start { container } => {
+                Some(self.start_container(&container, fds.into_iter().next()))
+            }
             Request::Signal { container, signal } => {
                 Some(self.signal_container(&container, signal))
             }
