@@ -70,14 +70,20 @@ impl Podlab {
         }
     }
 
+    /// Its `PODLAB_ROOT` in the lab: one per network, so that each has its own node agent.
+    fn root(&self, lab: &Lab) -> PathBuf {
+        match self.network {
+            None => lab.dir().join("podlab"),
+            Some(network) => lab.dir().join(format!("podlab-{network}")),
+        }
+    }
+
     fn command(&self, lab: &Lab) -> Option<Command> {
         let mut cmd = lab.command(self.binary.as_ref()?);
-        match self.network {
-            None => cmd.env("PODLAB_ROOT", lab.dir().join("podlab")),
-            Some(network) => cmd
-                .env("PODLAB_ROOT", lab.dir().join(format!("podlab-{network}")))
-                .env("PODLAB_NETWORK", network),
-        };
+        cmd.env("PODLAB_ROOT", self.root(lab));
+        if let Some(network) = self.network {
+            cmd.env("PODLAB_NETWORK", network);
+        }
         Some(cmd)
     }
 
@@ -219,12 +225,28 @@ impl Podlab {
         crate::lab::run(&mut delete).map(drop)
     }
 
-    /// The memory of podlab's per-pod processes in the lab (podlab-shim + podlab-pause; the
-    /// containers are not counted, as the peers' rows count only their sandbox machinery), and
-    /// of the node agent(s).
+    /// The memory of this root's per-pod processes in the lab (podlab-shim + podlab-pause,
+    /// whose command lines name their sandbox folder; the containers are not counted, as the
+    /// peers' rows count only their sandbox machinery), and of its node agent (whose
+    /// environment names the root).
     pub fn pod_memory(&self, lab: &Lab) -> ((Memory, usize), Memory) {
         let table = crate::procs::Table::read();
         let lab_pids = lab.lab_processes();
+        let root = self.root(lab);
+        let below_root = format!("{}/", root.display());
+        let agent_env = format!("PODLAB_ROOT={}", root.display());
+        let ours = |pid: i32, comm: &str| {
+            if comm == "podlab" {
+                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                    env.split(|b| *b == 0)
+                        .any(|var| var == agent_env.as_bytes())
+                })
+            } else {
+                table
+                    .get(pid)
+                    .is_some_and(|p| p.command_text().contains(&below_root))
+            }
+        };
         let sum = |comms: &[&str]| {
             let pids: Vec<i32> = lab_pids
                 .iter()
@@ -232,7 +254,7 @@ impl Podlab {
                 .filter(|p| {
                     table
                         .get(*p)
-                        .is_some_and(|p| comms.contains(&p.comm.as_str()))
+                        .is_some_and(|p| comms.contains(&p.comm.as_str()) && ours(p.pid, &p.comm))
                 })
                 .collect();
             let memory = pids

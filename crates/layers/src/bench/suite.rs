@@ -151,7 +151,11 @@ pub fn run_all(options: &Options) -> Result<Outcome> {
         println!("== 5. teardown of {} pods ==", plan.teardown_pods);
         rows.extend(teardown(peers, &options.podlab, plan)?);
         if options.podlab.has_pods() {
-            for podlab in [options.podlab.clone(), options.podlab.on_network("builtin")] {
+            for network in [None, Some("builtin"), Some("none")] {
+                let podlab = match network {
+                    None => options.podlab.clone(),
+                    Some(network) => options.podlab.on_network(network),
+                };
                 podlab.stop_agent(&peers.lab);
             }
         }
@@ -654,13 +658,16 @@ struct Kind<'a> {
 
 /// podlab's pods for scale and teardown (one [`WORKLOAD`] container each; its memory row counts
 /// podlab-shim + podlab-pause), once `podlab apply`, `get` and `delete` exist.
-fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
+fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab, name: &'static str) -> Option<Kind<'a>> {
     let lab = &peers.lab;
+    let command = "podlab apply -f pod.yaml (one container); podlab wait --for=condition=Ready; \
+                   podlab delete pod NAME (waits until it is gone)";
     podlab.has_pods().then(|| Kind {
-        name: "podlab",
-        command: "podlab apply -f pod.yaml (one container); podlab wait --for=condition=Ready; \
-                  podlab delete pod NAME (waits until it is gone)"
-            .into(),
+        name,
+        command: match podlab.network {
+            Some(network) => format!("PODLAB_NETWORK={network} {command}"),
+            None => command.into(),
+        },
         start: Box::new(move |id| podlab.apply_pod(lab, id, 1)),
         remove: Box::new(move |id| podlab.delete_pod(lab, id)),
         remove_many: Box::new(move |ids| podlab.delete_pods(lab, ids)),
@@ -669,10 +676,15 @@ fn podlab_kind<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Option<Kind<'a>> {
     })
 }
 
-fn kinds<'a>(peers: &'a Peers, podlab: &'a Podlab) -> Vec<Kind<'a>> {
+/// The kinds of pods to compare: podlab's (and, with `bare`, podlab's without a pod network, as
+/// the peers' pods here are), then the peers'.
+fn kinds<'a>(peers: &'a Peers, podlab: &'a Podlab, bare: Option<&'a Podlab>) -> Vec<Kind<'a>> {
     let lab = &peers.lab;
     let dir = lab.dir().display().to_string();
-    let mut out: Vec<Kind<'a>> = podlab_kind(peers, podlab).into_iter().collect();
+    let mut out: Vec<Kind<'a>> = podlab_kind(peers, podlab, "podlab").into_iter().collect();
+    if let Some(bare) = bare {
+        out.extend(podlab_kind(peers, bare, "podlab (no pod network)"));
+    }
     if let Some(p) = &peers.podman {
         let dir = dir.clone();
         out.push(Kind {
@@ -786,7 +798,10 @@ fn daemon_memory(pids: &[i32]) -> Memory {
 }
 
 fn scale(peers: &Peers, podlab: &Podlab, plan: &Plan, notes: &mut Vec<String>) -> Result<Vec<Row>> {
-    let kinds = kinds(peers, podlab);
+    // The peers' pods here have no network (`--network none`): podlab's are measured both on
+    // its default network (the CNI plugins) and, like theirs, without one.
+    let bare = podlab.on_network("none");
+    let kinds = kinds(peers, podlab, Some(&bare));
     let mut rows = Vec::new();
     let mut alive: Vec<Vec<String>> = vec![Vec::new(); kinds.len()];
     let mut broken: Vec<Option<String>> = vec![None; kinds.len()];
@@ -998,7 +1013,7 @@ fn pending_row(
 }
 
 fn teardown(peers: &Peers, podlab: &Podlab, plan: &Plan) -> Result<Vec<Row>> {
-    let mut kinds = kinds(peers, podlab);
+    let mut kinds = kinds(peers, podlab, None);
     // dockerd frees its namespaces lazily (see Plan::netns_wait): last, so that a namespace it
     // has not freed yet cannot fall into another kind's measurement.
     kinds.sort_by_key(|k| k.name.starts_with("docker"));
