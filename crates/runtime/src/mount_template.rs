@@ -73,10 +73,13 @@ impl MountTemplate {
     }
 }
 
-/// What `podlab-shim --mount-template DIR` does: a mount namespace of its own, private, with a
-/// tmpfs mounted on `DIR` (there only) made its root and the node's mounts let go; `ready` on
+/// What `podlab-shim --mount-template DIR` does: a check that the kernel has detached mounts
+/// (else an error, and no template), a mount namespace of its own, private, with a tmpfs
+/// mounted on `DIR` (there only) made its root and the node's mounts let go; `ready` on
 /// stdout; then it waits for stdin to close.
 pub fn hold(scratch_dir: &Path) -> Result<()> {
+    // Without detached mounts a container cannot be made from the template: no template then.
+    podlab_ns::mnt::detached::supported()?;
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| Error::Invalid(format!("unshare(CLONE_NEWNS): {e}")))?;
     mnt::make_rprivate(Path::new("/"))?;

@@ -167,6 +167,18 @@ impl Detached {
     }
 }
 
+/// Whether the kernel has the new mount API (`fsopen(2)`, `open_tree(2)`; Linux 5.2), and
+/// lets the caller use it (a seccomp filter, or an emulator such as valgrind, may answer
+/// ENOSYS). Callers that can do without detached mounts check this first.
+pub fn supported() -> Result<()> {
+    let fstype = CString::new("tmpfs").expect("no NUL");
+    // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) };
+    drop(owned(fs, "fsopen(tmpfs)", Path::new("tmpfs"))?);
+    drop(Detached::bind(Path::new("/"), false)?);
+    Ok(())
+}
+
 fn c_path(path: &Path) -> Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::Invalid(format!("{} holds a NUL byte", path.display())))
