@@ -1087,6 +1087,13 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32, wait: Duration) -> Result<
             if back.is_ok() {
                 ms_since(start)
             } else {
+                eprintln!(
+                    "  teardown, {}: {:.0} s after the deletions the kernel still counts {:?} \
+                     network namespaces (before the pods: {target}, with them: {with_pods:?})",
+                    kind.name,
+                    wait.as_secs_f64(),
+                    net_namespaces_in_kernel()
+                );
                 f64::NAN
             }
         }
