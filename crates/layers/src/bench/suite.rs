@@ -1089,10 +1089,12 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32, wait: Duration) -> Result<
             } else {
                 eprintln!(
                     "  teardown, {}: {:.0} s after the deletions the kernel still counts {:?} \
-                     network namespaces (before the pods: {target}, with them: {with_pods:?})",
+                     network namespaces (before the pods: {target}, with them: {with_pods:?}); \
+                     held by: {}",
                     kind.name,
                     wait.as_secs_f64(),
-                    net_namespaces_in_kernel()
+                    net_namespaces_in_kernel(),
+                    netns_holders()
                 );
                 f64::NAN
             }
@@ -1110,6 +1112,49 @@ fn teardown_trial(peers: &Peers, kind: &Kind, n: u32, wait: Duration) -> Result<
         deleted / f64::from(n),
         per_pod_netns,
     ])
+}
+
+/// The processes that are in, or hold a descriptor of, a network namespace other than this
+/// process's: `PID comm net:[INODE]`, for a teardown whose namespaces do not go.
+fn netns_holders() -> String {
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap_or_default();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let mut links: Vec<std::path::PathBuf> = std::fs::read_link(format!("/proc/{pid}/ns/net"))
+            .into_iter()
+            .collect();
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            links.extend(std::fs::read_link(fd.path()));
+        }
+        for link in links {
+            if link != ours && link.to_string_lossy().starts_with("net:") {
+                found.push(format!("{pid} {} {}", comm.trim(), link.display()));
+            }
+        }
+    }
+    // Pins: nsfs mounts of network namespaces in this (the lab's) mount namespace.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mountinfo.lines().filter(|l| l.contains(" net:[")) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        found.push(format!("pin {} at {}", fields[3], fields[4]));
+    }
+    if found.is_empty() {
+        "no process and no pin (a kernel reference)".into()
+    } else {
+        found.join(", ")
+    }
 }
 
 /// Waits (at most 20 s) until the kernel's count of network namespaces is back to `baseline`,
