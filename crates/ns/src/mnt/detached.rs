@@ -214,12 +214,4 @@ impl Source {
             Source::Detached(mount) => mount.attach(target),
         }
     }
-
-    /// The path bound, if it is one.
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            Source::Path(path) => Some(path),
-            Source::Detached(_) => None,
-        }
-    }
 }
