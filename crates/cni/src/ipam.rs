@@ -122,17 +122,26 @@ impl LeaseStore {
     /// Frees what (`container_id`, `ifname`) holds; nothing held is fine.
     pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>> {
         let _lock = self.lock()?;
+        self.release_locked(container_id, ifname)
+    }
+
+    fn release_locked(&self, container_id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>> {
         let held = self.find(container_id, ifname)?;
         for lease in &held {
-            let path = self.dir.join(lease.ip.to_string());
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("removing the lease", path, e))
-                }
-                _ => {}
-            }
+            self.remove_lease(lease.ip)?;
         }
         Ok(held.into_iter().map(|lease| lease.ip).collect())
+    }
+
+    /// Removes the lease file of `ip`; already gone is fine.
+    fn remove_lease(&self, ip: Ipv4Addr) -> Result<()> {
+        let path = self.dir.join(ip.to_string());
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("removing the lease", path, e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Frees what (`container_id`, `ifname`) holds, reading only the lease of `ip` when it is
@@ -143,19 +152,13 @@ impl LeaseStore {
         container_id: &str,
         ifname: &str,
     ) -> Result<Vec<Ipv4Addr>> {
-        {
-            let _lock = self.lock()?;
-            let path = self.dir.join(ip.to_string());
-            if read_lease(ip, &path)?.is_some_and(|lease| lease.holder_is(container_id, ifname)) {
-                match std::fs::remove_file(&path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io("removing the lease", path, e))
-                    }
-                    _ => return Ok(vec![ip]),
-                }
-            }
+        let _lock = self.lock()?;
+        let path = self.dir.join(ip.to_string());
+        if read_lease(ip, &path)?.is_some_and(|lease| lease.holder_is(container_id, ifname)) {
+            self.remove_lease(ip)?;
+            return Ok(vec![ip]);
         }
-        self.release(container_id, ifname)
+        self.release_locked(container_id, ifname)
     }
 
     /// Every lease of the network (also those host-local made), in address order.
