@@ -75,9 +75,8 @@ impl Detached {
     pub fn overlay(lowers: &[PathBuf], upper: &Path, work: &Path) -> Result<Detached> {
         let data = super::overlay_options(lowers, upper, work, !crate::user::in_initial_userns())?;
         let what = Path::new("overlay");
-        let fstype = CString::new("overlay").expect("no NUL");
         // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
-        let fs = unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) };
+        let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
         let fs = owned(fs, "fsopen(overlay)", what)?;
         for option in data.split(',') {
             let (key, value) = match option.split_once('=') {
@@ -132,14 +131,13 @@ impl Detached {
             propagation: 0,
             userns_fd: 0,
         };
-        let empty = CString::new("").expect("no NUL");
         // SAFETY: a live mount descriptor, an empty path with AT_EMPTY_PATH, and a correctly
         // sized mount_attr.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_mount_setattr,
                 self.fd.as_raw_fd(),
-                empty.as_ptr(),
+                c"".as_ptr(),
                 libc::AT_EMPTY_PATH,
                 &attr as *const MountAttr,
                 std::mem::size_of::<MountAttr>(),
@@ -151,13 +149,12 @@ impl Detached {
     /// Attaches the mount on `target` (which must exist) in the caller's mount namespace now.
     pub fn attach(self, target: &Path) -> Result<()> {
         let to = c_path(target)?;
-        let empty = CString::new("").expect("no NUL");
         // SAFETY: a live mount descriptor with an empty path, and a NUL-terminated target.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_move_mount,
                 self.fd.as_raw_fd(),
-                empty.as_ptr(),
+                c"".as_ptr(),
                 libc::AT_FDCWD,
                 to.as_ptr(),
                 MOVE_MOUNT_F_EMPTY_PATH,
@@ -171,9 +168,8 @@ impl Detached {
 /// lets the caller use it (a seccomp filter, or an emulator such as valgrind, may answer
 /// ENOSYS). Callers that can do without detached mounts check this first.
 pub fn supported() -> Result<()> {
-    let fstype = CString::new("tmpfs").expect("no NUL");
     // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
-    let fs = unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) };
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
     drop(owned(fs, "fsopen(tmpfs)", Path::new("tmpfs"))?);
     drop(Detached::bind(Path::new("/"), false)?);
     Ok(())
