@@ -113,12 +113,24 @@ pub fn node_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// Creates the pod, bound to this node; a pod of that name already there is the store's
+/// `AlreadyExists`, as the API server answers a POST.
+pub fn create_pod(ctx: &Ctx, mut pod: Pod) -> Result<Pod, podlab_control::Error> {
+    bind_to_this_node(&mut pod);
+    ctx.store.create(pod)
+}
+
+/// podlab is a one-node cluster: the scheduler's choice is this node.
+fn bind_to_this_node(pod: &mut Pod) {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.node_name.get_or_insert_with(node_name);
+}
+
 /// Creates the pod, or updates it where the API server allows an update (the images of its
 /// containers and init containers; labels and annotations), and says which: `created`,
 /// `configured` or `unchanged`.
 pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
-    let spec = pod.spec.get_or_insert_with(Default::default);
-    spec.node_name.get_or_insert_with(node_name);
+    bind_to_this_node(&mut pod);
     let namespace = pod
         .metadata
         .namespace

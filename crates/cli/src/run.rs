@@ -130,7 +130,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     let ctx = Ctx::open()?;
     crate::image::ensure_builtin_if_busybox(&ctx, &args.image)?;
     let name = args.name.clone();
-    crate::apply::apply_pod(&ctx, pod)?;
+    // kubectl run creates, never updates: a pod of that name is the API server's 409.
+    crate::apply::create_pod(&ctx, pod).map_err(|e| match e.is_already_exists() {
+        true => anyhow::anyhow!("Error from server (AlreadyExists): {e}"),
+        false => anyhow::Error::new(e).context(format!("creating pod {name:?}")),
+    })?;
     ctx.ensure_node()?;
     println!("pod/{name} created");
     Ok(0)
