@@ -20,13 +20,22 @@ pub fn run(
     wait: bool,
 ) -> Result<()> {
     let ctx = Ctx::open()?;
+    // As kubectl: a name that is not there is reported and the others are still deleted;
+    // the command then exits 1.
+    let mut not_found = Vec::new();
     match resource {
         Resource::Pods => {
             // As kubectl: every pod is marked first, then the command waits for them all.
             let mut terminating = Vec::new();
             for name in names {
-                if let Some(limit) = request_pod_deletion(&ctx, namespace, name, grace)? {
-                    terminating.push((name, limit));
+                match request_pod_deletion(&ctx, namespace, name, grace) {
+                    Ok(Some(limit)) => terminating.push((name, limit)),
+                    Ok(None) => {}
+                    Err(e) if is_not_found(&e) => {
+                        not_found.push(e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 }
                 println!("pod {name:?} deleted");
             }
@@ -38,13 +47,28 @@ pub fn run(
         }
         Resource::ReplicaSets => {
             for name in names {
-                ctx.store.delete::<ReplicaSet>(namespace, name)?;
-                println!("replicaset.apps {name:?} deleted");
+                match ctx.store.delete::<ReplicaSet>(namespace, name) {
+                    Ok(_) => println!("replicaset.apps {name:?} deleted"),
+                    Err(e) if e.is_not_found() => not_found.push(e.into()),
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         other => bail!("podlab delete takes pods or replicasets, not {other:?}"),
     }
-    Ok(())
+    if not_found.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = not_found
+        .iter()
+        .map(|e| format!("Error from server (NotFound): {e}"))
+        .collect();
+    bail!("{}", lines.join("\n"))
+}
+
+fn is_not_found(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<podlab_control::Error>()
+        .is_some_and(|e| e.is_not_found())
 }
 
 /// Deletes the pod and, unless `wait` is false, waits until the node agent has finished it.

@@ -10,6 +10,7 @@ mod cli;
 mod demos;
 mod explain;
 mod ipc;
+mod kubectl_errors;
 mod mnt;
 mod net;
 mod network_curve;
