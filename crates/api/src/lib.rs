@@ -11,12 +11,14 @@
 //!   implement is rejected with its path, never silently ignored.
 //! * [`validation`]: the API server's checks (required fields, DNS names, duplicates, enums).
 //! * [`defaults`]: the API server's defaulting (restartPolicy, grace period, probe timings...).
+//! * [`update`]: what an update of an existing Pod may change (`ValidatePodUpdate`).
 //!
 //! Nothing here touches the machine: it is pure and tested without root.
 
 pub mod defaults;
 pub mod manifest;
 pub mod supported;
+pub mod update;
 pub mod validation;
 
 pub use k8s_openapi::api::core::v1 as core;

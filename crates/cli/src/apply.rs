@@ -152,22 +152,12 @@ pub fn apply_pod(ctx: &Ctx, mut pod: Pod) -> Result<&'static str> {
             {
                 return Ok(Ok("unchanged"));
             }
-            let mut only_images = old.clone();
-            for (c, n) in only_images.containers.iter_mut().zip(&new.containers) {
-                c.image = n.image.clone();
-            }
-            for (c, n) in only_images
-                .init_containers
-                .iter_mut()
-                .flatten()
-                .zip(new.init_containers.iter().flatten())
-            {
-                c.image = n.image.clone();
-            }
-            if only_images != new {
+            let errors = podlab_api::update::validate_pod_spec_update(&old, &new);
+            if !errors.is_empty() {
+                let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
                 return Ok(Err(anyhow::anyhow!(
-                    "The Pod {name:?} is invalid: spec: Forbidden: pod updates may not change fields other than \
-                     `spec.containers[*].image`,`spec.initContainers[*].image` (delete the pod and apply it again)"
+                    "The Pod {name:?} is invalid: {} (delete the pod and apply it again)",
+                    list.join(", ")
                 )));
             }
             existing.spec = Some(new);

@@ -18,6 +18,7 @@ mod ns;
 mod nsrun;
 mod pause;
 mod pid;
+mod pod_updates;
 mod pods;
 mod printers;
 mod user;
