@@ -69,14 +69,28 @@ impl Controller {
         }
     }
 
-    /// A file only this controller's v1 hierarchy has: proof that a folder is its mount.
-    fn v1_marker(self) -> &'static str {
+    /// A file only this controller's v1 hierarchy has in its root cgroup: proof that a mount is
+    /// its hierarchy. The pids controller has no file in the root cgroup.
+    fn v1_marker(self) -> Option<&'static str> {
         match self {
-            Controller::Cpu => "cpu.shares",
-            Controller::Cpuacct => "cpuacct.usage",
-            Controller::Memory => "memory.limit_in_bytes",
-            Controller::Pids => "pids.max",
-            Controller::Devices => "devices.list",
+            Controller::Cpu => Some("cpu.shares"),
+            Controller::Cpuacct => Some("cpuacct.usage"),
+            Controller::Memory => Some("memory.limit_in_bytes"),
+            Controller::Pids => None,
+            Controller::Devices => Some("devices.list"),
+        }
+    }
+
+    /// Whether the v1 mount at `mount` is this controller's hierarchy: it holds the controller's
+    /// marker file, or (pids) the folder is named after the controllers mounted there, as
+    /// systemd names them (`pids`, `cpu,cpuacct`).
+    fn is_v1_mount(self, mount: &Path) -> bool {
+        match self.v1_marker() {
+            Some(marker) => mount.join(marker).exists(),
+            None => mount
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.split(',').any(|part| part == self.name())),
         }
     }
 
@@ -119,7 +133,7 @@ impl Hierarchy {
         for controller in Controller::ALL {
             let conventional = root.join(controller.name());
             if fs_magic(&conventional) == Some(CGROUP_SUPER_MAGIC)
-                && conventional.join(controller.v1_marker()).exists()
+                && controller.is_v1_mount(&conventional)
             {
                 mounts.insert(controller, conventional);
             } else {
@@ -213,7 +227,7 @@ fn v1_mounts_in(mountinfo: &str) -> Vec<(Controller, PathBuf)> {
     let mut found = Vec::new();
     for mount in mounts.iter().filter(|m| m.fs_type == "cgroup") {
         for controller in Controller::ALL {
-            if mount.mount_point.join(controller.v1_marker()).exists() {
+            if controller.is_v1_mount(&mount.mount_point) {
                 found.push((controller, mount.mount_point.clone()));
             }
         }
@@ -241,14 +255,14 @@ mod tests {
         let mountinfo = format!(
             "31 25 0:27 / {r}/unified rw,nosuid - cgroup2 cgroup2 rw\n\
              33 25 0:29 / {r}/cpu,cpuacct rw,nosuid shared:9 - cgroup cgroup rw,cpu,cpuacct\n\
-             35 25 0:31 / {r}/my\\040pids rw - cgroup cgroup rw,pids\n"
+             35 25 0:31 / {r}/pids rw - cgroup cgroup rw,pids\n"
         );
         assert_eq!(
             v1_mounts_in(&mountinfo),
             vec![
                 (Controller::Cpu, root.join("cpu,cpuacct")),
                 (Controller::Cpuacct, root.join("cpu,cpuacct")),
-                (Controller::Pids, root.join("my pids")),
+                (Controller::Pids, root.join("pids")),
             ]
         );
         std::fs::remove_dir_all(root).unwrap();
