@@ -69,9 +69,16 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    fn expired(&self, policy: &BackoffPolicy, finished_at: i64) -> bool {
-        self.entry
-            .is_some_and(|e| finished_at - e.last_update > policy.reset_after)
+    /// BO-5: the entry no longer counts when the container ran longer than `reset_after` after
+    /// its last allowed start (flowcontrol's `hasExpired`), or when that start is older than
+    /// `reset_after` (kubelet's housekeeping `backOff.GC()` drops such entries every 2 s). The
+    /// second matters when the gate's record is older than the last start: a container killed
+    /// by its liveness probe after long hours of running is gated by the crash before.
+    fn expired(&self, policy: &BackoffPolicy, finished_at: i64, now: i64) -> bool {
+        self.entry.is_some_and(|e| {
+            finished_at - e.last_update > policy.reset_after
+                || now - e.last_update > policy.reset_after
+        })
     }
 
     /// A start request at `now` for a container whose newest exited record finished at
@@ -99,7 +106,7 @@ impl Backoff {
                 )
             });
         }
-        let expired = self.expired(policy, finished_at);
+        let expired = self.expired(policy, finished_at, now);
         match self.entry {
             Some(entry) if !expired && now - finished_at < entry.backoff => {
                 fire("BO-2", trace, &|| {
@@ -122,9 +129,9 @@ impl Backoff {
                 "no backoff entry yet: the first restart happens immediately".into()
             }),
             Some(entry) if expired => fire("BO-5", trace, &|| {
+                let ran = (finished_at - entry.last_update).max(now - entry.last_update);
                 format!(
-                    "the container ran {} s (> {} s) after the last allowed start: the backoff is reset",
-                    finished_at - entry.last_update,
+                    "{ran} s (> {} s) passed since the last allowed start: the backoff is reset",
                     policy.reset_after
                 )
             }),
@@ -219,10 +226,28 @@ mod tests {
     fn bo_5_reset_needs_more_than_600_s() {
         let d = starts(
             BackoffPolicy::default(),
-            &[(0, 0), (600, 610), (1211, 1211)],
+            &[(0, 0), (600, 600), (1201, 1201)],
         );
+        // 600 s after the last start is not yet more than 600 s: the entry still gates.
+        assert_eq!(
+            d[1],
+            GateDecision::CrashLoopBackOff {
+                earliest_start: 610,
+                current_backoff: 10
+            }
+        );
+        assert_eq!(d[2], GateDecision::Start { backoff_after: 10 });
+    }
+
+    #[test]
+    fn bo_5_an_entry_unused_for_600_s_is_reset_even_when_the_gated_crash_is_older() {
+        // A liveness kill 20 min after the last allowed start is gated by the crash before that
+        // start (the newest exited record): the entry is kubelet's GC'd one, not doubled.
+        let d = starts(BackoffPolicy::default(), &[(0, 0), (5, 15), (5, 15 + 1200)]);
         assert_eq!(d[1], GateDecision::Start { backoff_after: 20 });
         assert_eq!(d[2], GateDecision::Start { backoff_after: 10 });
+        let d = starts(BackoffPolicy::default(), &[(0, 0), (5, 15), (5, 615)]);
+        assert_eq!(d[2], GateDecision::Start { backoff_after: 40 });
     }
 
     #[test]

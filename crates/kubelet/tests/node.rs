@@ -604,6 +604,69 @@ spec:
     assert!(alive(second.pid.unwrap()));
 }
 
+/// CTR-3, BO-1..4, API-5 (issue 13, defect 4): a container its liveness probe kills again and
+/// again backs off as kubelet's does and shows CrashLoopBackOff. The kill and the restart
+/// happen in one pass, whose view still shows the container running: the gate must read the
+/// newest exited record (kubelet's `doBackOff`), not the newest record, or it never gates.
+#[test]
+fn a_container_killed_by_its_liveness_probe_backs_off_into_crash_loop() {
+    let mut node = TestNode::new("liveness-backoff");
+    // A first backoff longer than a probe-and-kill cycle (~3 s): the third kill is gated.
+    let mut config = node.config();
+    config.backoff = BackoffPolicy {
+        initial: 5,
+        max: 10,
+        reset_after: 600,
+    };
+    node.start_agent(config);
+    node.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: unhealthy}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "1000"]
+    livenessProbe:
+      exec: {command: ["false"]}
+      periodSeconds: 1
+      failureThreshold: 1
+"#,
+    );
+    let pod = node.wait_pod(
+        "unhealthy",
+        "CrashLoopBackOff after liveness kills",
+        |pod| waiting_reason(pod, "app").as_deref() == Some("CrashLoopBackOff"),
+    );
+    let status = container(&pod, "app").unwrap();
+    assert!(status.restart_count >= 2, "{status:?}");
+    let uid = pod.metadata.uid.clone().unwrap();
+    let message = status.state.unwrap().waiting.unwrap().message.unwrap();
+    assert!(
+        message.starts_with("back-off ")
+            && message.ends_with(&format!(
+                "restarting failed container=app pod=unhealthy_default({uid})"
+            )),
+        "{message}"
+    );
+    let last = status.last_state.unwrap().terminated.unwrap();
+    assert_eq!(last.exit_code, 137, "killed by SIGKILL after the 1 s grace");
+    // While it backs off, no process of it runs: every record has exited, its pid is gone.
+    for record in node.records(&pod, "app") {
+        assert_eq!(record.state, ContainerState::Exited, "{record:?}");
+        assert!(!record.pid.is_some_and(alive), "{record:?}");
+    }
+    assert!(node.has_event(
+        &pod,
+        "Killing",
+        "Container app failed liveness probe, will be restarted"
+    ));
+    assert!(node.has_event(&pod, "BackOff", "Back-off restarting failed container app"));
+}
+
 /// PRB-2, PRB-W6, CTR-4: a startup probe gates readiness (a readiness probe that always passes
 /// does not make the container ready before it has started); its failure kills the container,
 /// and the next one, which passes it, becomes started and ready.

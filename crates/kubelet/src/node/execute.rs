@@ -20,7 +20,7 @@ use crate::attempt::{attempt_from_log_files, ContainerAttempt};
 use crate::backoff::{Backoff, GateDecision};
 use crate::events as reasons;
 use crate::kill::{grace_after_pre_stop, grace_period, killing_message, GraceInputs};
-use crate::model::{container_hash, PodSpecView, RuntimeState, RuntimeView, StartFailure};
+use crate::model::{container_hash, PodSpecView, RuntimeView, StartFailure};
 use crate::rules::Trace;
 use crate::sync::SyncResult;
 use crate::translate::{self, ContainerKind, PodDirs};
@@ -299,13 +299,13 @@ impl Execution<'_> {
         true
     }
 
-    /// BO-1..6: a container whose newest record has exited waits out its backoff.
+    /// BO-1..6: a container that has an exited record waits out its backoff. The gate reads
+    /// the newest *exited* record, as kubelet's `doBackOff` does, not the newest record: a
+    /// container killed for its liveness probe is started again in the same pass, while this
+    /// pass's view still shows it running, and must still be gated by its earlier crash, or
+    /// it is restarted without backoff forever and never shows CrashLoopBackOff.
     fn backoff_allows(&mut self, name: &str, hash: Option<u64>, out: &mut Outcome) -> bool {
-        let Some(exited) = self
-            .rt
-            .newest(name)
-            .filter(|r| r.state == RuntimeState::Exited)
-        else {
+        let Some(exited) = self.rt.newest_exited(name) else {
             return true;
         };
         let now = now_seconds();
