@@ -416,12 +416,15 @@ fn a_failed_mount_in_the_child_is_reported_with_its_namespace_and_call() {
     }
 }
 
-/// `podlab ns run` as the unprivileged user nobody (`setpriv`), who can read and run the
-/// built binary.
+/// `podlab ns run` as the unprivileged user nobody (`setpriv`), from a copy of the binary that
+/// user can reach wherever the checkout is.
 fn ns_run_as_nobody(flags: &[&str], args: &[&str]) -> Output {
+    let binaries = crate::support::SharedBinaries::new();
+    let podlab = binaries.podlab();
     Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_podlab"))
+        .arg(podlab.get_program())
+        .current_dir("/")
         .args(["ns", "run"])
         .args(flags)
         .arg("--")

@@ -10,6 +10,72 @@ pub fn podlab() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_podlab"))
 }
 
+/// The built binaries that podlab runs from its own folder (itself, podlab-shim, podlab-pause),
+/// copied to a fresh folder that every user can read and enter, removed on drop.
+///
+/// A test that runs podlab as another user (uid 65534) must not run it from the checkout: the
+/// checkout may sit below a folder only root can enter (a clone under /root, a `mktemp -d`),
+/// and then that user's `execve` fails with EACCES.
+pub struct SharedBinaries {
+    dir: PathBuf,
+}
+
+impl SharedBinaries {
+    pub fn new() -> SharedBinaries {
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_podlab"));
+        SharedBinaries::of(built.parent().expect("the binary has a folder"))
+    }
+
+    /// The binaries found in `built_dir`, shared.
+    pub fn of(built_dir: &std::path::Path) -> SharedBinaries {
+        let dir = make_shared_dir("podlab-bin");
+        let shared = SharedBinaries { dir };
+        for name in ["podlab", "podlab-shim", "podlab-pause"] {
+            let from = built_dir.join(name);
+            if !from.exists() {
+                continue;
+            }
+            let to = shared.dir.join(name);
+            // A hard link keeps the binary's own 0755 mode and costs no copy; another
+            // filesystem (a tmpfs /tmp) needs the copy.
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).unwrap_or_else(|e| {
+                    panic!("copying {} to {}: {e}", from.display(), to.display())
+                });
+            }
+        }
+        shared
+    }
+
+    /// The shared copy of `podlab`, to be run with the folder `/` as its working folder (the
+    /// test's own may not be enterable either).
+    pub fn podlab(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(self.dir.join("podlab"));
+        command.current_dir("/");
+        command
+    }
+}
+
+impl Drop for SharedBinaries {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A new folder under `/tmp` with mode 0755 (not the umask's), for files that another user must
+/// reach. Not `$TMPDIR`, which may itself be private to root (pam_tmpdir's `/tmp/user/0`).
+pub fn make_shared_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = PathBuf::from("/tmp").join(format!("{prefix}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", dir.display()));
+    dir
+}
+
 /// The `podlab-pause` binary, built next to `podlab` (the xtask builds it first).
 pub fn pause_binary() -> PathBuf {
     let podlab = PathBuf::from(env!("CARGO_BIN_EXE_podlab"));

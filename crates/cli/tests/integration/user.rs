@@ -9,6 +9,8 @@ use podlab_ns::child::run_in_child;
 use podlab_ns::user::{self, IdMapping};
 use podlab_ns::{Error, Result};
 
+use crate::support::SharedBinaries;
+
 const NOBODY: u32 = 65534;
 const NEEDS: &str = "needs root (to drop to uid 65534) and unprivileged user namespaces";
 
@@ -119,7 +121,8 @@ fn an_unprivileged_process_is_root_in_its_own_user_namespace() {
 #[test]
 fn podlab_run_by_an_unprivileged_user_works_in_a_user_namespace() {
     crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
-    let mut podlab = as_nobody(crate::support::podlab());
+    let binaries = SharedBinaries::new();
+    let mut podlab = as_nobody(binaries.podlab());
     podlab.args(["demo", "uts"]).env_remove("PODLAB_ROOT");
     let output = podlab.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -132,6 +135,48 @@ fn podlab_run_by_an_unprivileged_user_works_in_a_user_namespace() {
     assert!(
         stdout.contains("user namespace"),
         "it says it runs in a user namespace:\n{stdout}"
+    );
+}
+
+/// Issue 13, defect 1: the tests that run podlab as uid 65534 failed with EACCES when the
+/// checkout sat below a folder that user cannot enter (a clone under /root, a `mktemp -d`).
+/// Here the binary is put in such a folder (0700), shown unreachable, and then run through
+/// [`SharedBinaries`], as every test that runs podlab as another user does.
+#[test]
+fn defect_1_podlab_run_as_nobody_from_a_checkout_only_root_can_enter() {
+    crate::skip_unless!(nix::unistd::geteuid().is_root(), NEEDS);
+    use std::os::unix::fs::PermissionsExt;
+    let private = std::env::temp_dir().join(format!("podlab-it-private-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::create_dir(&private).unwrap();
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(private.clone());
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_podlab"), private.join("podlab")).unwrap();
+
+    let mut direct = as_nobody(std::process::Command::new(private.join("podlab")));
+    let refused = direct.arg("--version").current_dir("/").output();
+    assert_eq!(
+        refused.map_err(|e| e.raw_os_error()).err(),
+        Some(Some(libc::EACCES)),
+        "uid 65534 cannot run a binary below a 0700 folder of root's"
+    );
+
+    let binaries = SharedBinaries::of(&private);
+    let output = as_nobody(binaries.podlab())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).starts_with("podlab "),
+        "the shared copy runs as uid 65534: {} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
     );
 }
 
@@ -175,10 +220,9 @@ fn a_process_that_changed_uid_without_exec_is_told_why_its_maps_are_refused() {
 #[test]
 fn the_pid_mnt_and_user_demos_hold_when_run_by_an_unprivileged_user() {
     crate::skip_unless!(nobody_can_make_user_namespaces(), NEEDS);
+    let binaries = SharedBinaries::new();
     for demo in ["pid", "mnt", "user"] {
-        let mut podlab = as_nobody(crate::support::podlab());
-        podlab.current_dir("/");
-        assert_demo_holds(podlab, demo);
+        assert_demo_holds(as_nobody(binaries.podlab()), demo);
     }
 }
 
