@@ -17,7 +17,10 @@ pub struct Ctx {
 impl Ctx {
     /// `$PODLAB_ROOT` (default `/run/podlab` for root): `store/` holds the objects,
     /// `sandboxes/` the runtime's state, `images/` the image store.
+    /// Refused, before anything is made, to a user who is not root: see
+    /// [`crate::privilege::require_root_for_pods`].
     pub fn open() -> Result<Ctx> {
+        crate::privilege::require_root_for_pods()?;
         let runtime_config = RuntimeConfig::from_env();
         let root = runtime_config.root.clone();
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;

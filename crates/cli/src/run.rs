@@ -143,6 +143,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
 /// `run --rm`: a pod that lives as long as this command, so only the runtime and its image
 /// store are opened (no object store, no agent), and the image store once.
 fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
+    crate::privilege::require_root_for_pods()?;
     let config = RuntimeConfig::from_env();
     std::fs::create_dir_all(&config.root)
         .with_context(|| format!("creating {}", config.root.display()))?;

@@ -17,7 +17,7 @@ pub fn podlab() -> std::process::Command {
 /// checkout may sit below a folder only root can enter (a clone under /root, a `mktemp -d`),
 /// and then that user's `execve` fails with EACCES.
 pub struct SharedBinaries {
-    dir: PathBuf,
+    dir: SharedDir,
 }
 
 impl SharedBinaries {
@@ -28,14 +28,15 @@ impl SharedBinaries {
 
     /// The binaries found in `built_dir`, shared.
     pub fn of(built_dir: &std::path::Path) -> SharedBinaries {
-        let dir = make_shared_dir("podlab-bin");
-        let shared = SharedBinaries { dir };
+        let shared = SharedBinaries {
+            dir: SharedDir::new("podlab-bin", 0o755),
+        };
         for name in ["podlab", "podlab-shim", "podlab-pause"] {
             let from = built_dir.join(name);
             if !from.exists() {
                 continue;
             }
-            let to = shared.dir.join(name);
+            let to = shared.dir.path().join(name);
             // A hard link keeps the binary's own 0755 mode and costs no copy; another
             // filesystem (a tmpfs /tmp) needs the copy.
             if std::fs::hard_link(&from, &to).is_err() {
@@ -50,30 +51,40 @@ impl SharedBinaries {
     /// The shared copy of `podlab`, to be run with the folder `/` as its working folder (the
     /// test's own may not be enterable either).
     pub fn podlab(&self) -> std::process::Command {
-        let mut command = std::process::Command::new(self.dir.join("podlab"));
+        let mut command = std::process::Command::new(self.dir.path().join("podlab"));
         command.current_dir("/");
         command
     }
 }
 
-impl Drop for SharedBinaries {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// A new folder under `/tmp` that other users can reach (mode `mode`, not the umask's),
+/// removed with everything in it on drop. Not under `$TMPDIR`, which may itself be private to
+/// root (pam_tmpdir's `/tmp/user/0`).
+pub struct SharedDir(PathBuf);
+
+impl SharedDir {
+    pub fn new(prefix: &str, mode: u32) -> SharedDir {
+        use std::os::unix::fs::PermissionsExt;
+        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = PathBuf::from("/tmp").join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        let shared = SharedDir(dir);
+        std::fs::set_permissions(&shared.0, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", shared.0.display()));
+        shared
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
     }
 }
 
-/// A new folder under `/tmp` with mode 0755 (not the umask's), for files that another user must
-/// reach. Not `$TMPDIR`, which may itself be private to root (pam_tmpdir's `/tmp/user/0`).
-pub fn make_shared_dir(prefix: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = PathBuf::from("/tmp").join(format!("{prefix}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", dir.display()));
-    dir
+impl Drop for SharedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The `podlab-pause` binary, built next to `podlab` (the xtask builds it first).

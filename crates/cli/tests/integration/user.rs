@@ -9,7 +9,7 @@ use podlab_ns::child::run_in_child;
 use podlab_ns::user::{self, IdMapping};
 use podlab_ns::{Error, Result};
 
-use crate::support::SharedBinaries;
+use crate::support::{SharedBinaries, SharedDir};
 
 const NOBODY: u32 = 65534;
 const NEEDS: &str = "needs root (to drop to uid 65534) and unprivileged user namespaces";
@@ -144,22 +144,18 @@ fn podlab_run_by_an_unprivileged_user_works_in_a_user_namespace() {
 /// [`SharedBinaries`], as every test that runs podlab as another user does.
 #[test]
 fn defect_1_podlab_run_as_nobody_from_a_checkout_only_root_can_enter() {
-    crate::skip_unless!(nix::unistd::geteuid().is_root(), NEEDS);
-    use std::os::unix::fs::PermissionsExt;
-    let private = std::env::temp_dir().join(format!("podlab-it-private-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&private);
-    std::fs::create_dir(&private).unwrap();
-    struct Remove(std::path::PathBuf);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _remove = Remove(private.clone());
-    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_podlab"), private.join("podlab")).unwrap();
+    crate::skip_unless!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (to drop to uid 65534)"
+    );
+    let private = SharedDir::new("podlab-it-private", 0o700);
+    let built = env!("CARGO_BIN_EXE_podlab");
+    let inside = private.path().join("podlab");
+    std::fs::hard_link(built, &inside)
+        .or_else(|_| std::fs::copy(built, &inside).map(drop))
+        .unwrap();
 
-    let mut direct = as_nobody(std::process::Command::new(private.join("podlab")));
+    let mut direct = as_nobody(std::process::Command::new(private.path().join("podlab")));
     let refused = direct.arg("--version").current_dir("/").output();
     assert_eq!(
         refused.map_err(|e| e.raw_os_error()).err(),
@@ -167,7 +163,7 @@ fn defect_1_podlab_run_as_nobody_from_a_checkout_only_root_can_enter() {
         "uid 65534 cannot run a binary below a 0700 folder of root's"
     );
 
-    let binaries = SharedBinaries::of(&private);
+    let binaries = SharedBinaries::of(private.path());
     let output = as_nobody(binaries.podlab())
         .arg("--version")
         .output()
@@ -243,4 +239,78 @@ pub(crate) fn assert_demo_holds(mut podlab: std::process::Command, demo: &str) {
 #[test]
 fn podlab_demo_user_holds_all_its_evidence() {
     crate::user::assert_demo_holds(crate::support::podlab(), "user");
+}
+
+/// Issue 13, defect 6: `run` and `apply` by a user who is not root failed with a raw
+/// `lchown: EPERM` and left `/tmp/podlab-UID` behind. Now every pod command says in one line
+/// that pods need root, exits 2, and makes nothing: no state root under `$XDG_RUNTIME_DIR`
+/// or under /tmp.
+#[test]
+fn defect_6_a_non_root_run_or_apply_says_pods_need_root_and_leaves_nothing() {
+    crate::skip_unless!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (to drop to uid 65534)"
+    );
+    use std::io::Write;
+    let binaries = SharedBinaries::new();
+    // A runtime folder uid 65534 could write in, so that nothing but podlab's refusal keeps
+    // a state root from being made there.
+    let runtime_dir = SharedDir::new("podlab-it-xdg", 0o777);
+    let tmp_root = std::path::Path::new("/tmp/podlab-65534");
+    let tmp_root_was_there = tmp_root.exists();
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: rootless\nspec:\n  containers:\n  - name: c\n    image: busybox\n";
+    let commands: [&[&str]; 6] = [
+        &["run", "rootless", "--image", "busybox"],
+        &[
+            "run", "rootless", "--rm", "--image", "busybox", "--", "true",
+        ],
+        &["apply", "-f", "-"],
+        &["get", "pods"],
+        &["image", "ls"],
+        &["node"],
+    ];
+    for args in commands {
+        for xdg in [Some(runtime_dir.path()), None] {
+            let mut podlab = as_nobody(binaries.podlab());
+            podlab.args(args).env_remove("PODLAB_ROOT");
+            match xdg {
+                Some(dir) => podlab.env("XDG_RUNTIME_DIR", dir),
+                None => podlab.env_remove("XDG_RUNTIME_DIR"),
+            };
+            let mut child = podlab
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let _ = child.stdin.take().unwrap().write_all(manifest.as_bytes());
+            let output = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "podlab {args:?} as uid 65534: {stderr}"
+            );
+            assert!(
+                stderr.starts_with("podlab: pods need root (")
+                    && stderr.contains("run as root")
+                    && stderr.lines().count() == 1,
+                "one line saying what is needed: {stderr}"
+            );
+            assert!(!stderr.contains("EPERM"), "{stderr}");
+        }
+        let made: Vec<_> = std::fs::read_dir(runtime_dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            made.is_empty(),
+            "podlab {args:?} made {made:?} in $XDG_RUNTIME_DIR"
+        );
+        assert!(
+            tmp_root_was_there || !tmp_root.exists(),
+            "podlab {args:?} made {}",
+            tmp_root.display()
+        );
+    }
 }
