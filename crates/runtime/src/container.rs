@@ -18,6 +18,9 @@ use crate::{Error, Result};
 
 /// How long a SIGKILLed container may take to be seen gone.
 const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How often a grace period's wait asks whether to give up
+/// ([`Runtime::stop_container_unless`]).
+pub const GIVE_UP_POLL: Duration = Duration::from_millis(100);
 
 impl Runtime {
     /// CreateContainer: resolves the image and the process (Kubernetes' command/args rules,
@@ -156,9 +159,22 @@ impl Runtime {
     /// not running is left as it is. (A PID 1 without a SIGTERM handler ignores SIGTERM, as in
     /// Kubernetes: it then takes the whole grace period.)
     pub fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<()> {
+        self.stop_container_unless(id, grace, &|| false).map(drop)
+    }
+
+    /// StopContainer that stops waiting out the grace period as soon as `give_up()` is true
+    /// (it is asked every [`GIVE_UP_POLL`]): a node agent that is asked to stop leaves its pods
+    /// running, as kubelet does, and a container already sent SIGTERM keeps it; the next agent
+    /// takes the kill up again. True when the container is no longer running.
+    pub fn stop_container_unless(
+        &self,
+        id: &ContainerId,
+        grace: Duration,
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<bool> {
         let status = self.container_status(id)?;
         if status.state != ContainerState::Running {
-            return Ok(());
+            return Ok(true);
         }
         let sandbox = status.sandbox_id;
         let waiter = self.shim(&sandbox)?;
@@ -170,12 +186,22 @@ impl Runtime {
         )?;
         if !grace.is_zero() {
             self.signal(&sandbox, id, libc::SIGTERM)?;
-            if waiter.wait_readable(grace)? {
-                return exited(&sandbox, waiter.receive(None)?);
+            let deadline = std::time::Instant::now() + grace;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                if waiter.wait_readable(left.min(GIVE_UP_POLL))? {
+                    return exited(&sandbox, waiter.receive(None)?).map(|()| true);
+                }
+                if give_up() {
+                    return Ok(false);
+                }
             }
         }
         self.signal(&sandbox, id, libc::SIGKILL)?;
-        exited(&sandbox, waiter.receive(Some(KILL_WAIT))?)
+        exited(&sandbox, waiter.receive(Some(KILL_WAIT))?).map(|()| true)
     }
 
     fn signal(&self, sandbox: &SandboxId, id: &ContainerId, signal: i32) -> Result<()> {

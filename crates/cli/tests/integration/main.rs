@@ -6,6 +6,7 @@
 
 mod support;
 
+mod agent;
 mod cli;
 mod demos;
 mod explain;

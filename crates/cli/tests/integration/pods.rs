@@ -231,8 +231,8 @@ impl Root {
 
 impl Drop for Root {
     fn drop(&mut self) {
-        // The agent's SIGTERM waits for kills in flight (a pod in its grace period): this
-        // test's own agent is then killed, so that nothing it does races the gc below.
+        // An agent that does not stop on SIGTERM within 5 s (one stuck in a failing test) is
+        // killed, so that nothing it does races the gc below.
         let stopped = podlab_kubelet::node::stop_agent(&self.dir, Duration::from_secs(5));
         if !matches!(stopped, Ok(true)) {
             if let Some(pid) = podlab_kubelet::node::running_agent(&self.dir) {
@@ -349,7 +349,7 @@ pub fn container(pod: &Pod, name: &str) -> ContainerStatus {
         .unwrap_or_else(|| panic!("no status for container {name}"))
 }
 
-const LIMIT: Duration = Duration::from_secs(60);
+pub const LIMIT: Duration = Duration::from_secs(60);
 
 const KERNEL_POD: &str = r#"
 apiVersion: v1

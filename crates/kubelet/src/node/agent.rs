@@ -37,9 +37,18 @@ pub struct Node {
     /// `status.hostIP`.
     pub host_ip: String,
     pub pleg: Pleg,
+    /// Set when the agent is asked to stop: a grace period being waited out is given up (the
+    /// container keeps its SIGTERM, the pod keeps running) and nothing more is torn down, so
+    /// that the agent exits at once, as kubelet does; the next agent takes the work up again.
+    pub stopping: Arc<AtomicBool>,
 }
 
 impl Node {
+    /// Whether the agent is stopping (see [`Node::stopping`]).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
     /// Opens the store and the runtime of `config.root`.
     pub fn open(config: NodeConfig) -> Result<Node, NodeError> {
         config.check()?;
@@ -56,6 +65,7 @@ impl Node {
         Ok(Node {
             recorder: Recorder::new(store.clone()),
             pleg: Pleg::default(),
+            stopping: Arc::new(AtomicBool::new(false)),
             host_ip: node_address(),
             config,
             store,
@@ -69,7 +79,10 @@ impl Node {
 /// running when it returns.
 pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let lock = NodeLock::acquire(&config.root)?;
-    let node = Arc::new(Node::open(config)?);
+    let mut node = Node::open(config)?;
+    // The flag the signal handler sets: workers see a stop at once, not at the next tick.
+    node.stopping = Arc::clone(&stop);
+    let node = Arc::new(node);
     let pleg_stop = Arc::new(AtomicBool::new(false));
     let pleg = {
         let (shared, stop) = (Arc::clone(&node), Arc::clone(&pleg_stop));
@@ -343,6 +356,7 @@ impl Agent {
 
     /// Stops every worker (their pods keep running) and waits for them.
     fn shutdown(&mut self) {
+        self.node.stopping.store(true, Ordering::SeqCst);
         for handle in self.workers.values() {
             let _ = handle.messages.send(WorkerMsg::Stop);
         }

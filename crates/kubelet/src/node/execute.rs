@@ -543,7 +543,11 @@ pub fn kill_containers(node: &Node, pod: Option<&Pod>, requests: &[KillRequest])
             None => crate::kill::MINIMUM_GRACE_PERIOD_SECONDS,
         };
         let grace = Duration::from_secs(grace as u64);
-        if let Err(e) = node.runtime.stop_container(&request.container.id, grace) {
+        let give_up = || node.is_stopping();
+        let stopped = node
+            .runtime
+            .stop_container_unless(&request.container.id, grace, &give_up);
+        if let Err(e) = stopped {
             eprintln!(
                 "podlab node: stopping container {name} ({}): {e}",
                 request.container.id
@@ -576,6 +580,10 @@ pub fn kill_pod(node: &Node, pod: Option<&Pod>, observed: &PodRuntime) -> bool {
         })
         .collect();
     kill_containers(node, pod, &requests);
+    if node.is_stopping() {
+        // The agent exits; the pod keeps what still runs, as when kubelet stops.
+        return false;
+    }
     let mut stopped = !requests.is_empty();
     for sandbox in observed.sandboxes.iter().filter(|s| !cleanly_stopped(s)) {
         if let Err(e) = node.runtime.stop_pod_sandbox(&sandbox.id) {

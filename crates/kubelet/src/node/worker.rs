@@ -412,6 +412,11 @@ impl PodWorker {
                 self.write_final_status();
             }
         }
+        if self.node.is_stopping() {
+            // The agent exits in the middle of the grace period: the pod stays, with its
+            // deletionTimestamp, for the next agent to finish.
+            return;
+        }
         self.remove_everything();
         let (namespace, name, uid) = translate::identity(&self.pod);
         let preconditions = Preconditions {
@@ -439,6 +444,10 @@ impl PodWorker {
         if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
             let pod = self.pod.clone();
             kill_pod(&self.node, Some(&pod), &observed);
+        }
+        if self.node.is_stopping() {
+            // What is left belongs to no pod: the next agent removes it as an orphan.
+            return;
         }
         self.remove_everything();
         self.say(|| "gone from the store: its containers and sandboxes are removed".into());
