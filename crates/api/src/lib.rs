@@ -17,9 +17,11 @@
 
 pub mod defaults;
 pub mod manifest;
+pub mod quantity;
 pub mod supported;
 pub mod update;
 pub mod validation;
+pub mod volumes;
 
 pub use k8s_openapi::api::core::v1 as core;
 pub use manifest::{decode, decode_pod, Object};

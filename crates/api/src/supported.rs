@@ -1,5 +1,5 @@
 //! The Pod fields podlab implements. Everything else that Kubernetes knows is refused with its
-//! path: a pod that asks for CPU limits or a hostPath volume must not silently run without them.
+//! path: a pod that asks for an NFS volume must not silently run without them.
 //!
 //! A pattern names a field path with `[*]` for list items. A pattern ending in `.*` allows the
 //! whole subtree below it (maps of labels, the read-only `status`).
@@ -39,6 +39,8 @@ const POD_FIELDS: &[&str] = &[
     "spec.volumes[*].emptyDir.medium",
     "spec.volumes[*].emptyDir.sizeLimit",
     "spec.volumes[*].emptyDir",
+    "spec.volumes[*].hostPath.path",
+    "spec.volumes[*].hostPath.type",
     // kubectl and the API server print what they defaulted; reading it back must work.
     "status.*",
 ];
@@ -178,10 +180,9 @@ mod tests {
     }
 
     #[test]
-    fn host_path_volume_is_refused_at_its_path() {
-        let pod =
-            serde_json::json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": "/"}}]}});
-        assert_eq!(errors_for(pod), ["spec.volumes[0].hostPath.path"]);
+    fn an_unimplemented_volume_type_is_refused_at_its_path() {
+        let pod = serde_json::json!({"spec": {"volumes": [{"name": "v", "nfs": {"path": "/"}}]}});
+        assert_eq!(errors_for(pod), ["spec.volumes[0].nfs.path"]);
     }
 
     #[test]

@@ -82,11 +82,10 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
                 format!("Duplicate value: {:?}", volume.name),
             );
         }
-        if volume.empty_dir.is_none() {
-            err(
-                path,
-                "Required value: must specify a volume type (podlab supports emptyDir)".into(),
-            );
+        let mut found = Vec::new();
+        crate::volumes::validate_source(volume, &path, &mut found);
+        for e in found {
+            err(e.path, e.message);
         }
     }
 

@@ -23,7 +23,7 @@ impl Ctx {
         crate::privilege::require_root_for_pods()?;
         let runtime_config = RuntimeConfig::from_env();
         let root = runtime_config.root.clone();
-        std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+        podlab_runtime::state::private_dir(&root)?;
         let store = Store::open(root.join("store")).context("opening the object store")?;
         Ok(Ctx {
             root,

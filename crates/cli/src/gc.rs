@@ -118,8 +118,8 @@ fn still_owned_by_run(sandbox: &SandboxStatus) -> bool {
 }
 
 /// `root/pods/<uid>` (volumes) and `root/logs/<namespace>_<name>_<uid>` (container logs) of
-/// pods that are neither in the store nor have a sandbox; a folder with a mount below it is
-/// left alone (something still uses it).
+/// pods that are neither in the store nor have a sandbox, their volume mounts detached; a
+/// folder with another mount below it is left alone (something still uses it).
 fn pod_dirs_without_pod(root: &Path, live: &BTreeSet<String>) -> Result<Vec<std::path::PathBuf>> {
     let mut found = Vec::new();
     let entries = |dir: &Path| -> Vec<(std::path::PathBuf, String)> {
@@ -134,6 +134,9 @@ fn pod_dirs_without_pod(root: &Path, live: &BTreeSet<String>) -> Result<Vec<std:
     };
     for (path, name) in entries(&root.join("pods")) {
         if !live.contains(&name) {
+            // The pod's own volume mounts (a tmpfs emptyDir) go with it: nothing else mounts
+            // there. What is still mounted after that keeps the folder.
+            podlab_kubelet::volume::unmount_below(&path.join("volumes"));
             found.push(path);
         }
     }

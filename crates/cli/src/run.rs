@@ -145,8 +145,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
 fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
     crate::privilege::require_root_for_pods()?;
     let config = RuntimeConfig::from_env();
-    std::fs::create_dir_all(&config.root)
-        .with_context(|| format!("creating {}", config.root.display()))?;
+    podlab_runtime::state::private_dir(&config.root)?;
     let images =
         podlab_image::Store::open(&config.image_root).context("opening the image store")?;
     images.ensure_builtin_if_named(&args.image)?;
@@ -168,7 +167,9 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         LABEL_RUN_OWNER.into(),
         format!("{}:{}", me.pid, me.start_time),
     );
-    let made = runtime.run_pod_sandbox(&sandbox_config);
+    let made = podlab_kubelet::volume::set_up(&pod, &dirs)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| Ok(runtime.run_pod_sandbox(&sandbox_config)?));
     let outcome = match &made {
         Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name),
         Err(_) => Ok(1),
@@ -180,8 +181,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
             .context("removing the pod's sandbox"),
         Err(_) => Ok(()),
     };
-    let _ = std::fs::remove_dir_all(&dirs.logs);
-    let _ = std::fs::remove_dir_all(dirs.volumes.parent().unwrap_or(&dirs.volumes));
+    podlab_kubelet::volume::tear_down(&root, &dirs);
     made.context("RunPodSandbox")?;
     let code = outcome?;
     removed?;

@@ -44,7 +44,16 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8], sync: Sync) -> Result<()> 
     let file_name = path.file_name().expect("a file name").to_string_lossy();
     // Dot-names are skipped by listings; only one writer holds the store lock at a time.
     let temporary = dir.join(format!(".{file_name}.tmp"));
-    let mut file = File::create(&temporary).map_err(|e| Error::io("create", &temporary, e))?;
+    // 0600: objects may be Secrets.
+    let mut file = std::os::unix::fs::OpenOptionsExt::mode(
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        0o600,
+    )
+    .open(&temporary)
+    .map_err(|e| Error::io("create", &temporary, e))?;
     file.write_all(bytes)
         .map_err(|e| Error::io("write", &temporary, e))?;
     if sync == Sync::Power {

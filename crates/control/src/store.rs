@@ -93,10 +93,18 @@ impl Store {
             root: root.into(),
             sync: durable::Sync::from_env(),
         };
-        fs::create_dir_all(&store.root).map_err(|e| Error::io("mkdir", &store.root, e))?;
+        // 0700 and files 0600: the store holds Secrets and every pod's env values.
+        std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&store.root)
+            .map_err(|e| Error::io("mkdir", &store.root, e))?;
         let lock = store.lock(FlockArg::LockExclusive)?;
         if !store.log_path().exists() {
-            File::create(store.log_path()).map_err(|e| Error::io("create", store.log_path(), e))?;
+            std::os::unix::fs::OpenOptionsExt::mode(
+                OpenOptions::new().write(true).create(true).truncate(true),
+                0o600,
+            )
+            .open(store.log_path())
+            .map_err(|e| Error::io("create", store.log_path(), e))?;
         }
         let (mut head, found) = match fs::read(store.head_path()) {
             Ok(bytes) => (parse_head(&bytes, &store.head_path())?, true),

@@ -61,7 +61,11 @@ pub struct Store {
 impl Store {
     /// Opens the store at `root`, creating it if needed.
     pub fn open(root: &Path) -> Result<Store> {
-        fs::create_dir_all(root).map_err(|e| Error::io("creating image store", root, e))?;
+        // 0700: the layers hold every image's files (its /etc/shadow too); other host users
+        // have no business reading them, as containerd keeps /var/lib/containerd.
+        std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+            .create(root)
+            .map_err(|e| Error::io("creating image store", root, e))?;
         // Canonical, so snapshot paths compare equal to the ones the kernel shows in mountinfo.
         let root = root
             .canonicalize()

@@ -6,6 +6,8 @@ pub const SANDBOX_CHANGED_MESSAGE: &str = "Pod sandbox changed, it will be kille
 pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 pub const FAILED_POD_SANDBOX_STATUS: &str = "FailedPodSandBoxStatus";
 pub const NETWORK_NOT_READY: &str = "NetworkNotReady";
+/// A volume could not be set up (`MountVolume.SetUp failed for volume "v" : …`).
+pub const FAILED_MOUNT: &str = "FailedMount";
 pub const CREATED: &str = "Created";
 pub const STARTED: &str = "Started";
 pub const FAILED: &str = "Failed";

@@ -36,6 +36,7 @@ pub mod sync;
 #[cfg(test)]
 mod testkit;
 pub mod translate;
+pub mod volume;
 
 pub use error::Error;
 pub use explain::{

@@ -277,7 +277,8 @@ pub fn container_config(
             .mounts
             .iter()
             .map(|(volume, path, readonly)| Mount {
-                host_path: dirs.empty_dir(volume),
+                host_path: crate::volume::host_path_of(pod, dirs, volume)
+                    .unwrap_or_else(|| dirs.empty_dir(volume)),
                 container_path: PathBuf::from(path),
                 readonly: *readonly,
             })

@@ -51,7 +51,8 @@ impl Runtime {
         images: Arc<dyn ImageService>,
     ) -> Result<Runtime> {
         let sandboxes = config.root.join("sandboxes");
-        std::fs::create_dir_all(&sandboxes).map_err(|e| Error::io("creating", &sandboxes, e))?;
+        crate::state::private_dir(&config.root)?;
+        crate::state::private_dir(&sandboxes)?;
         // Absolute and free of symlinks: the paths go into mount tables and command lines,
         // where gc looks for them.
         config.root = std::fs::canonicalize(&config.root)

@@ -237,6 +237,18 @@ pub enum PidMode {
     Target(ContainerId),
 }
 
+/// Makes `dir` (and missing parents) 0700, as containerd keeps its state: the records hold env
+/// values and the log and overlay folders are below. A folder that exists keeps its mode (the
+/// root may be one the user named).
+pub fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io("creating", dir, e))
+}
+
 /// Replaces `path` with `bytes` atomically: temporary file, rename (see the module doc for why
 /// without fsync).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -249,7 +261,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         std::process::id()
     ));
     let result = (|| {
-        let mut file = File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
+        // 0600: records carry the containers' env values.
+        let mut file = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+            0o600,
+        )
+        .open(&tmp)
+        .map_err(|e| Error::io("creating", &tmp, e))?;
         file.write_all(bytes)
             .map_err(|e| Error::io("writing", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming into place", path, e))

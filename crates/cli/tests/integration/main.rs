@@ -24,4 +24,5 @@ mod pods;
 mod printers;
 mod user;
 mod uts;
+mod volumes;
 mod wait;

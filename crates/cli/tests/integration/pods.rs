@@ -949,7 +949,7 @@ pub fn is_zombie(pid: i32) -> bool {
 }
 
 /// Waits until the runtime has a running container of sandbox `pod`; its pid.
-fn wait_for_running_container(root: &Root, pod: &str) -> i32 {
+pub fn wait_for_running_container(root: &Root, pod: &str) -> i32 {
     let mut pid = None;
     let found = wait_until(LIMIT, || {
         let runtime = root.runtime();

@@ -8,6 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,7 +39,11 @@ pub struct NodeLock {
 impl NodeLock {
     /// Takes `<root>/node.lock`, or fails with [`NodeError::AlreadyRunning`].
     pub fn acquire(root: &Path) -> Result<NodeLock, NodeError> {
-        std::fs::create_dir_all(root).map_err(|e| NodeError::io("creating", root, e))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(|e| NodeError::io("creating", root, e))?;
         let path = root.join(LOCK_FILE);
         let file = open_lock_file(&path)?;
         // A shared hold is only ever a moment's look by `running_agent`; an agent's exclusive
@@ -103,7 +108,11 @@ pub fn ensure_running_with(mut command: Command, root: &Path) -> Result<i32, Nod
     if let Some(pid) = running_agent(root) {
         return Ok(pid);
     }
-    std::fs::create_dir_all(root).map_err(|e| NodeError::io("creating", root, e))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(|e| NodeError::io("creating", root, e))?;
     let spawn_lock_path = root.join(SPAWN_LOCK_FILE);
     let spawn_lock = open_lock_file(&spawn_lock_path)?;
     flock(&spawn_lock, libc::LOCK_EX, &spawn_lock_path)?;
@@ -112,6 +121,7 @@ pub fn ensure_running_with(mut command: Command, root: &Path) -> Result<i32, Nod
     }
     let log_path = root.join(LOG_FILE);
     let log = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .append(true)
         .open(&log_path)

@@ -238,11 +238,15 @@ impl Execution<'_> {
                 }
             }
         }
-        prepare_dirs(
-            self.dirs,
-            name,
-            config.mounts.iter().map(|m| m.host_path.as_path()),
-        );
+        // kubelet re-runs volume setup on every sync; this brings back a folder removed
+        // under a running pod.
+        if let Err(e) = crate::volume::set_up(self.pod, self.dirs).and_then(|()| {
+            crate::volume::make_container_log_dir(self.dirs, name)
+                .map_err(crate::volume::SetUpError::PodDirs)
+        }) {
+            self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
+            return false;
+        }
         let id = match self.node.runtime.create_container(sandbox, &config) {
             Ok(id) => id,
             Err(podlab_runtime::Error::ImageNotFound { message, .. }) => {
@@ -417,7 +421,21 @@ impl Execution<'_> {
     /// RunPodSandbox with the pod's folders made first; a failure is `FailedCreatePodSandBox`
     /// and a retry after the error backoff (section 7).
     fn create_sandbox(&mut self, attempt: u32, out: &mut Outcome) -> Option<SandboxId> {
-        prepare_pod_dirs(self.pod, self.dirs);
+        if let Err(e) = crate::volume::set_up(self.pod, self.dirs) {
+            // kubelet waits for the volumes before RunPodSandbox: nothing is created.
+            if !self.spec.deletion_requested {
+                let message = e.to_string();
+                self.node
+                    .recorder
+                    .pod_event(self.pod, WARNING, reasons::FAILED_MOUNT, &message);
+                self.trace
+                    .say(|| format!("Event {}: {message}", reasons::FAILED_MOUNT));
+            }
+            let at = Instant::now() + self.node.config.error_backoff;
+            self.caches.sandbox_retry_at = Some(at);
+            out.wake(at);
+            return None;
+        }
         let config = translate::sandbox_config(self.pod, self.dirs, attempt);
         match self.node.runtime.run_pod_sandbox(&config) {
             Ok(id) => {
@@ -654,37 +672,6 @@ fn attempt_from_log_dir(dir: &Path) -> u32 {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     attempt_from_log_files(names.iter().map(String::as_str))
-}
-
-/// The pod's log folder and its emptyDir volumes, world-writable as kubelet makes them so that
-/// containers running as any user can use them.
-pub fn prepare_pod_dirs(pod: &Pod, dirs: &PodDirs) {
-    let volumes = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter(|v| v.empty_dir.is_some())
-        .map(|v| dirs.empty_dir(&v.name));
-    let _ = std::fs::create_dir_all(&dirs.logs);
-    for dir in volumes {
-        make_shared_dir(&dir);
-    }
-}
-
-fn prepare_dirs<'a>(dirs: &PodDirs, container: &str, mounts: impl Iterator<Item = &'a Path>) {
-    let _ = std::fs::create_dir_all(dirs.logs.join(container));
-    for dir in mounts {
-        if !dir.exists() {
-            make_shared_dir(dir);
-        }
-    }
-}
-
-fn make_shared_dir(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if std::fs::create_dir_all(dir).is_ok() {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
-    }
 }
 
 #[cfg(test)]

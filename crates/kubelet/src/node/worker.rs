@@ -506,16 +506,7 @@ enum Pass {
     Done,
 }
 
-/// The pod's volume and log folders (never anything outside `root`).
+/// The pod's volumes (unmounted) and its volume and log folders (never anything outside `root`).
 pub fn remove_pod_dirs(root: &std::path::Path, dirs: &PodDirs) {
-    let pod_dir = dirs.volumes.parent().map(std::path::Path::to_path_buf);
-    for dir in [pod_dir, Some(dirs.logs.clone())].into_iter().flatten() {
-        if dir.starts_with(root) && dir != root {
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => eprintln!("podlab node: removing {}: {e}", dir.display()),
-            }
-        }
-    }
+    crate::volume::tear_down(root, dirs);
 }

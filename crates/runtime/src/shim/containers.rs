@@ -512,13 +512,21 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))
 }
 
+/// The CRI log file, 0640 as containerd opens it, in a 0750 folder: a container's output is
+/// for root and the node's log readers, never for other host users.
 fn open_log(path: &Path) -> Result<File, String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o640)
         .open(path)
         .map_err(|e| format!("opening the log {}: {e}", path.display()))
 }

@@ -1,0 +1,143 @@
+//! The API server's checks on `spec.volumes[*]` sources podlab implements (`emptyDir`,
+//! `hostPath`), with its wording.
+
+use k8s_openapi::api::core::v1::Volume;
+
+use crate::FieldError;
+
+/// `hostPath.type` values the API server accepts (`""` means no check).
+pub const HOST_PATH_TYPES: &[&str] = &[
+    "",
+    "BlockDevice",
+    "CharDevice",
+    "Directory",
+    "DirectoryOrCreate",
+    "File",
+    "FileOrCreate",
+    "Socket",
+];
+
+/// The problems of one volume's source (`path` is `spec.volumes[i]`).
+pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>) {
+    let mut sources = Vec::new();
+    if let Some(empty_dir) = &volume.empty_dir {
+        sources.push("emptyDir");
+        let at = format!("{path}.emptyDir");
+        match empty_dir.medium.as_deref().unwrap_or("") {
+            "" | "Memory" => {}
+            other => errors.push(FieldError::new(
+                format!("{at}.medium"),
+                format!("Unsupported value: {other:?}: supported values: \"\", \"Memory\""),
+            )),
+        }
+        if let Some(limit) = &empty_dir.size_limit {
+            match crate::quantity::bytes(&limit.0) {
+                None => errors.push(FieldError::new(
+                    format!("{at}.sizeLimit"),
+                    format!("Invalid value: {:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", limit.0),
+                )),
+                Some(n) if n < 0 => errors.push(FieldError::new(
+                    format!("{at}.sizeLimit"),
+                    format!("Invalid value: {:?}: must be greater than or equal to 0", limit.0),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(host_path) = &volume.host_path {
+        sources.push("hostPath");
+        let at = format!("{path}.hostPath");
+        if host_path.path.is_empty() {
+            errors.push(FieldError::new(format!("{at}.path"), "Required value"));
+        } else if std::path::Path::new(&host_path.path)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            errors.push(FieldError::new(
+                format!("{at}.path"),
+                format!("Invalid value: {:?}: must not contain '..'", host_path.path),
+            ));
+        }
+        let kind = host_path.type_.as_deref().unwrap_or("");
+        if !HOST_PATH_TYPES.contains(&kind) {
+            let supported: Vec<String> = HOST_PATH_TYPES.iter().map(|t| format!("{t:?}")).collect();
+            errors.push(FieldError::new(
+                format!("{at}.type"),
+                format!(
+                    "Unsupported value: {kind:?}: supported values: {}",
+                    supported.join(", ")
+                ),
+            ));
+        }
+    }
+    match sources.as_slice() {
+        [] => errors.push(FieldError::new(
+            path,
+            "Required value: must specify a volume type",
+        )),
+        [_] => {}
+        [_, extra, ..] => errors.push(FieldError::new(
+            format!("{path}.{extra}"),
+            "Forbidden: may not specify more than 1 volume type",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(volume: serde_json::Value) -> Vec<String> {
+        let volume: Volume = serde_json::from_value(volume).unwrap();
+        let mut errors = Vec::new();
+        validate_source(&volume, "spec.volumes[0]", &mut errors);
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_bad_host_path_type_is_refused_at_its_field() {
+        let got =
+            errors(serde_json::json!({"name": "v", "hostPath": {"path": "/x", "type": "Dir"}}));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].starts_with("spec.volumes[0].hostPath.type: Unsupported value: \"Dir\": supported values: \"\", \"BlockDevice\""),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn host_path_needs_a_path_without_dot_dot() {
+        let got = errors(serde_json::json!({"name": "v", "hostPath": {"path": ""}}));
+        assert_eq!(got, ["spec.volumes[0].hostPath.path: Required value"]);
+        let got = errors(serde_json::json!({"name": "v", "hostPath": {"path": "/a/../etc"}}));
+        assert_eq!(got, ["spec.volumes[0].hostPath.path: Invalid value: \"/a/../etc\": must not contain '..'"]);
+    }
+
+    #[test]
+    fn empty_dir_medium_and_size_limit() {
+        assert!(errors(
+            serde_json::json!({"name": "v", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
+        )
+        .is_empty());
+        assert_eq!(
+            errors(serde_json::json!({"name": "v", "emptyDir": {"sizeLimit": "-1Mi"}})),
+            ["spec.volumes[0].emptyDir.sizeLimit: Invalid value: \"-1Mi\": must be greater than or equal to 0"]
+        );
+        assert_eq!(
+            errors(serde_json::json!({"name": "v", "emptyDir": {"medium": "Disk"}})),
+            ["spec.volumes[0].emptyDir.medium: Unsupported value: \"Disk\": supported values: \"\", \"Memory\""]
+        );
+    }
+
+    #[test]
+    fn one_source_only() {
+        assert_eq!(
+            errors(serde_json::json!({"name": "v"})),
+            ["spec.volumes[0]: Required value: must specify a volume type"]
+        );
+        assert_eq!(
+            errors(serde_json::json!({"name": "v", "emptyDir": {}, "hostPath": {"path": "/x"}})),
+            ["spec.volumes[0].hostPath: Forbidden: may not specify more than 1 volume type"]
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! Volumes and the state root against the kernel: modes and owners from `stat`, what another
+//! host user can open (tried as `nobody`), tmpfs sizes from `statfs`, mounts from mountinfo.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::pods::{running, Root};
+use crate::support::wait_until;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const NOBODY: u32 = 65534;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// `program args` run as uid/gid 65534 with no supplementary groups: (succeeded, output).
+fn as_nobody(program: &str, args: &[&Path]) -> (bool, String) {
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(program)
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Every file below `dir` named `name`.
+fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() && !kind.is_symlink() {
+            if name == path.file_name().unwrap().to_str().unwrap() {
+                found.push(path.clone());
+            }
+            found.extend(find(&path, name));
+        } else if path.file_name().and_then(|n| n.to_str()) == Some(name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+const SECRETS_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: secrets}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: data, emptyDir: {}}]
+  containers:
+  - name: app
+    image: busybox
+    env: [{name: TOKEN, value: env-value-s3cr3t}]
+    command: [sh, -c, "echo log-line-s3cr3t; echo upper-s3cr3t > /upper-file; echo volume-s3cr3t > /data/f; exec sleep 1000"]
+    volumeMounts: [{name: data, mountPath: /data}]
+"#;
+
+/// Regression (issue 14): the state root was readable by every host user: container logs, env
+/// values, other containers' upper dirs, emptyDir folders 0777 and reachable on the host.
+#[test]
+fn state_root_logs_env_values_and_upper_dirs_are_unreadable_by_other_users() {
+    let root = Root::new("vol-private");
+    let out = root.apply(SECRETS_POD);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("secrets", "running", LIMIT, running);
+    let uid = pod.metadata.uid.clone().unwrap();
+    let logs = root.dir.join("logs").join(format!("default_secrets_{uid}"));
+    let log = logs.join("app").join("0.log");
+    let upper_file = || find(&root.dir.join("sandboxes"), "upper-file");
+    assert!(
+        wait_until(LIMIT, || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("log-line-s3cr3t"))
+                && !upper_file().is_empty()
+        }),
+        "the container's log and upper file never appeared"
+    );
+    let records = find(&root.dir.join("sandboxes"), "container.json");
+    let record = records
+        .iter()
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("env-value-s3cr3t")))
+        .expect("a container record holding the env value");
+    let upper = find(&root.dir.join("sandboxes"), "upper");
+    assert_eq!(upper.len(), 1, "{upper:?}");
+    let pod_dir = root.dir.join("pods").join(&uid);
+    let empty_dir = pod_dir.join("volumes/kubernetes.io~empty-dir/data");
+
+    // The modes, as containerd and kubelet keep them.
+    for (path, expected) in [
+        (root.dir.join("store"), 0o700),
+        (root.dir.join("sandboxes"), 0o700),
+        (root.dir.join("images"), 0o700),
+        (root.dir.join("logs"), 0o700),
+        (logs.clone(), 0o750),
+        (logs.join("app"), 0o750),
+        (log.clone(), 0o640),
+        (record.clone(), 0o600),
+        (root.dir.join("node.log"), 0o600),
+        (root.dir.join("pods"), 0o750),
+        (pod_dir.clone(), 0o750),
+        (pod_dir.join("volumes"), 0o750),
+        (empty_dir.clone(), 0o777),
+    ] {
+        assert_eq!(mode(&path), expected, "mode of {}", path.display());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().uid(),
+            0,
+            "{}",
+            path.display()
+        );
+    }
+
+    // What another host user gets: nothing.
+    let store_files = find(&root.dir.join("store"), "secrets.json");
+    assert!(!store_files.is_empty(), "the pod's object in the store");
+    let files = [
+        log.as_path(),
+        record.as_path(),
+        store_files[0].as_path(),
+        &upper_file()[0],
+        &empty_dir.join("f"),
+    ];
+    for file in files {
+        let (ok, text) = as_nobody("cat", &[file]);
+        assert!(!ok, "nobody read {}: {text}", file.display());
+        assert!(
+            text.contains("Permission denied"),
+            "{}: {text}",
+            file.display()
+        );
+        assert!(!text.contains("s3cr3t"), "{text}");
+    }
+    for dir in [&upper[0], &empty_dir, &logs, &pod_dir] {
+        let (ok, text) = as_nobody("ls", &[dir.as_path()]);
+        assert!(!ok, "nobody listed {}: {text}", dir.display());
+        assert!(
+            text.contains("Permission denied"),
+            "{}: {text}",
+            dir.display()
+        );
+    }
+    // And root (the node's log readers) still reads them.
+    assert!(std::fs::read_to_string(empty_dir.join("f"))
+        .unwrap()
+        .contains("volume-s3cr3t"));
+    root.ok(&["delete", "pod", "secrets"]);
+    root.assert_nothing_left();
+}
+
+const MEMORY_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: memory}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: cache, emptyDir: {medium: Memory, sizeLimit: 4Mi}}]
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, "dd if=/dev/zero of=/cache/big bs=1048576 count=5 2>&1; echo dd-exit=$?; exec sleep 1000"]
+    volumeMounts: [{name: cache, mountPath: /cache}]
+"#;
+
+#[test]
+fn memory_empty_dir_is_a_tmpfs_of_its_size_limit_and_goes_with_the_pod() {
+    let root = Root::new("vol-tmpfs");
+    let out = root.apply(MEMORY_POD);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("memory", "running", LIMIT, running);
+    let uid = pod.metadata.uid.clone().unwrap();
+    let host = root
+        .dir
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~empty-dir/cache");
+    let stat = nix::sys::statfs::statfs(&host).unwrap();
+    assert_eq!(stat.filesystem_type(), nix::sys::statfs::TMPFS_MAGIC);
+    assert_eq!(
+        stat.blocks() as u64 * stat.block_size() as u64,
+        4 << 20,
+        "tmpfs size = sizeLimit"
+    );
+    let log = root
+        .dir
+        .join("logs")
+        .join(format!("default_memory_{uid}"))
+        .join("app/0.log");
+    assert!(
+        wait_until(LIMIT, || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("dd-exit="))),
+        "no dd output"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(text.contains("dd-exit=1"), "{text}");
+    // The container sees the tmpfs at its mount path.
+    let container_pid = crate::pods::wait_for_running_container(&root, "memory");
+    let inside = podlab_ns::mnt::mounts_of(container_pid).unwrap();
+    let cache = inside
+        .iter()
+        .find(|m| m.mount_point == Path::new("/cache"))
+        .expect("/cache in the container's mountinfo");
+    assert_eq!(cache.fs_type, "tmpfs");
+    root.ok(&["delete", "pod", "memory"]);
+    assert!(podlab_ns::mnt::mounts_below(&root.dir.join("pods"))
+        .unwrap()
+        .is_empty());
+    root.assert_nothing_left();
+}
+
+fn host_path_pod(name: &str, path: &Path, kind: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{{name: host, hostPath: {{path: "{}", type: {kind}}}}}]
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, "echo from-the-pod > /host/made-inside; exec sleep 1000"]
+    volumeMounts: [{{name: host, mountPath: /host}}]
+"#,
+        path.display()
+    )
+}
+
+#[test]
+fn host_path_directory_or_create_is_made_and_a_failed_type_check_creates_nothing() {
+    let root = Root::new("vol-hostpath");
+    let made = root.dir.join("host/made");
+    assert_eq!(
+        root.apply(&host_path_pod("made", &made, "DirectoryOrCreate"))
+            .code,
+        Some(0)
+    );
+    root.wait_pod("made", "running", LIMIT, running);
+    assert!(std::fs::metadata(&made).unwrap().is_dir());
+    assert_eq!(mode(&made), 0o755, "kubelet's MkdirAll(path, 0755)");
+    assert!(wait_until(LIMIT, || made.join("made-inside").exists()));
+
+    // A file where a Directory is asked for: kubelet's FailedMount, no sandbox.
+    let file = root.dir.join("host/file");
+    std::fs::write(&file, "x").unwrap();
+    assert_eq!(
+        root.apply(&host_path_pod("wrong", &file, "Directory")).code,
+        Some(0)
+    );
+    let expected = format!(
+        "MountVolume.SetUp failed for volume \"host\" : hostPath type check failed: {} is not a directory",
+        file.display()
+    );
+    assert!(
+        wait_until(LIMIT, || root
+            .ok(&["get", "events", "-o", "json"])
+            .contains(&expected.replace('"', "\\\""))),
+        "no FailedMount event {expected:?}: {}",
+        root.ok(&["get", "events"])
+    );
+    let wrong = root.pod("wrong").unwrap();
+    let wrong_uid = wrong.metadata.uid.unwrap();
+    let sandboxes = root.runtime().list_pod_sandboxes().unwrap();
+    assert!(
+        sandboxes.iter().all(|s| s.metadata.uid != wrong_uid),
+        "a sandbox was made for a pod whose volume failed"
+    );
+    assert!(
+        std::fs::metadata(&file).unwrap().is_file(),
+        "the file is untouched"
+    );
+    root.ok(&["delete", "pod", "made", "wrong"]);
+    root.assert_nothing_left();
+}

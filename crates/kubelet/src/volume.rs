@@ -1,0 +1,275 @@
+//! A pod's volumes and log folder on the node, as kubelet's volume manager and its plugins set
+//! them up (`pods/<uid>/volumes/kubernetes.io~<plugin>/<name>`) and tear them down.
+//!
+//! Nothing here is reachable by other host users: the pod folder and its `volumes` folder are
+//! 0750 (kubelet's modes) under podlab's 0700 root, the log folders 0750 under a 0700 `logs`.
+//! An `emptyDir` is 0777 inside, as kubelet makes it, so that a container running as any user
+//! can write to it; `medium: Memory` is a tmpfs of `sizeLimit` bytes. A `hostPath` is checked
+//! against its `type` (and made, for the `…OrCreate` types) with kubelet's messages.
+
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+
+use crate::translate::PodDirs;
+
+/// kubelet's folder modes: `/var/lib/kubelet/pods`, `pods/<uid>`, `pods/<uid>/volumes`.
+const POD_DIR_MODE: u32 = 0o750;
+/// The folder of all pods' logs: for root only (kubelet's `/var/log/pods` is under podlab's root).
+const LOGS_ROOT_MODE: u32 = 0o700;
+/// An emptyDir, as kubelet's plugin makes it (`perm = 0777`, chmod'ed past the umask).
+const EMPTY_DIR_MODE: u32 = 0o777;
+
+pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+
+/// Why a volume could not be set up (kubelet's `MountVolume.SetUp failed`).
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Mount(#[from] podlab_ns::Error),
+    /// kubelet's `checkType` message (`hostPath type check failed: /x is not a directory`).
+    #[error("hostPath type check failed: {path} is not {what}")]
+    HostPathType { path: String, what: &'static str },
+}
+
+/// What [`set_up`] could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum SetUpError {
+    #[error("making the pod's folders: {0}")]
+    PodDirs(VolumeError),
+    /// Worded as kubelet's `FailedMount` event.
+    #[error("MountVolume.SetUp failed for volume {volume:?} : {source}")]
+    Volume { volume: String, source: VolumeError },
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
+    let path = path.to_path_buf();
+    move |source| VolumeError::Io { what, path, source }
+}
+
+/// `dir` and missing parents with `mode` (an existing folder keeps its own).
+fn make_dir(dir: &Path, mode: u32) -> Result<(), VolumeError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(io("creating", dir))
+}
+
+/// The pod's folder: `root/pods/<uid>`.
+pub fn pod_dir(dirs: &PodDirs) -> &Path {
+    dirs.volumes.parent().unwrap_or(&dirs.volumes)
+}
+
+/// The pod's log folder (and podlab's `logs` folder above it) with their modes.
+pub fn make_log_dir(dirs: &PodDirs) -> Result<(), VolumeError> {
+    if let Some(logs_root) = dirs.logs.parent() {
+        make_dir(logs_root, LOGS_ROOT_MODE)?;
+    }
+    make_dir(&dirs.logs, POD_DIR_MODE)
+}
+
+/// A container's log folder inside the pod's.
+pub fn make_container_log_dir(dirs: &PodDirs, container: &str) -> Result<(), VolumeError> {
+    make_log_dir(dirs)?;
+    make_dir(&dirs.logs.join(container), POD_DIR_MODE)
+}
+
+/// Sets up the pod's folders and every volume, in spec order; the first failure is returned
+/// (the pod is retried, as kubelet's volume manager retries).
+pub fn set_up(pod: &Pod, dirs: &PodDirs) -> Result<(), SetUpError> {
+    let whole_pod = SetUpError::PodDirs;
+    make_log_dir(dirs).map_err(whole_pod)?;
+    let pod_dir = pod_dir(dirs);
+    if let Some(pods) = pod_dir.parent() {
+        make_dir(pods, POD_DIR_MODE).map_err(whole_pod)?;
+    }
+    make_dir(pod_dir, POD_DIR_MODE).map_err(whole_pod)?;
+    make_dir(&dirs.volumes, POD_DIR_MODE).map_err(whole_pod)?;
+    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        set_up_volume(volume, dirs).map_err(|source| SetUpError::Volume {
+            volume: volume.name.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn set_up_volume(volume: &Volume, dirs: &PodDirs) -> Result<(), VolumeError> {
+    if let Some(empty_dir) = &volume.empty_dir {
+        let dir = dirs.empty_dir(&volume.name);
+        make_dir(dir.parent().unwrap_or(&dir), POD_DIR_MODE)?;
+        let memory = empty_dir.medium.as_deref() == Some("Memory");
+        if memory && podlab_ns::mnt::is_mountpoint(&dir).unwrap_or(false) {
+            return Ok(());
+        }
+        make_dir(&dir, EMPTY_DIR_MODE)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(EMPTY_DIR_MODE))
+            .map_err(io("chmod", &dir))?;
+        if memory {
+            // As kubelet's setupTmpfs: a tmpfs (root 1777) of sizeLimit bytes, else the
+            // kernel's default of half the memory.
+            let size = empty_dir
+                .size_limit
+                .as_ref()
+                .and_then(|q| podlab_api::quantity::bytes(&q.0))
+                .filter(|n| *n > 0);
+            let options = size.map(|n| format!("size={n}")).unwrap_or_default();
+            podlab_ns::mnt::mount_tmpfs(&dir, &options)?;
+        }
+    }
+    if let Some(host_path) = &volume.host_path {
+        check_host_path(Path::new(&host_path.path), host_path.type_.as_deref())?;
+    }
+    Ok(())
+}
+
+/// kubelet's hostPath `checkType`: the `…OrCreate` types make what is missing (a folder 0755
+/// with its parents, an empty file 0644), then every type checks what is there.
+pub fn check_host_path(path: &Path, kind: Option<&str>) -> Result<(), VolumeError> {
+    let kind = kind.unwrap_or("");
+    let meta = std::fs::metadata(path).ok();
+    let not = |what| VolumeError::HostPathType {
+        path: path.display().to_string(),
+        what,
+    };
+    match kind {
+        "" => Ok(()),
+        "DirectoryOrCreate" if meta.is_none() => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(path)
+            .map_err(io("creating", path)),
+        "FileOrCreate" if meta.is_none() => std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map(drop)
+            .map_err(io("creating", path)),
+        "DirectoryOrCreate" | "Directory" => match meta {
+            Some(m) if m.is_dir() => Ok(()),
+            _ => Err(not("a directory")),
+        },
+        "FileOrCreate" | "File" => match meta {
+            Some(m) if m.is_file() => Ok(()),
+            _ => Err(not("a file")),
+        },
+        "Socket" => match meta {
+            Some(m) if m.file_type().is_socket() => Ok(()),
+            _ => Err(not("a socket file")),
+        },
+        "CharDevice" => match meta {
+            Some(m) if m.file_type().is_char_device() => Ok(()),
+            _ => Err(not("a character device")),
+        },
+        "BlockDevice" => match meta {
+            Some(m) if m.file_type().is_block_device() => Ok(()),
+            _ => Err(not("a block device")),
+        },
+        // Validation refuses other types; kubelet's wording if one got here anyway.
+        other => Err(VolumeError::Io {
+            what: "checking",
+            path: path.to_path_buf(),
+            source: std::io::Error::other(format!("{other} is an invalid volume type")),
+        }),
+    }
+}
+
+/// Unmounts what the pod's volumes mounted (tmpfs emptyDirs), deepest first, then removes the
+/// pod's folder and its log folder (never anything outside `root`).
+pub fn tear_down(root: &Path, dirs: &PodDirs) {
+    let pod_dir = pod_dir(dirs).to_path_buf();
+    if pod_dir.starts_with(root) && pod_dir != root {
+        unmount_below(&pod_dir);
+    }
+    for dir in [pod_dir, dirs.logs.clone()] {
+        if dir.starts_with(root) && dir != root {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => eprintln!("podlab node: removing {}: {e}", dir.display()),
+            }
+        }
+    }
+}
+
+/// Detaches every mount at or below `dir`, deepest first.
+pub fn unmount_below(dir: &Path) {
+    let Ok(mut mounts) = podlab_ns::mnt::mounts_below(dir) else {
+        return;
+    };
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
+    for m in mounts {
+        if let Err(e) = podlab_ns::mnt::unmount(&m.mount_point) {
+            eprintln!("podlab node: {e}");
+        }
+    }
+}
+
+/// The host path of volume `name` of `pod` (None when the pod has no such volume).
+pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
+    let volume = pod
+        .spec
+        .as_ref()?
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == name)?;
+    if let Some(host_path) = &volume.host_path {
+        return Some(PathBuf::from(&host_path.path));
+    }
+    Some(dirs.empty_dir(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_path_types_are_checked_with_kubelets_messages() {
+        let dir = std::env::temp_dir().join(format!("podlab-hostpath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, "x").unwrap();
+        let msg = |p: &Path, k: &str| check_host_path(p, Some(k)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&file, "Directory"),
+            format!(
+                "hostPath type check failed: {} is not a directory",
+                file.display()
+            )
+        );
+        assert_eq!(
+            msg(&dir, "File"),
+            format!(
+                "hostPath type check failed: {} is not a file",
+                dir.display()
+            )
+        );
+        assert!(msg(&file, "Socket").ends_with("is not a socket file"));
+        assert!(msg(&file, "CharDevice").ends_with("is not a character device"));
+        assert!(msg(&file, "BlockDevice").ends_with("is not a block device"));
+        assert!(msg(&dir.join("missing"), "Directory").ends_with("is not a directory"));
+        check_host_path(Path::new("/dev/null"), Some("CharDevice")).unwrap();
+
+        let made = dir.join("a/b");
+        check_host_path(&made, Some("DirectoryOrCreate")).unwrap();
+        let meta = std::fs::metadata(&made).unwrap();
+        assert!(meta.is_dir());
+        let made_file = dir.join("new");
+        check_host_path(&made_file, Some("FileOrCreate")).unwrap();
+        assert!(std::fs::metadata(&made_file).unwrap().is_file());
+        assert!(msg(&file, "DirectoryOrCreate").ends_with("is not a directory"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
