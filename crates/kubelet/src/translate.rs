@@ -289,6 +289,7 @@ pub fn container_config(
             .security
             .and_then(|s| s.read_only_root_filesystem)
             .unwrap_or(false),
+        security: Default::default(),
         log_path: Some(PathBuf::from(view.name).join(format!("{attempt}.log"))),
         target_container: None,
         labels,

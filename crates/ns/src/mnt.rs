@@ -239,8 +239,9 @@ pub fn bind(src: &Path, dst: &Path, readonly: bool) -> Result<()> {
     Ok(())
 }
 
-/// The per-mount flags of the mount that holds `path`, as mount(2) flags.
-fn inherited_mount_flags(path: &Path) -> Result<MsFlags> {
+/// The per-mount flags of the mount that holds `path`, as mount(2) flags: what a read-only
+/// remount must repeat (the kernel refuses to clear flags locked on a less privileged mount).
+pub fn inherited_mount_flags(path: &Path) -> Result<MsFlags> {
     let stat = nix::sys::statvfs::statvfs(path).map_err(|e| mount_error("statvfs", path, e))?;
     let pairs = [
         (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),

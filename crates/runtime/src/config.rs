@@ -175,6 +175,9 @@ pub struct ContainerConfig {
     pub run_as_group: Option<u32>,
     /// `securityContext.readOnlyRootFilesystem`.
     pub readonly_rootfs: bool,
+    /// The rest of the container's Linux security context.
+    #[serde(default)]
+    pub security: SecurityConfig,
     /// The CRI log file: relative to the sandbox's `log_directory`, or absolute. None puts it in
     /// the container's state folder.
     pub log_path: Option<PathBuf>,
@@ -183,4 +186,31 @@ pub struct ContainerConfig {
     pub target_container: Option<ContainerId>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+}
+
+/// A container's Linux security settings beyond its user (CRI `LinuxContainerSecurityContext`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SecurityConfig {
+    /// Paths hidden from the container ([`crate::masked_paths`]); None: runc's defaults, an
+    /// empty list: none (kubelet's `procMount: Unmasked`).
+    pub masked_paths: Option<Vec<String>>,
+    /// Paths made read-only; None: runc's defaults, an empty list: none.
+    pub readonly_paths: Option<Vec<String>>,
+}
+
+impl SecurityConfig {
+    /// The paths to mask, the runtime's defaults filled in.
+    pub fn masked(&self) -> Vec<String> {
+        self.masked_paths
+            .clone()
+            .unwrap_or_else(crate::masked_paths::default_masked)
+    }
+
+    /// The paths to make read-only, the runtime's defaults filled in.
+    pub fn readonly(&self) -> Vec<String> {
+        self.readonly_paths
+            .clone()
+            .unwrap_or_else(crate::masked_paths::default_readonly)
+    }
 }

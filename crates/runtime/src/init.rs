@@ -45,6 +45,10 @@ pub struct ContainerPlan<'a> {
     pub etc_files: Vec<(PathBuf, &'static str)>,
     pub mounts: Vec<Mount>,
     pub readonly_rootfs: bool,
+    /// Made read-only after `pivot_root` ([`crate::masked_paths`]).
+    pub readonly_paths: Vec<String>,
+    /// Hidden after `pivot_root`.
+    pub masked_paths: Vec<String>,
     pub process: ProcessSpec,
     /// The small namespace to make the container's mount namespace from
     /// ([`crate::mount_template`]); None: a copy of the node's.
@@ -120,7 +124,9 @@ pub fn run_child(
     body: impl FnOnce(&mut Trace) -> Step<Infallible>,
 ) -> ! {
     let mut trace = Trace::new(report);
-    let result = set_stdio(stdio).and_then(|()| body(&mut trace));
+    let result = seal_from_container()
+        .and_then(|()| set_stdio(stdio))
+        .and_then(|()| body(&mut trace));
     let failure = match result {
         Err(failure) => failure,
         Ok(never) => match never {},
@@ -128,6 +134,17 @@ pub fn run_child(
     trace.send(&ReportLine::Failed(failure));
     // SAFETY: leave without running the shim's atexit handlers or flushing its buffers.
     unsafe { libc::_exit(127) }
+}
+
+/// Makes this process non-dumpable until its `execve`, as runc's init is: it is a copy of the
+/// shim, and once in the container's pid namespace a process there could otherwise open
+/// `/proc/PID/exe` (the shim's binary on the host: CVE-2019-5736's way in), its memory or its
+/// descriptors. A non-dumpable process's /proc files belong to root of the initial user
+/// namespace and need CAP_SYS_PTRACE there, which no unprivileged container has. `execve`
+/// makes the new program dumpable again (its credentials stay those it was started with).
+fn seal_from_container() -> Step<()> {
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| sys_failure("prctl(PR_SET_DUMPABLE, 0)", None, e))
 }
 
 fn set_stdio(stdio: Stdio) -> Step<()> {
@@ -202,6 +219,8 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
 
     mnt::pivot_root(rootfs).map_err(|e| ns_failure("pivot_root", Some(rootfs), e))?;
     trace.lap("pivot_root");
+    protect_paths(plan)?;
+    trace.lap("read-only and masked paths");
     if plan.readonly_rootfs {
         remount_root_readonly()?;
         trace.lap("read-only rootfs");
@@ -304,6 +323,30 @@ fn enter_template<'p>(
         volumes,
     };
     Ok((at, sources))
+}
+
+/// runc's order: the read-only paths, then the masked ones (a masked path below a read-only
+/// one is still hidden).
+fn protect_paths(plan: &ContainerPlan<'_>) -> Step<()> {
+    use crate::masked_paths::{make_readonly, mask};
+    let lists: [(&[String], fn(&Path) -> Result<(), _>, &str); 2] = [
+        (&plan.readonly_paths, make_readonly, "make read-only"),
+        (&plan.masked_paths, mask, "mask"),
+    ];
+    for (paths, protect, what) in lists {
+        for path in paths {
+            let path = Path::new(path);
+            protect(path).map_err(|f| {
+                failure(
+                    &format!("{what} ({})", f.step),
+                    Some(path),
+                    Some(f.errno),
+                    f.errno.desc().to_string(),
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn remount_root_readonly() -> Step<()> {

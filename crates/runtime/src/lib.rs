@@ -55,6 +55,7 @@
 //! | [`init`] | a container's process between fork and execve (runc init) |
 //! | [`report`] | what that process tells the shim: its step times, or its failure |
 //! | [`capabilities`] | containerd's default capability set |
+//! | [`masked_paths`] | runc's read-only and masked paths of /proc and /sys |
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
 //! | [`bundle`] | a container as an OCI bundle for runc |
@@ -72,6 +73,7 @@ pub mod id;
 pub mod image;
 pub mod init;
 pub mod liveness;
+pub mod masked_paths;
 pub mod mount_template;
 pub mod network;
 pub mod process;
@@ -85,7 +87,7 @@ pub mod status;
 
 pub use config::{
     ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
-    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig,
+    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};
 pub use exec::ExecStdio;

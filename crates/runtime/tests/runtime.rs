@@ -23,6 +23,9 @@ use podlab_runtime::{
     PodSandboxConfig, PodSandboxMetadata, Runtime, RuntimeConfig, SandboxId, SandboxState,
 };
 
+#[path = "runtime/security.rs"]
+mod security;
+
 const BUSYBOX: &str = "busybox";
 const WAIT: Option<Duration> = Some(Duration::from_secs(20));
 

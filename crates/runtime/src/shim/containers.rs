@@ -192,6 +192,8 @@ impl Shim {
             ],
             mounts: record.config.mounts.clone(),
             readonly_rootfs: record.config.readonly_rootfs,
+            readonly_paths: record.config.security.readonly(),
+            masked_paths: record.config.security.masked(),
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
         };
