@@ -1,11 +1,21 @@
 //! `podlab explain -f FILE [-o json] [--check]`: kubelet's decisions for the cases in FILE
 //! (the interchange format of the kubelet reference, section 11), each with the rule IDs that
 //! made it. `--check` compares every output with the case's `expect` and ends with the line
-//! `N passed, M failed` (exit status 1 when any failed).
+//! `N passed, M failed` (exit status 1 when any failed). `--example` prints a cases file to
+//! start from; docs/explain.md describes the format.
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+
+/// The example of docs/explain.md: one case of each kind (`sync`, `backoff`, `probeWorker`),
+/// each with the `expect` that `--check` confirms.
+const EXAMPLE: &str = include_str!("../../../docs/explain-example.json");
+
+pub fn print_example() -> Result<()> {
+    print!("{EXAMPLE}");
+    Ok(())
+}
 
 pub fn run(file: &Path, json: bool, check: bool) -> Result<()> {
     let text = if file == Path::new("-") {

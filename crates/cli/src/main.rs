@@ -55,10 +55,14 @@ struct NamespaceArg {
 #[derive(Subcommand)]
 enum Command {
     /// Run a demo that builds it for real and checks its own evidence (default: the pod).
+    #[command(after_help = demo::catalogue())]
     Demo {
-        /// pod (the default), uts, ipc, net, pid, mnt, user, namespaces (all six), ...
+        /// A demo or a set of them (listed below).
         #[arg(default_value = "pod")]
         what: String,
+        /// Leave the demo's pods running, and print how to look at them and how to remove them.
+        #[arg(long)]
+        keep: bool,
     },
     /// Create or update pods and replicasets from a manifest (`-` for stdin).
     Apply {
@@ -176,11 +180,14 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
-    /// Kubelet's decisions for a cases file, with the rule IDs that made them.
+    /// Kubelet's decisions for a cases file, with the rule IDs that made them (docs/explain.md).
     Explain {
         /// A JSON file with one case, or an object with a `cases` array (`-` for stdin).
-        #[arg(short = 'f', long = "filename")]
-        file: PathBuf,
+        #[arg(short = 'f', long = "filename", required_unless_present = "example")]
+        file: Option<PathBuf>,
+        /// Print an example cases file, one case of each kind with its expect, to start from.
+        #[arg(long, conflicts_with_all = ["file", "output", "check"])]
+        example: bool,
         /// `json`: one JSON object with the outputs; default: the decisions in words.
         #[arg(short = 'o', long = "output", value_parser = ["json"])]
         output: Option<String>,
@@ -293,7 +300,7 @@ enum Outcome {
 fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     use Outcome::Done;
     match command {
-        Command::Demo { what } => demo::run(&what).map(|()| Done),
+        Command::Demo { what, keep } => demo::run(&what, keep).map(|()| Done),
         Command::Apply { file } => apply::run(&file).map(|()| Done),
         Command::Run {
             name,
@@ -416,9 +423,14 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         .map(|()| Done),
         Command::Explain {
             file,
+            example,
             output,
             check,
-        } => explain::run(&file, output.is_some(), check).map(|()| Done),
+        } => match file {
+            Some(file) if !example => explain::run(&file, output.is_some(), check),
+            _ => explain::print_example(),
+        }
+        .map(|()| Done),
         Command::Ns {
             command: NsCommand::Ls { pid, kind, json },
         } => nsls::run(pid, kind.as_deref(), json).map(|()| Done),

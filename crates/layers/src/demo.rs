@@ -294,7 +294,7 @@ fn check_processes(
         });
         checks.push(Check {
             claim: format!(
-                "{what}'s parent is a containerd-shim-runc-v2 of namespace {namespace:?} for its id"
+                "{what}'s parent is a containerd-shim-runc-v2 of namespace \"{namespace}\" for its id"
             ),
             found: shim.map_or("no parent".into(), |s| {
                 format!("{} {}", s.pid, s.command_text())
@@ -319,7 +319,14 @@ fn check_processes(
         .collect();
     checks.push(Check {
         claim: "dockerd does not run the container itself: the container is not below dockerd (nor below containerd)".into(),
-        found: format!("the container's ancestry: {docker_chain:?}"),
+        found: format!(
+            "the container's ancestry (pid, then its parent's): {}",
+            docker_chain
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(" ← ")
+        ),
         holds: !docker_chain.contains(&dockerd.pid) && !docker_chain.contains(&containerd.pid),
     });
     let runcs: Vec<String> = table
@@ -469,17 +476,25 @@ fn show_layers(
             .is_some_and(|u| u.starts_with(&dir));
     checks.push(Check {
         claim: "the ctr container's / is an overlay whose lowerdirs and upperdir are containerd snapshot folders".into(),
-        found: format!("lowerdir {:?}, upperdir {:?}", ctr_root.lowerdirs, ctr_root.upperdir),
+        found: format!(
+            "lowerdir {}, upperdir {}",
+            paths_text(&ctr_root.lowerdirs),
+            ctr_root
+                .upperdir
+                .as_ref()
+                .map_or("none".into(), |u| u.display().to_string())
+        ),
         holds: in_snapshots,
     });
     checks.push(Check {
         claim:
             "the kernel's overlay of the ctr container is the one `ctr snapshots mounts` describes"
                 .into(),
-        found: format!(
-            "ctr says lowerdir {:?}",
-            planned.as_ref().map(|p| &p.lowerdirs)
-        ),
+        found: planned
+            .as_ref()
+            .map_or("ctr described no overlay".into(), |p| {
+                format!("ctr says lowerdir {}", paths_text(&p.lowerdirs))
+            }),
         holds: planned
             .as_ref()
             .is_some_and(|p| p.lowerdirs == ctr_root.lowerdirs && p.upperdir == ctr_root.upperdir),
@@ -506,7 +521,7 @@ fn show_layers(
         .collect();
     checks.push(Check {
         claim: "the docker container's / is an overlay whose lowerdirs are dockerd's overlay2 layer folders (…/overlay2/<id>/diff), not containerd snapshots".into(),
-        found: format!("lowerdirs resolve to {resolved:?}"),
+        found: format!("lowerdirs resolve to {}", paths_text(&resolved)),
         holds: !resolved.is_empty()
             && resolved.iter().all(|r| r.starts_with(&graph) && r.ends_with("diff") && !r.starts_with(&dir)),
     });
@@ -606,4 +621,16 @@ mod tests {
             STACKS.contains("containerd-shim-runc-v2") && STACKS.contains("pause + containers")
         );
     }
+}
+
+/// Paths for a claim's evidence: one after another, `:`-separated as in an overlay's options.
+fn paths_text(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "none".into();
+    }
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
 }

@@ -58,6 +58,16 @@ fn layers_demo_with_real_daemons() {
             "no check for {claim:?}"
         );
     }
+    // Issue 15: evidence in words, not Rust's debug notation (`Some([..])`, `["/tmp/..`).
+    let debug: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            ["Some(", "None", "Ok(", "Err(", "[\""]
+                .iter()
+                .any(|p| l.contains(p))
+        })
+        .collect();
+    assert!(debug.is_empty(), "debug notation: {debug:#?}");
     assert!(text.contains("ctr snapshots ls"));
     assert!(text.contains("The lab is gone"));
     // Nothing of the lab is left on this host: no peer process with the lab's folder.

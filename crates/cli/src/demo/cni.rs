@@ -14,7 +14,7 @@ use podlab_ns::net::Netlink;
 use podlab_ns::{ops, NsKind};
 
 use super::kit::{container_id, exec_text, is_ready, wait_pod, ScratchRoot};
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 use crate::context::Ctx;
 
 fn web_pod(name: &str) -> Result<Pod> {
@@ -86,12 +86,14 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         .map(|a| format!("{}/{}", a.addr, a.prefix_len))
         .collect();
     say(format!(
-        "\nOn the node: bridge podlab0 {bridge_addrs:?}, its ports (one veth per pod): {ports:?}"
+        "\nOn the node: bridge podlab0 {}, its ports (one veth per pod): {}",
+        bridge_addrs.shown(),
+        ports.shown()
     ));
     evidence.check(
         "the node has the bridge podlab0 with a veth per pod",
         ports.len() == 2,
-        format!("{ports:?}"),
+        ports.shown(),
     );
 
     for (name, pod, ip) in [("cni-a", &a, &ip_a), ("cni-b", &b, &ip_b)] {
@@ -112,15 +114,21 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
             .map(|a| a.addr.to_string())
             .collect();
         let routes = inside.routes()?;
+        let links = inside.links()?;
         let default_route = routes.iter().any(|r| r.dst.is_none());
         say(format!(
-            "{name}: eth0 {eth0:?} (read inside its netns {}), routes: {routes:?}",
+            "{name}: eth0 {} (read inside its netns {})",
+            eth0.shown(),
             pin.display()
         ));
+        say(format!("  $ ip route     # inside {name}"));
+        for route in &routes {
+            say(format!("  {}", route_line(route, &links)));
+        }
         evidence.check(
             format!("{name}'s eth0 inside its netns has the pod IP"),
             eth0.contains(ip),
-            format!("{eth0:?} vs {ip}"),
+            format!("eth0 has {}, the pod's IP is {ip}", eth0.shown()),
         );
         evidence.check(
             format!("{name} is on podlab's subnet 10.88.0.0/16"),
@@ -151,6 +159,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         );
     }
 
+    if super::keep() {
+        return Ok(());
+    }
     say("\n$ podlab delete pod cni-a cni-b     # CNI DEL for each: its veth and its lease go");
     for name in ["cni-a", "cni-b"] {
         crate::delete::delete_pod(&ctx, "default", name, Some(1), true)?;
@@ -167,7 +178,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "after delete, no veth is left; the bridge stays for the next pod, as on a kubelet node",
         left == ["podlab0"],
-        format!("{left:?}"),
+        format!("links left: {}", left.shown()),
     );
     say("(the node agent stops, as it does after a minute without pods: it removes the bridge no pod uses)");
     podlab_kubelet::node::stop_agent(&ctx.root, Duration::from_secs(10))?;
@@ -175,13 +186,13 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "once the agent has stopped, no bridge and no veth is left",
         left.is_empty(),
-        format!("{left:?}"),
+        format!("links left: {}", left.shown()),
     );
     let leases = leases(&crate::network::network_root()?);
     evidence.check(
         "after delete, no IP lease is left in the IPAM store",
         leases.is_empty(),
-        format!("{leases:?}"),
+        format!("leases: {}", leases.shown()),
     );
     Ok(())
 }
@@ -304,7 +315,7 @@ pub fn run_failure(evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "between attempts nothing half-made is left: one lease (first's)",
         lease_files.len() == 1,
-        format!("{lease_files:?}"),
+        format!("leases: {}", lease_files.shown()),
     );
     let ready_sandboxes = ctx
         .runtime()?
@@ -338,12 +349,15 @@ pub fn run_failure(evidence: &mut Evidence) -> Result<()> {
         "10.89.0.2",
         true,
     );
+    if super::keep() {
+        return Ok(());
+    }
     crate::delete::delete_pod(&ctx, "default", "second", Some(1), true)?;
     let lease_files = leases_in(&data_dir);
     evidence.check(
         "after delete no lease is left",
         lease_files.is_empty(),
-        format!("{lease_files:?}"),
+        format!("leases: {}", lease_files.shown()),
     );
     Ok(())
 }
@@ -355,4 +369,22 @@ fn leases_in(data_dir: &std::path::Path) -> Vec<String> {
             .and_then(|p| p.parent())
             .unwrap_or(data_dir),
     )
+}
+
+/// A route as `ip route` prints it: `10.88.0.0/16 dev eth0`, `default via 10.88.0.1 dev eth0`.
+fn route_line(route: &podlab_ns::net::Route, links: &[podlab_ns::net::Link]) -> String {
+    let mut line = match route.dst {
+        Some((addr, prefix)) => format!("{addr}/{prefix}"),
+        None => "default".into(),
+    };
+    if let Some(gateway) = route.gateway {
+        line += &format!(" via {gateway}");
+    }
+    if let Some(index) = route.ifindex {
+        match links.iter().find(|l| l.index == index) {
+            Some(link) => line += &format!(" dev {}", link.name),
+            None => line += &format!(" dev #{index}"),
+        }
+    }
+    line
 }

@@ -20,7 +20,7 @@ use podlab_control::{controller_of, ControllerConfig, Informer, ReplicaSetContro
 use serde_json::Value;
 
 use super::lab::{Lab, NAMESPACE};
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 const ORPHAN: &str = r#"
 apiVersion: v1
@@ -65,6 +65,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("is filed under its controller's UID (`<namespace>/<uid>`), or under `_ORPHAN_POD/<ns>`");
     say("when nothing controls it; the ReplicaSet controller reads only those two answers.");
     let outcome = walk_through(&lab, evidence);
+    if super::keep() {
+        return outcome;
+    }
     say("\n$ podlab delete replicaset idx other     # their pods go with them (the cascade)");
     let cleaned = clean_up(&lab);
     outcome?;
@@ -105,11 +108,12 @@ fn wait_pods(lab: &Lab, what: &str, done: impl Fn(&[Pod]) -> bool) -> Result<Vec
                 .filter_map(|p| p.metadata.name.clone())
                 .collect();
             bail!(
-                "{what} did not happen within {} s (pods: {names:?})",
-                LIMIT.as_secs()
+                "{what} did not happen within {} s (pods: {})",
+                LIMIT.as_secs(),
+                names.shown()
             );
         }
-        std::thread::sleep(Duration::from_millis(100));
+        super::poll_pause(Duration::from_millis(100));
     }
 }
 
@@ -156,7 +160,7 @@ fn walk_through(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "before any ReplicaSet, idx-orphan is under the orphan key",
         orphans == ["idx-orphan"],
-        format!("{orphans:?}"),
+        orphans.shown(),
     );
 
     say("\n$ podlab apply -f replicasets.yaml     # idx: 3 replicas of app=idx; other: 2 of app=other");
@@ -182,7 +186,7 @@ fn walk_through(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
                 })
                 .count()
                 == 3,
-        format!("{mine:?}"),
+        mine.shown(),
     );
     evidence.compare(
         "--index controller=<idx uid> answers idx's pods",
@@ -195,11 +199,7 @@ fn walk_through(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
         true,
     );
     let orphans = show_index(lab, "controller=orphan")?;
-    evidence.check(
-        "no orphan is left",
-        orphans.is_empty(),
-        format!("{orphans:?}"),
-    );
+    evidence.check("no orphan is left", orphans.is_empty(), orphans.shown());
 
     // Relabel one of idx's own pods: it no longer matches, is released, and replaced.
     let victim = mine
@@ -236,12 +236,12 @@ fn walk_through(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         format!("{victim} was released: now under the orphan key"),
         orphans == [victim.clone()],
-        format!("{orphans:?}"),
+        orphans.shown(),
     );
     evidence.check(
         "a replacement was made (idx has 3 pods again)",
         mine_now.len() == 3 && replacement.len() == 1,
-        format!("{mine_now:?}, new: {replacement:?}"),
+        format!("{}, new: {}", mine_now.shown(), replacement.shown()),
     );
 
     // What a sync of idx reads: a second controller, synced once here.
@@ -336,7 +336,7 @@ fn walk_through(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "scaling to 1 deleted the 2 extras, newest first (the oldest pod stays)",
         kept.len() == 1 && deleted.len() == 2 && deleted.iter().all(|d| created(d) >= kept_at),
-        format!("kept {kept:?}, deleted {deleted:?}"),
+        format!("kept {}, deleted {}", kept.shown(), deleted.shown()),
     );
     Ok(())
 }
@@ -382,6 +382,6 @@ fn clean_up(lab: &Lab) -> Result<()> {
         if start.elapsed() > Duration::from_secs(60) {
             bail!("{} pods are still there after 60 s", left.len());
         }
-        std::thread::sleep(Duration::from_millis(100));
+        super::poll_pause(Duration::from_millis(100));
     }
 }

@@ -57,8 +57,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
 
     say("\"Container A\" joins it (setns) and makes a message queue, a semaphore set and a shared");
     say(format!(
-        "memory segment under key {KEY:#x}, writes {:?} to the segment, sends \"ping\"",
-        GREETING
+        "memory segment under key {KEY:#x}, writes \"{GREETING}\" to the segment, sends \"ping\""
     ));
     say(format!(
         "on the queue and makes POSIX mqueue {MQUEUE}. Then it exits; the objects stay with the"
@@ -117,7 +116,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         ],
     );
     say(format!(
-        "Container B read {shm_text:?} from the segment and {message:?} from the queue."
+        "Container B read \"{shm_text}\" from the segment and \"{message}\" from the queue."
     ));
     say("(Ids are numbered per namespace, from 0: the host may have an object with the same id");
     say("that has nothing to do with these. Keys and names are what the two sides could share.)");

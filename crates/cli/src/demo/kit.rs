@@ -38,7 +38,7 @@ pub fn wait_pod(
                 limit.as_secs()
             );
         }
-        std::thread::sleep(Duration::from_millis(100));
+        super::poll_pause(Duration::from_millis(100));
     }
 }
 
@@ -85,6 +85,10 @@ pub fn exec_text(runtime: &Runtime, id: &ContainerId, cmd: &[&str]) -> Result<St
     Ok(String::from_utf8_lossy(&result.stdout).into_owned())
 }
 
+/// A `$PODLAB_ROOT` of the demo's own below the temp folder. Dropped, it stops its node agent,
+/// removes every sandbox and the folder; if the demo ends early (a signal, a closed stdout),
+/// [`super::interrupt`] does the same. With `--keep` it is left running instead, and the
+/// commands to look at it and to remove it are printed.
 pub struct ScratchRoot {
     path: PathBuf,
     /// The variables it set, with their values before, to put back.
@@ -97,6 +101,7 @@ impl ScratchRoot {
     pub fn new(name: &str, agent_env: &[(&str, &str)]) -> Result<ScratchRoot> {
         let path = std::env::temp_dir().join(format!("podlab-demo-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        super::interrupt::on_abandon(&path, remove_scratch_root);
         let mut root = ScratchRoot {
             path,
             saved: Vec::new(),
@@ -124,19 +129,63 @@ impl ScratchRoot {
     }
 }
 
+/// Stops the root's node agent, removes every sandbox it has and then the folder.
+fn remove_scratch_root(path: &Path) {
+    let _ = podlab_kubelet::node::stop_agent(path, Duration::from_secs(10));
+    // Ctx opens `$PODLAB_ROOT`; the CLI is single-threaded while a demo runs.
+    std::env::set_var("PODLAB_ROOT", path);
+    if let Ok(ctx) = Ctx::open() {
+        if let Ok(runtime) = ctx.runtime() {
+            for sandbox in runtime.list_pod_sandboxes().unwrap_or_default() {
+                let _ = runtime.stop_pod_sandbox(&sandbox.id);
+                let _ = runtime.remove_pod_sandbox(&sandbox.id);
+            }
+            let _ = runtime.gc();
+        }
+    }
+    // The bridge stays while the agent runs; the agent stopped before its pods went, so it
+    // goes here once no pod uses it (as `podlab gc` does).
+    let _ = crate::network::gc();
+    let _ = std::fs::remove_dir_all(path);
+}
+
+/// What `--keep` prints: how to look at the pods left running in `root`, and how to remove
+/// them and the root.
+fn print_kept(root: &Path) {
+    let pods: Vec<String> = Ctx::open()
+        .and_then(|ctx| Ok(ctx.store.list::<Pod>(None)?.0))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let first = pods.first().map_or("NAME", String::as_str);
+    let root = root.display();
+    super::say(
+        "\n--keep: the demo's pods keep running, with their node agent, in a root of their own:",
+    );
+    super::say(format!("  export PODLAB_ROOT={root}"));
+    super::say("To look at them:");
+    super::say("  podlab get pods -o wide");
+    super::say(format!("  podlab describe pod {first}"));
+    super::say(format!("  podlab exec {first} -- ps"));
+    super::say("  podlab ns ls -t net          # the POD and CONTAINER columns name each namespace's owner");
+    super::say("To remove them (pods, their node agent, the root):");
+    if !pods.is_empty() {
+        super::say(format!("  podlab delete pod {}", pods.join(" ")));
+    }
+    super::say(format!(
+        "  podlab node --stop && rm -r {root} && unset PODLAB_ROOT"
+    ));
+}
+
 impl Drop for ScratchRoot {
     fn drop(&mut self) {
-        let _ = podlab_kubelet::node::stop_agent(&self.path, Duration::from_secs(10));
-        if let Ok(ctx) = Ctx::open() {
-            if let Ok(runtime) = ctx.runtime() {
-                for sandbox in runtime.list_pod_sandboxes().unwrap_or_default() {
-                    let _ = runtime.stop_pod_sandbox(&sandbox.id);
-                    let _ = runtime.remove_pod_sandbox(&sandbox.id);
-                }
-                let _ = runtime.gc();
-            }
+        if super::keep() {
+            print_kept(&self.path);
+        } else {
+            remove_scratch_root(&self.path);
         }
-        let _ = std::fs::remove_dir_all(&self.path);
+        super::interrupt::done(&self.path);
         for (key, before) in self.saved.drain(..).rev() {
             match before {
                 Some(value) => std::env::set_var(&key, value),

@@ -97,7 +97,7 @@ impl Lab {
                     row[2]
                 );
             }
-            std::thread::sleep(Duration::from_millis(100));
+            super::poll_pause(Duration::from_millis(100));
         }
     }
 

@@ -12,7 +12,7 @@ use podlab_ns::{Error, NsKind};
 use serde::{Deserialize, Serialize};
 
 use super::uts::side_by_side;
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("A mount namespace is a process's own copy of the mount table. Each container of a pod");
@@ -36,9 +36,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         "nothing is left: no mount below the demo's folder, and the folder is gone",
         left == 0 && !path.exists(),
         format!(
-            "{left} mounts, {} exists: {}",
+            "{left} mounts; {} {}",
             path.display(),
-            path.exists()
+            if path.exists() { "exists" } else { "is gone" }
         ),
     );
     Ok(())
@@ -114,12 +114,21 @@ fn private_tmpfs(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "the child's mountinfo has its tmpfs",
         seen.mount.as_ref().is_some_and(|m| m.fs_type == "tmpfs"),
-        format!("{:?}", seen.mount.as_ref().map(|m| &m.fs_type)),
+        seen.mount
+            .as_ref()
+            .map_or("no such mount".into(), |m| format!("a {} mount", m.fs_type)),
     );
     evidence.check(
         "the host's mountinfo, read while the tmpfs was mounted, does not have it",
         !seen.in_parents_mountinfo,
-        format!("in /proc/PPID/mountinfo: {}", seen.in_parents_mountinfo),
+        format!(
+            "in /proc/PPID/mountinfo: {}",
+            if seen.in_parents_mountinfo {
+                "present"
+            } else {
+                "absent"
+            }
+        ),
     );
     evidence.check(
         "the file written into the tmpfs is not in the host's folder",
@@ -194,7 +203,10 @@ fn overlay(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> {
         "   merged, as mounted:       {}",
         seen.before.join(" ")
     ));
-    say(format!("   \"shared\" reads:           {:?}", seen.shared));
+    say(format!(
+        "   \"shared\" reads:           \"{}\"",
+        seen.shared
+    ));
     say("   the container writes \"written\" and deletes \"doomed\":");
     say(format!(
         "   merged, afterwards:       {}",
@@ -238,14 +250,18 @@ fn overlay(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> {
         "deleting a lower file leaves a whiteout (character device 0/0) in upper and hides it",
         whiteout && base.join("doomed").is_file() && !seen.after.contains(&"doomed".to_string()),
         format!(
-            "whiteout: {whiteout}, base still has it: {}",
-            base.join("doomed").is_file()
+            "whiteout in upper: {}, doomed still in the base layer: {}",
+            whiteout.shown(),
+            base.join("doomed").is_file().shown()
         ),
     );
     evidence.check(
         "the overlay was an overlay mount in the child, and is none on the host",
         seen.fs_type.as_deref() == Some("overlay") && !mnt::is_mountpoint(&merged)?,
-        format!("child: {:?}, host: not mounted", seen.fs_type),
+        format!(
+            "child: {}, host: not mounted",
+            seen.fs_type.as_deref().unwrap_or("no mount")
+        ),
     );
     Ok(())
 }
@@ -341,7 +357,7 @@ fn pivot_into_busybox(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> 
     })?;
     say(format!("   busybox ls /:   {}", seen.busybox_ls));
     say(format!(
-        "   /{MARKER}: {:?}",
+        "   /{MARKER}: \"{}\"",
         seen.marker.as_deref().unwrap_or("(missing)").trim()
     ));
     say(format!(
@@ -355,7 +371,12 @@ fn pivot_into_busybox(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> 
     evidence.check(
         "after pivot_root, / is the new root: its marker file is at /",
         seen.marker.is_some(),
-        format!("/{MARKER}: {:?}", seen.marker.as_deref().map(str::trim)),
+        format!(
+            "/{MARKER}: {}",
+            seen.marker
+                .as_deref()
+                .map_or("missing".into(), |m| format!("\"{}\"", m.trim()))
+        ),
     );
     evidence.check(
         "busybox from the new root runs and lists it",
@@ -366,9 +387,13 @@ fn pivot_into_busybox(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> 
         "the host's root is gone: the host folder is unreachable",
         !seen.host_folder_visible,
         format!(
-            "{} visible: {}",
+            "{} {}",
             host_folder.display(),
-            seen.host_folder_visible
+            if seen.host_folder_visible {
+                "is visible"
+            } else {
+                "is not there"
+            }
         ),
     );
     let foreign: Vec<_> = seen
@@ -379,12 +404,20 @@ fn pivot_into_busybox(scratch: &Scratch, evidence: &mut Evidence) -> Result<()> 
     evidence.check(
         "the mount table holds only the new root, its /dev and its /proc",
         foreign.is_empty(),
-        format!("{} mounts, others: {foreign:?}", seen.mount_points.len()),
+        format!(
+            "{} mounts, others: {}",
+            seen.mount_points.len(),
+            foreign.shown()
+        ),
     );
     evidence.check(
         "the /dev made for it works (/dev/null takes a write)",
         seen.dev_null_works,
-        format!("{}", seen.dev_null_works),
+        if seen.dev_null_works {
+            "the write succeeded"
+        } else {
+            "the write failed"
+        },
     );
     Ok(())
 }

@@ -211,7 +211,7 @@ fn prove_tcp_over_the_veth(
         });
     let seen = match &outcome {
         Ok((peer, received)) => format!(
-            "{peer} -> {target}: {:?}",
+            "{peer} → {target}: \"{}\"",
             String::from_utf8_lossy(received)
         ),
         Err(err) => format!("{err:#}"),
@@ -242,7 +242,7 @@ fn prove_loopback_is_the_pods_own(
     let describe = |r: &podlab_ns::Result<TcpStream>| match r {
         Ok(_) => "connected".to_owned(),
         Err(err) => match err.errno() {
-            Some(errno) => format!("failed with {errno:?}"),
+            Some(errno) => format!("failed with {}", errno.desc()),
             None => format!("failed: {err}"),
         },
     };

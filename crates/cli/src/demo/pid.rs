@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::uts::side_by_side;
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 /// What PID 1 found inside its namespace.
 #[derive(Debug, Serialize, Deserialize)]
@@ -87,8 +87,8 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
             ),
             (
                 "NSpid in /proc/PID/status",
-                &format!("{host_nspid:?}"),
-                &format!("{:?}", inside.nspid),
+                &nspid_line(&host_nspid),
+                &nspid_line(&inside.nspid),
             ),
             (
                 "processes in /proc",
@@ -122,7 +122,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     kill(pid1.pid(), Signal::SIGTERM).context("kill(SIGTERM) from the host")?;
     ping.write_all(b"?").context("asking PID 1")?;
     let answer: String = receive_line(&mut reports)?;
-    say(format!("  PID 1 answers {answer:?}"));
+    say(format!("  PID 1 answers \"{answer}\""));
     say("SIGKILL from the host cannot be ignored:");
     let ended = pid1.kill()?;
     say(format!("  PID 1: {}", podlab_ns::child::describe(ended)));
@@ -166,7 +166,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         "an orphan inside is re-parented to PID 1",
         inside.orphan.ppid_before != 1 && inside.orphan.ppid_after == 1,
         format!(
-            "ppid {} -> {}",
+            "ppid {} → {}",
             inside.orphan.ppid_before, inside.orphan.ppid_after
         ),
     );
@@ -174,26 +174,31 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         "PID 1 reaps the orphan, leaving no zombie",
         inside.orphan.reaped_by_pid1.is_some() && inside.orphan.zombies_left.is_empty(),
         format!(
-            "reaped: {:?}, zombies of PID 1: {:?}",
-            inside.orphan.reaped_by_pid1, inside.orphan.zombies_left
+            "reaped: {}, zombies of PID 1: {}",
+            inside
+                .orphan
+                .reaped_by_pid1
+                .as_deref()
+                .unwrap_or("not reaped"),
+            inside.orphan.zombies_left.shown()
         ),
     );
     evidence.check(
         "SIGTERM from inside and from the host leave a handler-less PID 1 running",
         inside.sigterm_sent_from_inside && answer == "alive",
         format!(
-            "kill(1, SIGTERM) inside succeeded: {}; PID 1 answered {answer:?}",
-            inside.sigterm_sent_from_inside
+            "kill(1, SIGTERM) inside {}; PID 1 answered \"{answer}\"",
+            if inside.sigterm_sent_from_inside {
+                "succeeded"
+            } else {
+                "failed"
+            }
         ),
     );
-    evidence.compare(
+    evidence.check(
         "SIGKILL from the host ends PID 1",
-        format!("{ended:?}"),
-        format!(
-            "{:?}",
-            WaitStatus::Signaled(Pid::from_raw(host_pid), Signal::SIGKILL, false)
-        ),
-        true,
+        ended == WaitStatus::Signaled(Pid::from_raw(host_pid), Signal::SIGKILL, false),
+        podlab_ns::child::describe(ended),
     );
     Ok(())
 }
@@ -330,4 +335,13 @@ pub(super) fn receive_line<T: DeserializeOwned>(from: &mut BufReader<File>) -> R
         anyhow::bail!("the other process ended without answering");
     }
     serde_json::from_str(&line).with_context(|| format!("unreadable answer {line:?}"))
+}
+
+/// The NSpid line of /proc/PID/status as the kernel writes it: the pid in each namespace,
+/// outermost first.
+fn nspid_line(pids: &[i32]) -> String {
+    pids.iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
 }

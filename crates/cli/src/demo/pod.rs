@@ -16,7 +16,7 @@ use podlab_ns::{ops, NsKind};
 use podlab_runtime::id::ContainerId;
 
 use super::kit::exec_text;
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 use crate::context::Ctx;
 
 const MANIFEST: &str = include_str!("pod.yaml");
@@ -47,6 +47,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     crate::apply::apply_pod(&ctx, pod)?;
     ctx.ensure_node()?;
     let outcome = inspect_running_pod(&ctx, &name, evidence);
+    if super::keep() {
+        return outcome.map(|_| ());
+    }
 
     say(format!("\n$ podlab delete pod {name}"));
     crate::delete::delete_pod(&ctx, NAMESPACE, &name, None, true)?;
@@ -59,7 +62,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         evidence.check(
             "after delete, no process of the pod is left",
             leftovers.is_empty(),
-            format!("alive: {leftovers:?}"),
+            format!("alive: {}", leftovers.shown()),
         );
     }
     outcome.map(|_| ())
@@ -187,9 +190,9 @@ fn inspect_running_pod(ctx: &Ctx, name: &str, evidence: &mut Evidence) -> Result
         "the init container finished before any app container started",
         matches!((&init_finished, &first_app_start), (Some(f), Some(s)) if f.0 <= s.0),
         format!(
-            "prepare finished {:?}, first app container started {:?}",
-            init_finished.map(|t| t.0.to_string()),
-            first_app_start.map(|t| t.0.to_string())
+            "prepare finished {}, first app container started {}",
+            init_finished.map_or("never".into(), |t| t.0.to_string()),
+            first_app_start.map_or("never".into(), |t| t.0.to_string())
         ),
     );
 
@@ -214,7 +217,7 @@ fn inspect_running_pod(ctx: &Ctx, name: &str, evidence: &mut Evidence) -> Result
         .trim()
         .to_string();
     say(format!(
-        "\nhostname:  host {host_name:?}   web {web_host:?}   client {client_host:?}"
+        "\nhostname:  host \"{host_name}\"   web \"{web_host}\"   client \"{client_host}\""
     ));
     evidence.check(
         "both containers report the pod's hostname",
@@ -252,7 +255,7 @@ fn inspect_running_pod(ctx: &Ctx, name: &str, evidence: &mut Evidence) -> Result
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     })?;
     say(format!(
-        "  queue {queue}: sent {sent:?}, received {received:?}"
+        "  queue {queue}: sent \"{sent}\", received \"{received}\""
     ));
     evidence.compare(
         "a message queued in web's IPC namespace is read in client's",
@@ -301,7 +304,7 @@ fn wait_ready(ctx: &Ctx, name: &str, limit: Duration) -> Result<Pod> {
                 row[2]
             );
         }
-        std::thread::sleep(Duration::from_millis(100));
+        super::poll_pause(Duration::from_millis(100));
     }
 }
 

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::kit::{container_id, exec_text};
 use super::lab::{condition, container, restarts, show_pods, Lab};
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 const MANIFEST: &str = r#"
 apiVersion: v1
@@ -68,6 +68,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("\n$ podlab apply -f probes.yaml     # liveness: exec cat /tmp/healthy; readiness: exec cat /tmp/ready");
     let names = lab.apply(MANIFEST, "probes.yaml")?;
     let outcome = liveness(&lab, evidence).and_then(|()| readiness(&lab, evidence));
+    if super::keep() {
+        return outcome;
+    }
     say("\n$ podlab delete pod liveness readiness");
     let deleted = lab.delete(&names);
     outcome?;
@@ -131,9 +134,9 @@ fn liveness(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
             && last.as_ref().is_some_and(|t| t.exit_code == 0)
             && status.state.as_ref().is_some_and(|s| s.running.is_some()),
         format!(
-            "restartCount {}, lastState exit code {:?}",
+            "restartCount {}, lastState exit code {}",
             status.restart_count,
-            last.map(|t| t.exit_code)
+            last.map(|t| t.exit_code).shown()
         ),
     );
     let observed = lab.observe(&pod)?;
@@ -151,13 +154,14 @@ fn liveness(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
             && records
                 .iter()
                 .any(|c| c.metadata.attempt == 1 && c.exit_code.is_none()),
-        format!(
-            "{:?}",
-            records
-                .iter()
-                .map(|c| (c.metadata.attempt, c.exit_code))
-                .collect::<Vec<_>>()
-        ),
+        records
+            .iter()
+            .map(|c| match c.exit_code {
+                Some(code) => format!("attempt {} exited {code}", c.metadata.attempt),
+                None => format!("attempt {} running", c.metadata.attempt),
+            })
+            .collect::<Vec<_>>()
+            .shown(),
     );
     let rule = lab.show_rule("liveness", "CTR-3", "\nThe agent's pass that killed it: ");
     evidence.check(

@@ -16,7 +16,7 @@ use podlab_kubelet::{sync_pass, PassContext};
 use podlab_runtime::status::ContainerState;
 
 use super::lab::{container, phase, restarts, show_pods, status_column, Lab};
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 const MANIFEST: &str = r#"
 apiVersion: v1
@@ -132,6 +132,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     ));
     let names = lab.apply(MANIFEST, "restarts.yaml")?;
     let outcome = watch_and_check(&lab, evidence);
+    if super::keep() {
+        return outcome;
+    }
     say("\n$ podlab delete pod always on-failure on-failure-ok never never-ok");
     let deleted = lab.delete(&names);
     outcome?;
@@ -209,6 +212,16 @@ fn watch_and_check(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
                 .cloned()
                 .unwrap_or_else(|| "not in node.log".into()),
         );
+        say(format!(
+            "    {:<9}  {:<12}  {:<6}  {:<8}  {:<15}  {:<10}  {}",
+            "container",
+            "restartCount",
+            "rule",
+            "decides",
+            "runtime records",
+            "exit codes",
+            "newest attempt"
+        ));
         for (container, restarted, rule) in containers.iter() {
             let api_restarts = restarts(pod, container);
             let records: Vec<_> = observed
@@ -220,16 +233,21 @@ fn watch_and_check(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
             let exit_codes: Vec<i32> = records.iter().filter_map(|c| c.exit_code).collect();
             let decision = should_restart(&spec, view.newest(container));
             say(format!(
-                "    {container:<4}  restartCount {api_restarts}   {} ({})   runtime records kept: {}, exit codes {exit_codes:?}, newest attempt {}",
+                "    {container:<9}  {api_restarts:<12}  {:<6}  {:<8}  {:<15}  {:<10}  {}",
                 decision.rule.unwrap_or("running"),
-                if decision.restart { "restart" } else { "leave it" },
+                if decision.restart {
+                    "restart"
+                } else {
+                    "leave it"
+                },
                 records.len(),
+                exit_codes.shown(),
                 newest.map_or(0, |c| c.metadata.attempt),
             ));
             evidence.check(
                 format!("{name}/{container}: {rule} decides"),
                 decision.rule == Some(*rule) && decision.restart == *restarted,
-                format!("{:?}", decision.rule),
+                decision.rule.unwrap_or("no rule").to_string(),
             );
             evidence.check(
                 format!(
@@ -255,8 +273,9 @@ fn watch_and_check(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
                     && exit_codes.iter().all(|c| *c == want_code)
                     && records.iter().all(|c| c.state == ContainerState::Exited),
                 format!(
-                    "restartCount {api_restarts}, newest attempt {:?}, exit codes {exit_codes:?}",
-                    newest.map(|c| c.metadata.attempt)
+                    "restartCount {api_restarts}, newest attempt {}, exit codes {}",
+                    newest.map(|c| c.metadata.attempt).shown(),
+                    exit_codes.shown()
                 ),
             );
         }
@@ -313,6 +332,6 @@ fn settled_snapshot(lab: &Lab) -> Result<Vec<Pod>> {
         if (quiet && same) || start.elapsed() > Duration::from_secs(15) {
             return Ok(pods);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        super::poll_pause(Duration::from_millis(50));
     }
 }

@@ -14,7 +14,7 @@ use podlab_ns::{ops, NsKind};
 use podlab_runtime::status::{SandboxState, SandboxStatus};
 
 use super::lab::{container, phase, restarts, sandboxes_of, show_pods, Lab};
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 const MANIFEST: &str = r#"
 apiVersion: v1
@@ -49,6 +49,9 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("\n$ podlab apply -f sandbox.yaml     # `sandbox` (restartPolicy Always) and `sandbox-never` (Never)");
     let names = lab.apply(MANIFEST, "sandbox.yaml")?;
     let outcome = recreated(&lab, evidence).and_then(|()| never(&lab, evidence));
+    if super::keep() {
+        return outcome;
+    }
     say("\n$ podlab delete pod sandbox sandbox-never");
     let deleted = lab.delete(&names);
     outcome?;
@@ -160,7 +163,8 @@ fn recreated(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
         "the agent recreated the sandbox by SBX-3 (the newest sandbox is not ready)",
         logged.is_some() && check.rule == "SBX-3" && check.recreate,
         format!(
-            "agent: {logged:?}; rules on the dead sandbox: {} ({}), new attempt {}",
+            "the agent logged \"{}\"; the rules on the dead sandbox: {} ({}), new attempt {}",
+            logged.as_deref().unwrap_or("nothing"),
             check.rule,
             check.reason.as_str(),
             check.attempt
@@ -226,7 +230,11 @@ fn never(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "Never: no new sandbox (ACT-2); the pod is only killed",
         sandboxes.len() == 1 && logged.is_some(),
-        format!("{} sandboxes; agent: {logged:?}", sandboxes.len()),
+        format!(
+            "{} sandbox(es); the agent logged \"{}\"",
+            sandboxes.len(),
+            logged.as_deref().unwrap_or("nothing")
+        ),
     );
     let app = container(&after, "app").context("app's status")?;
     let terminated = app.state.as_ref().and_then(|s| s.terminated.clone());
@@ -237,9 +245,9 @@ fn never(lab: &Lab, evidence: &mut Evidence) -> Result<()> {
                 .as_ref()
                 .is_some_and(|t| (t.exit_code == 0) == (phase(&after) == "Succeeded")),
         format!(
-            "phase {}, app exit code {:?}, restartCount {}",
+            "phase {}, app exit code {}, restartCount {}",
             phase(&after),
-            terminated.map(|t| t.exit_code),
+            terminated.map(|t| t.exit_code).shown(),
             app.restart_count
         ),
     );

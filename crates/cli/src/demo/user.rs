@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::pid::{channel, fork_child, receive_line, send_line};
 use super::uts::side_by_side;
-use super::{say, Evidence};
+use super::{say, Evidence, Shown};
 
 /// The unprivileged user the demo becomes when podlab runs as real root.
 const NOBODY: u32 = 65534;
@@ -91,8 +91,14 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
             ("gid", &status_gid.to_string(), &inside.gid.to_string()),
         ],
     );
-    say(format!("/proc/{pid}/uid_map: {}", uid_map.trim()));
-    say(format!("/proc/{pid}/gid_map: {}", gid_map.trim()));
+    say(format!(
+        "/proc/{pid}/uid_map: {}",
+        mapping_words(&user::parse_id_map(&uid_map)?)
+    ));
+    say(format!(
+        "/proc/{pid}/gid_map: {}",
+        mapping_words(&user::parse_id_map(&gid_map)?)
+    ));
     let podlab_map = user::parse_id_map(&user::id_maps(std::process::id() as i32)?.0)?;
     let host_uid = user::map_to_outside(&user::parse_id_map(&uid_map)?, 0)
         .and_then(|uid| user::map_to_outside(&podlab_map, uid));
@@ -112,7 +118,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         inside.host_hostname_errno.as_deref().unwrap_or("allowed")
     ));
     say(format!(
-        "sethostname({OWN_HOSTNAME:?}) in a uts namespace it made: now {:?}",
+        "sethostname(\"{OWN_HOSTNAME}\") in a uts namespace it made: now \"{}\"",
         inside.own_hostname
     ));
 
@@ -127,17 +133,16 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         outside_uid,
         true,
     );
-    evidence.compare(
+    evidence.check(
         "inside the new user namespace it is uid 0, gid 0",
-        (inside.uid, inside.gid),
-        (0, 0),
-        true,
+        (inside.uid, inside.gid) == (0, 0),
+        format!("uid {}, gid {}", inside.uid, inside.gid),
     );
-    evidence.compare(
+    let uid_mapping = user::parse_id_map(&uid_map)?;
+    evidence.check(
         "its uid_map maps 0 inside to its own uid outside",
-        user::parse_id_map(&uid_map)?,
-        own_id.to_vec(),
-        true,
+        uid_mapping == own_id,
+        mapping_words(&uid_mapping),
     );
     let own_gid = if real_root { NOBODY } else { getgid().as_raw() };
     evidence.compare(
@@ -149,13 +154,12 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     evidence.check(
         "on the host, uid 0 inside is an ordinary user, not root",
         host_uid.is_some_and(|uid| uid != 0),
-        format!("host uid {host_uid:?}"),
+        format!("host uid {}", host_uid.shown()),
     );
-    evidence.compare(
+    evidence.check(
         "from outside, the same process still has its own uid and gid",
-        (status_uid, status_gid),
-        (outside_uid, own_gid),
-        true,
+        (status_uid, status_gid) == (outside_uid, own_gid),
+        format!("uid {status_uid}, gid {status_gid}"),
     );
     evidence.check(
         "inside, it holds capabilities",
@@ -180,13 +184,27 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         host_hostname,
         true,
     );
-    evidence.compare(
+    evidence.check(
         "the child ended normally",
-        ended,
-        WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0),
-        true,
+        ended == WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0),
+        podlab_ns::child::describe(ended),
     );
     Ok(())
+}
+
+/// An id map in words: "0 inside is 65534 outside (1 id)", one range after another.
+fn mapping_words(map: &[IdMapping]) -> String {
+    let ranges: Vec<String> = map
+        .iter()
+        .map(|m| {
+            let ids = if m.count == 1 { "id" } else { "ids" };
+            format!(
+                "{} inside is {} outside ({} {ids})",
+                m.inside, m.outside, m.count
+            )
+        })
+        .collect();
+    ranges.shown()
 }
 
 /// In the child: become unprivileged (when podlab is real root), make the user namespace, and

@@ -82,6 +82,7 @@ fn demo_uts_holds() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("demo uts: all evidence holds"), "{stdout}");
     assert!(!stdout.contains("[FAIL]"), "{stdout}");
+    crate::support::assert_reads_as_words("uts", &stdout);
 }
 
 #[test]
@@ -90,6 +91,22 @@ fn demo_ipc_holds() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("demo ipc: all evidence holds"), "{stdout}");
     assert!(!stdout.contains("[FAIL]"), "{stdout}");
+    crate::support::assert_reads_as_words("ipc", &stdout);
+}
+
+/// Issue 15: the namespace demos printed their evidence in Rust's debug notation
+/// (`Some("tmpfs")`, `[IdMapping { inside: 0, .. }]`, `Signaled(Pid(13), SIGKILL, false)`).
+#[test]
+fn demo_evidence_is_words_not_rust_debug_output() {
+    let (code, stdout, stderr) = run(&["demo", "namespaces"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for demo in ["uts", "ipc", "net", "pid", "mnt", "user"] {
+        assert!(
+            stdout.contains(&format!("demo {demo}: all evidence holds")),
+            "{stdout}"
+        );
+    }
+    crate::support::assert_reads_as_words("namespaces", &stdout);
 }
 
 #[test]

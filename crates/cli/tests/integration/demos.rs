@@ -27,12 +27,36 @@ fn demo_holds(name: &str) {
         "{transcript}"
     );
     assert!(!out.stdout.contains("[FAIL]"), "{transcript}");
+    crate::support::assert_reads_as_words(name, &out.stdout);
     root.assert_nothing_left();
     let left: Vec<_> = scratch_roots()
         .into_iter()
         .filter(|r| !before.contains(r))
         .collect();
     assert!(left.is_empty(), "the demo left its scratch root: {left:?}");
+}
+
+/// The check of [`crate::support::assert_reads_as_words`] finds what the demos used to print.
+#[test]
+fn debug_notation_is_found_in_what_the_demos_printed_before_issue_15() {
+    for line in [
+        "  [ ok ] the child's mountinfo has its tmpfs: Some(\"tmpfs\")",
+        "  [ ok ] maps: [IdMapping { inside: 0, outside: 65534, count: 1 }]",
+        "  [ ok ] SIGKILL from the host ends PID 1: Signaled(Pid(13), SIGKILL, false)",
+        "cni-a: routes: [Route { dst: Some((10.88.0.0, 16)), gateway: None, ifindex: Some(2) }]",
+        "  [ ok ] a replacement was made: [\"idx-orphan\", \"idx-rbrqd\"]",
+        "  [ ok ] liveness: [(0, Some(0)), (1, None)]",
+    ] {
+        assert_eq!(crate::support::debug_notation(line), [line]);
+    }
+    for line in [
+        "  [ ok ] the child's mountinfo has its tmpfs: a tmpfs mount",
+        "  [ ok ] SIGKILL from the host ends PID 1: killed by SIGKILL",
+        "  pod always (restartPolicy Always): STATUS CrashLoopBackOff, phase Running by PH-5b",
+        "kubelet asks the runtime for a sandbox (RunPodSandbox) first: <none>",
+    ] {
+        assert!(crate::support::debug_notation(line).is_empty(), "{line}");
+    }
 }
 
 #[test]
@@ -73,11 +97,15 @@ fn assert_network_clean() {
         .filter(|name| name.starts_with("podlab") || name.starts_with("veth"))
         .collect();
     assert!(leftovers.is_empty(), "links left: {leftovers:?}");
-    let net_root = std::path::Path::new("/run/podlab-net");
-    let left: Vec<_> = std::fs::read_dir(net_root)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "network state left: {left:?}");
+    // Only this namespace's folder: /run is the host's, where other runs' namespaces have theirs.
+    let inode =
+        podlab_ns::ops::ns_inode(std::process::id() as i32, podlab_ns::NsKind::Net).unwrap();
+    let net_root = std::path::Path::new("/run/podlab-net").join(inode.to_string());
+    assert!(
+        !net_root.exists(),
+        "network state left: {}",
+        net_root.display()
+    );
 }
 
 #[test]
@@ -92,4 +120,108 @@ fn demo_cni_failure_holds() {
     let _network = crate::support::network_lock();
     demo_holds("cni-failure");
     assert_network_clean();
+}
+
+/// How an interrupted demo is ended.
+enum Ending {
+    /// Ctrl-C: SIGINT to podlab.
+    CtrlC,
+    /// `podlab demo | head`: the reader goes away.
+    ReaderGone,
+}
+
+/// Issue 13, defect 10: `podlab demo` ended mid-way, with its pod running, left its scratch
+/// root, its node agent and the pod behind (their cleanup ran on drop, which a signal skips).
+/// Now podlab exits with 128 + the signal after removing them all.
+fn interrupted_pod_demo_leaves_nothing(ending: Ending) {
+    use std::io::BufRead;
+    let _network = crate::support::network_lock();
+    let mut child = crate::support::podlab()
+        .args(["demo", "pod"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let scratch = std::env::temp_dir().join(format!("podlab-demo-pod-{pid}"));
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut transcript = String::new();
+    // Read up to the namespace table: the pod runs, with its agent, pause and containers.
+    let mut pod_pids = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        transcript += &line;
+        transcript.push('\n');
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(pid) = words
+            .iter()
+            .position(|w| w.parse::<i32>().is_ok())
+            .filter(|_| ["pause", "web", "client"].contains(&words[0]))
+            .map(|at| words[at].parse::<i32>().unwrap())
+        {
+            pod_pids.push(pid);
+        }
+        if line.starts_with("  client") {
+            break;
+        }
+    }
+    assert_eq!(pod_pids.len(), 3, "no pod table:\n{transcript}");
+    let agent = podlab_kubelet::node::running_agent(&scratch)
+        .unwrap_or_else(|| panic!("no agent in {}:\n{transcript}", scratch.display()));
+    let expected = match ending {
+        Ending::CtrlC => {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGINT)
+                .unwrap();
+            // Read on, as a terminal would, until podlab closes its end.
+            lines.for_each(drop);
+            128 + libc::SIGINT
+        }
+        Ending::ReaderGone => {
+            drop(lines);
+            128 + libc::SIGPIPE
+        }
+    };
+    let exited = crate::support::wait_until(std::time::Duration::from_secs(60), || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert!(exited, "podlab demo still runs after being interrupted");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(expected), "{stderr}");
+    assert!(!scratch.exists(), "{} is left", scratch.display());
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    assert!(!alive(agent), "the node agent {agent} still runs");
+    let left: Vec<i32> = pod_pids.into_iter().filter(|p| alive(*p)).collect();
+    assert!(left.is_empty(), "pod processes left: {left:?}");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let scratch_text = scratch.display().to_string();
+    let mounts: Vec<&str> = mountinfo
+        .lines()
+        .filter(|l| l.contains(&scratch_text))
+        .collect();
+    assert!(mounts.is_empty(), "mounts left: {mounts:#?}");
+    assert!(
+        crate::pods::processes_of(&scratch).is_empty(),
+        "processes of the scratch root left"
+    );
+    assert_network_clean();
+}
+
+#[test]
+fn demo_interrupted_by_ctrl_c_leaves_nothing_behind() {
+    interrupted_pod_demo_leaves_nothing(Ending::CtrlC);
+}
+
+#[test]
+fn demo_piped_into_head_leaves_nothing_behind() {
+    interrupted_pod_demo_leaves_nothing(Ending::ReaderGone);
 }

@@ -99,3 +99,50 @@ fn a_wrong_expectation_is_reported_and_fails() {
         "{stdout}"
     );
 }
+
+/// Issue 15: the cases format is documented (docs/explain.md) with an example file that
+/// `podlab explain --example` prints and `podlab explain -f` accepts, every case checking out.
+#[test]
+fn explain_example_is_the_documented_file_and_round_trips_through_check() {
+    let out = podlab().args(["explain", "--example"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let file = std::fs::read(docs.join("explain-example.json")).unwrap();
+    assert_eq!(
+        out.stdout, file,
+        "--example prints docs/explain-example.json"
+    );
+    let guide = std::fs::read_to_string(docs.join("explain.md")).unwrap();
+    assert!(
+        guide.contains("explain-example.json"),
+        "docs/explain.md links the example"
+    );
+
+    let example: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cases = example["cases"].as_array().unwrap();
+    let mut kinds: Vec<&str> = cases.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["backoff", "probeWorker", "sync"]);
+    assert!(cases.iter().all(|c| c.get("expect").is_some()));
+
+    let mut check = podlab()
+        .args(["explain", "--check", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    check.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("3 passed, 0 failed"),
+        "{stdout}"
+    );
+}

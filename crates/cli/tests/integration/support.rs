@@ -149,3 +149,39 @@ pub fn network_lock() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// The lines of a demo's output written in Rust's debug notation instead of words: `Some(..)`,
+/// `None`, `Ok(..)`, `Err(..)`, a struct's ` { `, a list of strings `["..`, or a tuple variant
+/// such as `Signaled(Pid(..` (a capitalised word glued to its parenthesis).
+pub fn debug_notation(text: &str) -> Vec<&str> {
+    let tuple_variant = |line: &str| {
+        line.match_indices('(').any(|(at, _)| {
+            let word: String = line[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let word: String = word.chars().rev().collect();
+            word.starts_with(|c: char| c.is_ascii_uppercase())
+                && word.chars().any(|c| c.is_ascii_lowercase())
+        })
+    };
+    text.lines()
+        .filter(|line| {
+            ["Some(", "None", "Ok(", "Err(", " { ", "[\""]
+                .iter()
+                .any(|p| line.contains(p))
+                || tuple_variant(line)
+        })
+        .collect()
+}
+
+/// Asserts that a demo's output reads as words and tables, with no Rust debug notation.
+pub fn assert_reads_as_words(demo: &str, stdout: &str) {
+    let found = debug_notation(stdout);
+    assert!(
+        found.is_empty(),
+        "podlab demo {demo} printed Rust debug notation:\n{}",
+        found.join("\n")
+    );
+}
