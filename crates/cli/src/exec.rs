@@ -37,5 +37,20 @@ pub fn run(pod: &str, container: Option<&str>, namespace: &str, cmd: &[String]) 
         stdout: stdout.as_fd(),
         stderr: stderr.as_fd(),
     };
-    Ok(runtime.exec(&id, cmd, stdio, None)?)
+    match runtime.exec(&id, cmd, stdio, None) {
+        Err(podlab_runtime::Error::StartFailed { failure, .. }) => cannot_run(&failure),
+        other => Ok(other?),
+    }
+}
+
+/// A command that could not be run (not found, not executable): runc's words on stderr and the
+/// shell's status, 127 or 126, as `crictl exec`, `docker exec` and `podman exec` end.
+pub fn cannot_run(failure: &podlab_runtime::InitFailure) -> Result<i32> {
+    match failure.exit_status() {
+        Some(status) => {
+            eprintln!("podlab: exec failed: unable to start container process: {failure}");
+            Ok(status)
+        }
+        None => anyhow::bail!("exec failed: unable to start container process: {failure}"),
+    }
 }

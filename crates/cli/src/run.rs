@@ -204,7 +204,12 @@ fn run_container(
     let id = runtime
         .create_container(sandbox, &config)
         .context("CreateContainer")?;
-    runtime.start_container(&id).context("StartContainer")?;
+    match runtime.start_container(&id) {
+        Err(podlab_runtime::Error::StartFailed { failure, .. }) => {
+            return crate::exec::cannot_run(&failure)
+        }
+        started => started.context("StartContainer")?,
+    }
     let log = runtime.container_log_path(&id)?;
     let mut follower = crate::logs::Follower::open(&log);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

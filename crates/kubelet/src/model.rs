@@ -202,8 +202,11 @@ pub struct ContainerRecord {
     /// Creation time; the newest record of a name is the one with the largest value.
     pub created: i64,
     pub exit_code: i32,
-    /// Runtime reason (`Completed`, `Error`, `OOMKilled`, ...), empty when none.
+    /// Runtime reason (`Completed`, `Error`, `OOMKilled`, `StartError`...), empty when none.
     pub reason: String,
+    /// The runtime's message with it (a start failure's error), empty when none.
+    #[serde(default)]
+    pub message: String,
     pub restart_count: u32,
     pub sandbox_id: String,
     /// Hash of the definition the record was made from (see [`ContainerSpecView::hash`]).

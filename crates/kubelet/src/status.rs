@@ -309,7 +309,9 @@ fn from_record(
         RuntimeState::Exited => ApiState::Terminated(Termination {
             exit_code: record.exit_code,
             reason: (!record.reason.is_empty()).then(|| record.reason.clone()),
-            message: None,
+            // kubelet's convertContainerStatus: the runtime's message (containerd's start
+            // error for a StartError) goes with the reason.
+            message: (!record.message.is_empty()).then(|| record.message.clone()),
             started_at: record.started_at,
             finished_at: record.finished_at,
             container_id: Some(record.id.clone()),

@@ -13,6 +13,7 @@ pub fn record(name: &str, state: RuntimeState, created: i64) -> ContainerRecord 
         created,
         exit_code: 0,
         reason: String::new(),
+        message: String::new(),
         restart_count: 0,
         sandbox_id: "s1".into(),
         hash: 0,

@@ -22,6 +22,21 @@ pub struct InitFailure {
     pub message: String,
 }
 
+impl InitFailure {
+    /// The status a shell gives a command it could not run, which docker, podman and crictl
+    /// exit with too: 127 when the program is not there, 126 when it is but cannot be
+    /// executed (permission, format). None for a failure before the `exec` step.
+    pub fn exit_status(&self) -> Option<i32> {
+        if self.step != "exec" {
+            return None;
+        }
+        match self.errno {
+            Some(libc::ENOENT | libc::ENOTDIR) => Some(127),
+            _ => Some(126),
+        }
+    }
+}
+
 impl std::fmt::Display for InitFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)

@@ -411,6 +411,10 @@ fn a_failed_start_reads_like_runc_and_is_recorded() {
         (status.state, status.exit_code, status.reason.as_deref()),
         (ContainerState::Exited, Some(128), Some("StartError"))
     );
+    assert_eq!(
+        status.message.as_deref(),
+        Some("unable to start container process: exec: \"no-such-binary\": executable file not found in $PATH")
+    );
 
     let mut config = container_config("badcwd", &["true"]);
     config.working_dir = Some("/etc/passwd/x".into());

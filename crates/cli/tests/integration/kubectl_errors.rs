@@ -66,3 +66,55 @@ fn delete_of_a_missing_name_deletes_the_others_and_exits_1() {
     );
     root.assert_nothing_left();
 }
+
+#[test]
+fn exec_of_a_missing_command_exits_127() {
+    let root = Root::new("execmissing");
+    let out = root.apply(&sleeper("target"));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.wait_pod("target", "running", LIMIT, running);
+    let out = root.run(&["exec", "target", "--", "nosuch"]);
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert_eq!(
+        out.stderr,
+        "podlab: exec failed: unable to start container process: exec: \"nosuch\": executable file not found in $PATH\n"
+    );
+    // Found but not executable: the shell's 126, with the errno's words.
+    let out = root.run(&["exec", "target", "--", "/etc/passwd"]);
+    assert_eq!(out.code, Some(126), "{out:?}");
+    assert!(out.stderr.contains("permission denied"), "{out:?}");
+    // A command that runs keeps its own status.
+    let out = root.run(&["exec", "target", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.code, Some(7), "{out:?}");
+}
+
+#[test]
+fn a_container_whose_command_does_not_exist_is_start_error_128() {
+    let root = Root::new("starterror");
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: nocmd}\nspec:\n  restartPolicy: Never\n  \
+         containers: [{name: app, image: busybox, command: [nosuch]}]\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("nocmd", "Failed", LIMIT, |p| {
+        crate::pods::phase(p) == "Failed"
+    });
+    let status = crate::pods::container(&pod, "app");
+    let terminated = status.state.and_then(|s| s.terminated).expect("terminated");
+    assert_eq!(terminated.exit_code, 128, "{terminated:?}");
+    assert_eq!(terminated.reason.as_deref(), Some("StartError"));
+    assert_eq!(
+        terminated.message.as_deref(),
+        Some("unable to start container process: exec: \"nosuch\": executable file not found in $PATH")
+    );
+    // The runtime agrees: its record exited with 128, and no process of it was ever left.
+    let record = root.record(&crate::pods::container(&pod, "app"));
+    assert_eq!(record.exit_code, Some(128));
+    assert!(
+        record.pid.is_none_or(
+            |pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || crate::pods::is_zombie(pid)
+        ),
+        "{record:?}"
+    );
+}

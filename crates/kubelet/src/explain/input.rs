@@ -341,6 +341,7 @@ impl SyncInput {
                 created: r.created,
                 exit_code,
                 reason: r.reason.unwrap_or_default(),
+                message: String::new(),
                 restart_count: r.restart_count,
                 sandbox_id: r.sandbox.unwrap_or_else(|| newest_sandbox.clone()),
                 hash: u64::from(r.spec_changed),

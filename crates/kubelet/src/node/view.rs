@@ -122,6 +122,7 @@ fn container_record(status: &ContainerStatus) -> ContainerRecord {
         created: status.created_at,
         exit_code: status.exit_code.unwrap_or(0),
         reason: status.reason.clone().unwrap_or_default(),
+        message: status.message.clone().unwrap_or_default(),
         restart_count: status.metadata.attempt,
         sandbox_id: status.sandbox_id.to_string(),
         hash: container_hash(&status.metadata.name, &status.image),

@@ -253,12 +253,13 @@ impl Shim {
     }
 
     /// As containerd: a container that could not start is exited with code 128, reason
-    /// StartError and the error as its message.
+    /// StartError and the error as its message, in runc's words (containerd wraps those in
+    /// its own task-creation prefixes, which name nothing podlab has).
     fn record_start_failure(&mut self, record: &mut ContainerRecord, failure: &InitFailure) {
         record.state = ContainerState::Exited;
         record.exit_code = Some(START_ERROR_EXIT_CODE);
         record.reason = Some(START_ERROR_REASON.into());
-        record.message = Some(failure.message.clone());
+        record.message = Some(format!("unable to start container process: {failure}"));
         record.finished_at = now_ns();
         save(&self.paths.container(&record.id).record(), record);
     }
