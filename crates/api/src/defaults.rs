@@ -58,6 +58,9 @@ fn default_container(c: &mut Container) {
         c.image.as_deref(),
     );
     let container = c;
+    if let Some(resources) = container.resources.as_mut() {
+        crate::resources::default_requests(resources);
+    }
     for port in container.ports.iter_mut().flatten() {
         port.protocol.get_or_insert_with(|| "TCP".into());
     }

@@ -10,6 +10,7 @@
 //! * [`supported`]: the fields podlab implements. A field Kubernetes knows but podlab does not
 //!   implement is rejected with its path, never silently ignored.
 //! * [`validation`]: the API server's checks (required fields, DNS names, duplicates, enums).
+//! * [`resources`]: `requests` and `limits`: quantities, their checks and defaults, the QoS class.
 //! * [`defaults`]: the API server's defaulting (restartPolicy, grace period, probe timings...).
 //! * [`update`]: what an update of an existing Pod may change (`ValidatePodUpdate`).
 //!
@@ -18,6 +19,7 @@
 pub mod defaults;
 pub mod manifest;
 pub mod quantity;
+pub mod resources;
 pub mod supported;
 pub mod update;
 pub mod validation;

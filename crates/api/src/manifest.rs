@@ -215,10 +215,35 @@ spec:
     fn unsupported_field_is_rejected_not_ignored() {
         let e = err(&GOOD.replace(
             "image: busybox",
-            "image: busybox\n    resources: {limits: {cpu: 1}}",
+            "image: busybox\n    resources: {limits: {ephemeral-storage: 1Gi}}",
         ));
         assert!(
-            e.contains("spec.containers[0].resources") && e.contains("not supported by podlab"),
+            e.contains("spec.containers[0].resources.limits.ephemeral-storage")
+                && e.contains("not supported by podlab"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_quantities_and_limits_below_requests_are_refused_at_their_paths() {
+        let e = err(&GOOD.replace(
+            "image: busybox",
+            "image: busybox\n    resources: {limits: {cpu: 1x, memory: 64Mi}, requests: {memory: 128Mi}}",
+        ));
+        assert!(
+            e.contains("spec.containers[0].resources.limits[cpu]: Invalid value: \"1x\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+            "{e}"
+        );
+        assert!(
+            e.contains("spec.containers[0].resources.requests[memory]: Invalid value: \"128Mi\": must be less than or equal to memory limit of 64Mi"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace(
+            "image: busybox",
+            "image: busybox\n    resources: {requests: {cpu: '-1'}}",
+        ));
+        assert!(
+            e.contains("spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
             "{e}"
         );
     }

@@ -70,6 +70,14 @@ const CONTAINER_FIELDS: &[&str] = &[
     "ports[*].containerPort",
     "ports[*].protocol",
     "targetContainerName",
+    // `resources: {}` is what kubectl prints for a container without any.
+    "resources",
+    "resources.limits",
+    "resources.requests",
+    "resources.limits.cpu",
+    "resources.limits.memory",
+    "resources.requests.cpu",
+    "resources.requests.memory",
 ];
 
 const PROBE_FIELDS: &[&str] = &[

@@ -117,6 +117,12 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         if container.image.as_deref().unwrap_or("").is_empty() {
             errors.push(FieldError::new(format!("{path}.image"), "Required value"));
         }
+        if container.resources.is_some() {
+            errors.push(FieldError::new(
+                format!("{path}.resources"),
+                "Forbidden: cannot be set for an Ephemeral Container",
+            ));
+        }
     }
     errors
 }
@@ -129,6 +135,9 @@ fn validate_container(
     names: &mut HashSet<String>,
     errors: &mut Vec<FieldError>,
 ) {
+    if let Some(resources) = &container.resources {
+        crate::resources::validate(resources, &format!("{path}.resources"), errors);
+    }
     let mut err = |field: String, message: String| errors.push(FieldError::new(field, message));
     if container.name.is_empty() {
         err(format!("{path}.name"), "Required value".into());

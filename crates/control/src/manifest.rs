@@ -415,10 +415,10 @@ spec:
         );
         let e = err(&RS.replace(
             "image: busybox",
-            "image: busybox\n        resources: {limits: {cpu: 1}}",
+            "image: busybox\n        resources: {limits: {cpu: 1, nvidia.com/gpu: 1}}",
         ));
         assert!(
-            e.contains("spec.template.spec.containers[0].resources")
+            e.contains("spec.template.spec.containers[0].resources.limits.nvidia.com/gpu")
                 && e.contains("not supported by podlab"),
             "{e}"
         );

@@ -617,43 +617,13 @@ fn reset_status_on_create(kind: Kind, value: &mut Value) {
             let pod: Pod = serde_json::from_value(value.clone()).expect("a Pod decodes");
             let status = PodStatus {
                 phase: Some("Pending".into()),
-                qos_class: Some(qos_class(&pod).into()),
+                qos_class: Some(podlab_api::resources::pod_qos(&pod).into()),
                 ..Default::default()
             };
             value["status"] = to_value(&status);
         }
         Kind::ReplicaSet => value["status"] = serde_json::json!({"replicas": 0}),
         Kind::Event => {}
-    }
-}
-
-/// The pod's QoS class (`qos.GetPodQOS`, for cpu and memory).
-fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = &pod.spec else {
-        return "BestEffort";
-    };
-    let containers: Vec<_> = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for container in &containers {
-        let resources = container.resources.as_ref();
-        let requests = resources.and_then(|r| r.requests.as_ref());
-        let limits = resources.and_then(|r| r.limits.as_ref());
-        for name in ["cpu", "memory"] {
-            let limit = limits.and_then(|l| l.get(name));
-            let request = requests.and_then(|r| r.get(name)).or(limit);
-            any |= request.is_some() || limit.is_some();
-            guaranteed &= limit.is_some() && request == limit;
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
     }
 }
 

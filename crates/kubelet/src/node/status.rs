@@ -16,7 +16,7 @@ use crate::sync::SyncResult;
 
 use super::view::{PodRuntime, CONTAINER_ID_SCHEME, KUBELET_CONDITIONS};
 
-/// Pods without resource requests or limits (podlab refuses `resources`) are BestEffort.
+/// Pods without resource requests or limits are BestEffort.
 pub const QOS_BEST_EFFORT: &str = "BestEffort";
 
 /// What the status is made from besides the pass.
@@ -115,7 +115,7 @@ pub fn pod_status(result: &SyncResult, inputs: &StatusInputs) -> PodStatus {
         init_container_statuses: (!init.is_empty()).then_some(init),
         container_statuses: Some(containers),
         ephemeral_container_statuses: (!ephemeral.is_empty()).then_some(ephemeral),
-        qos_class: Some(QOS_BEST_EFFORT.into()),
+        qos_class: Some(podlab_api::resources::pod_qos(pod).into()),
         observed_generation: pod.metadata.generation,
         ..PodStatus::default()
     }
