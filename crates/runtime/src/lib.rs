@@ -55,6 +55,7 @@
 //! | [`init`] | a container's process between fork and execve (runc init) |
 //! | [`report`] | what that process tells the shim: its step times, or its failure |
 //! | [`capabilities`] | containerd's default capability set |
+//! | [`seccomp`] | seccomp profiles (containerd's default, OCI JSON) compiled to BPF |
 //! | [`masked_paths`] | runc's read-only and masked paths of /proc and /sys |
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
@@ -81,6 +82,7 @@ pub mod protocol;
 pub mod report;
 mod runtime;
 mod sandbox;
+pub mod seccomp;
 pub mod shim;
 pub mod state;
 pub mod status;
