@@ -70,12 +70,17 @@ impl Runtime {
     }
 }
 
-/// The runtime spec of a container: its process (argv, env, cwd, user, containerd's
-/// capabilities), its rootfs (read-only if asked), the pod's hostname, the default mounts plus
-/// its volumes, and the spec's default (fresh) namespaces.
+/// The runtime spec of a container: its process (argv, env, cwd, user, capabilities,
+/// no_new_privs), its seccomp profile, masked and read-only paths, its rootfs (read-only if
+/// asked), the pod's hostname, the default mounts plus its volumes, and the spec's default
+/// (fresh) namespaces.
 pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
     let invalid = |e: oci_spec::OciSpecError| Error::Invalid(format!("building config.json: {e}"));
-    let caps: Capabilities = crate::capabilities::default_names()
+    let caps: Capabilities = record
+        .process
+        .capabilities
+        .clone()
+        .unwrap_or_else(crate::capabilities::default_names)
         .into_iter()
         .filter_map(|name| {
             serde_json::from_value::<Capability>(serde_json::Value::String(name)).ok()
@@ -106,7 +111,7 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
             .env(process.env.clone())
             .cwd(PathBuf::from(&process.cwd))
             .capabilities(capabilities)
-            .no_new_privileges(false)
+            .no_new_privileges(record.process.no_new_privs)
             .rlimits(default_process.rlimits().clone().unwrap_or_default())
             .build()
             .map_err(invalid)?,
@@ -119,6 +124,17 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
             .map_err(invalid)?,
     ));
     spec.set_hostname(Some(hostname.to_string()));
+    if let Some(linux) = spec.linux_mut() {
+        linux.set_seccomp(record.process.seccomp.clone());
+        let security = &record.config.security;
+        let (masked, readonly) = if security.privileged {
+            (Vec::new(), Vec::new())
+        } else {
+            (security.masked(), security.readonly())
+        };
+        linux.set_masked_paths(Some(masked));
+        linux.set_readonly_paths(Some(readonly));
+    }
     let mut mounts = spec.mounts().clone().unwrap_or_default();
     for volume in &record.config.mounts {
         let mut options = vec!["rbind".to_string(), "rprivate".to_string()];

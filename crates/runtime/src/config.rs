@@ -197,6 +197,18 @@ pub struct SecurityConfig {
     pub masked_paths: Option<Vec<String>>,
     /// Paths made read-only; None: runc's defaults, an empty list: none.
     pub readonly_paths: Option<Vec<String>>,
+    /// containerd's privileged container: every capability, the host's devices, `/sys` and
+    /// `/proc` writable, no masked paths, no seccomp filter.
+    pub privileged: bool,
+    /// Kubernetes names (`NET_ADMIN`, or `CAP_NET_ADMIN`; `ALL`) added to containerd's default
+    /// set, then dropped from it, in containerd's order.
+    pub add_capabilities: Vec<String>,
+    pub drop_capabilities: Vec<String>,
+    /// `allowPrivilegeEscalation: false`: the process gets no_new_privs.
+    pub no_new_privs: bool,
+    pub seccomp: crate::seccomp::SeccompProfile,
+    /// Groups the process is in besides its primary one (pod `supplementalGroups`).
+    pub supplemental_groups: Vec<u32>,
 }
 
 impl SecurityConfig {

@@ -12,6 +12,7 @@ use crate::process;
 use crate::protocol::{Request, Response};
 use crate::runtime::{remove_tree, Runtime};
 use crate::sandbox::{expect_ok, unexpected};
+use crate::seccomp::{self, SeccompProfile};
 use crate::state::{self, ContainerRecord, ImageRecord, PidMode, SandboxLock, SandboxRecord};
 use crate::status::{ContainerFilter, ContainerState, ContainerStatus, SandboxState};
 use crate::{Error, Result};
@@ -81,6 +82,26 @@ impl Runtime {
             group.as_deref(),
         )
         .map_err(invalid)?;
+        let security = &config.security;
+        let mut additional_gids = additional_gids;
+        for gid in &security.supplemental_groups {
+            if !additional_gids.contains(gid) {
+                additional_gids.push(*gid);
+            }
+        }
+        let capabilities = crate::capabilities::resolve(
+            security.privileged,
+            &security.add_capabilities,
+            &security.drop_capabilities,
+        )
+        .map_err(invalid)?;
+        // containerd gives a privileged container no filter, whatever the profile says.
+        let seccomp = match &security.seccomp {
+            _ if security.privileged => None,
+            SeccompProfile::Unconfined => None,
+            SeccompProfile::RuntimeDefault => Some(seccomp::runtime_default(&capabilities)),
+            SeccompProfile::Localhost(path) => Some(seccomp::load(path).map_err(invalid)?),
+        };
 
         let id = ContainerId::generate();
         let container = paths.container(&id);
@@ -109,6 +130,9 @@ impl Runtime {
                 uid,
                 gid,
                 additional_gids,
+                capabilities: Some(capabilities),
+                no_new_privs: security.no_new_privs,
+                seccomp,
             },
             log_path,
             pid_mode,

@@ -49,6 +49,9 @@ pub struct ContainerPlan<'a> {
     pub readonly_paths: Vec<String>,
     /// Hidden after `pivot_root`.
     pub masked_paths: Vec<String>,
+    /// containerd's privileged container: `/sys` writable and every device of the host's
+    /// `/dev` (the lists above are then empty).
+    pub privileged: bool,
     pub process: ProcessSpec,
     /// The small namespace to make the container's mount namespace from
     /// ([`crate::mount_template`]); None: a copy of the node's.
@@ -187,6 +190,16 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     target_in(rootfs, Path::new("/dev"), true)?;
     mnt::mount_dev_from(rootfs, sources.devices)
         .map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
+    for (relative, source) in sources.host_devices {
+        // What the container's /dev has of its own (ptmx, its devpts) stays.
+        if std::fs::symlink_metadata(rootfs.join("dev").join(&relative)).is_ok() {
+            continue;
+        }
+        let target = target_in(rootfs, &Path::new("/dev").join(&relative), false)?;
+        source
+            .place(&target, false)
+            .map_err(|e| ns_failure("bind a host device", Some(&target), e))?;
+    }
     if let Some(shm) = sources.shm {
         let dev_shm = rootfs.join("dev/shm");
         shm.place(&dev_shm, false)
@@ -194,7 +207,8 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     }
     trace.lap("/dev");
     let sys = target_in(rootfs, Path::new("/sys"), true)?;
-    mnt::mount_sysfs(&sys, true).map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;
+    mnt::mount_sysfs(&sys, !plan.privileged)
+        .map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;
     trace.lap("/sys");
 
     for (source, inside) in sources.etc_files {
@@ -231,6 +245,8 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
 /// What the container's mounts are made of: paths to bind, or mounts made detached.
 struct Sources<'p> {
     devices: Vec<(&'static str, Source)>,
+    /// A privileged container's: every other device of the host's `/dev`, by relative path.
+    host_devices: Vec<(PathBuf, Source)>,
     shm: Option<Source>,
     etc_files: Vec<(Source, &'static str)>,
     /// With whether the host path is a folder (seen from the node's namespace).
@@ -257,6 +273,10 @@ fn copy_node_namespace<'p>(
         devices: mnt::host_devices()
             .into_iter()
             .map(|(name, host)| (name, Source::Path(host)))
+            .collect(),
+        host_devices: privileged_devices(plan)
+            .into_iter()
+            .map(|(relative, host)| (relative, Source::Path(host)))
             .collect(),
         shm: plan.shm.clone().map(Source::Path),
         etc_files: plan
@@ -292,6 +312,10 @@ fn enter_template<'p>(
     for (name, host) in mnt::host_devices() {
         devices.push((name, detached(&host, false)?));
     }
+    let mut host_devices = Vec::new();
+    for (relative, host) in privileged_devices(plan) {
+        host_devices.push((relative, detached(&host, false)?));
+    }
     let shm = plan
         .shm
         .as_deref()
@@ -318,6 +342,7 @@ fn enter_template<'p>(
     trace.lap("own mount namespace from the template, overlay rootfs");
     let sources = Sources {
         devices,
+        host_devices,
         shm,
         etc_files,
         volumes,
@@ -347,6 +372,37 @@ fn protect_paths(plan: &ContainerPlan<'_>) -> Step<()> {
         }
     }
     Ok(())
+}
+
+/// The host's device files beyond the default ones, for a privileged container (containerd's
+/// `WithHostDevices`): every character and block device below `/dev`, by path relative to it,
+/// outside the folders a container gets its own of (`pts`, `shm`, `mqueue`).
+fn privileged_devices(plan: &ContainerPlan<'_>) -> Vec<(PathBuf, PathBuf)> {
+    use std::os::unix::fs::FileTypeExt;
+    fn walk(dir: &Path, relative: &Path, out: &mut Vec<(PathBuf, PathBuf)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let inside = relative.join(&name);
+            if kind.is_dir() && !["pts", "shm", "mqueue"].contains(&name.to_str().unwrap_or("")) {
+                walk(&entry.path(), &inside, out);
+            } else if kind.is_char_device() || kind.is_block_device() {
+                out.push((inside, entry.path()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if plan.privileged {
+        walk(Path::new("/dev"), Path::new(""), &mut out);
+        let defaults: Vec<&str> = mnt::host_devices().iter().map(|(n, _)| *n).collect();
+        out.retain(|(relative, _)| !defaults.iter().any(|d| relative == Path::new(d)));
+    }
+    out
 }
 
 fn remount_root_readonly() -> Step<()> {
@@ -435,7 +491,25 @@ fn io_failure(step: &str, path: &Path, err: std::io::Error) -> InitFailure {
 /// Capabilities, user, signals, working directory, `execve`.
 pub fn finish(process: &ProcessSpec, trace: &mut Trace) -> Step<Infallible> {
     let exec = ExecPlan::new(process)?;
-    crate::capabilities::drop_bounding()
+    let keep = crate::capabilities::keep_set(process.capabilities.as_deref());
+    let filters = match &process.seccomp {
+        Some(profile) => crate::seccomp::compile(profile)
+            .map_err(|e| failure("compile the seccomp profile", None, None, e))?,
+        None => Vec::new(),
+    };
+    if process.no_new_privs {
+        nix::sys::prctl::set_no_new_privs()
+            .map_err(|e| sys_failure("prctl(PR_SET_NO_NEW_PRIVS)", None, e))?;
+    }
+    // As runc without no_new_privs: while CAP_SYS_ADMIN is still held (the kernel demands it
+    // or no_new_privs), so what follows (capset, setgroups, setuid, chdir, execve) must be
+    // allowed by the profile, as containerd's is.
+    crate::seccomp::install(&filters)
+        .map_err(|e| sys_failure("install the seccomp filter", None, e))?;
+    if !filters.is_empty() {
+        trace.lap("seccomp");
+    }
+    crate::capabilities::drop_bounding(&keep)
         .map_err(|e| failure("drop capabilities", None, None, e))?;
     let groups: Vec<nix::unistd::Gid> = process
         .additional_gids
@@ -450,7 +524,7 @@ pub fn finish(process: &ProcessSpec, trace: &mut Trace) -> Step<Infallible> {
     )
     .map_err(|e| sys_failure(&format!("setgid {}", process.gid), None, e))?;
     if process.uid == 0 {
-        crate::capabilities::limit_root_sets()
+        crate::capabilities::limit_root_sets(&keep)
             .map_err(|e| failure("set capabilities", None, None, e))?;
     } else {
         crate::capabilities::clear_ambient()

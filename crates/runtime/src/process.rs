@@ -39,6 +39,15 @@ pub struct ProcessSpec {
     pub uid: u32,
     pub gid: u32,
     pub additional_gids: Vec<u32>,
+    /// The capabilities it keeps (OCI names); None: containerd's default set.
+    #[serde(default)]
+    pub capabilities: Option<Vec<String>>,
+    /// no_new_privs (`allowPrivilegeEscalation: false`).
+    #[serde(default)]
+    pub no_new_privs: bool,
+    /// The seccomp profile it runs under; None: unconfined.
+    #[serde(default)]
+    pub seccomp: Option<oci_spec::runtime::LinuxSeccomp>,
 }
 
 impl ProcessSpec {

@@ -178,6 +178,12 @@ impl Shim {
                     .expect("opened above"),
             ),
         };
+        let mut security = record.config.security.clone();
+        if security.privileged {
+            // containerd: a privileged container has neither list.
+            security.masked_paths = Some(Vec::new());
+            security.readonly_paths = Some(Vec::new());
+        }
         let plan = ContainerPlan {
             join: self.namespaces.for_container(),
             rootfs: paths.rootfs(),
@@ -192,8 +198,9 @@ impl Shim {
             ],
             mounts: record.config.mounts.clone(),
             readonly_rootfs: record.config.readonly_rootfs,
-            readonly_paths: record.config.security.readonly(),
-            masked_paths: record.config.security.masked(),
+            readonly_paths: security.readonly(),
+            masked_paths: security.masked(),
+            privileged: security.privileged,
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
         };

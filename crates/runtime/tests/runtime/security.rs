@@ -179,8 +179,9 @@ fn enter_and_hold(pid_ns: &std::fs::File, hold: OwnedFd, tell: OwnedFd, report: 
                     // Where the window is widest: the capabilities are already the
                     // container's, so the kernel's "no more capable than the reader" rule
                     // no longer protects it; only non-dumpability does.
-                    podlab_runtime::capabilities::drop_bounding().unwrap();
-                    podlab_runtime::capabilities::limit_root_sets().unwrap();
+                    let keep = podlab_runtime::capabilities::default_set();
+                    podlab_runtime::capabilities::drop_bounding(&keep).unwrap();
+                    podlab_runtime::capabilities::limit_root_sets(&keep).unwrap();
                     let mut byte = [0u8; 1];
                     let _ = nix::unistd::read(&hold, &mut byte);
                     Err(podlab_runtime::init::failure(
@@ -202,4 +203,175 @@ fn enter_and_hold(pid_ns: &std::fs::File, hold: OwnedFd, tell: OwnedFd, report: 
     .unwrap_or(1);
     // SAFETY: leave without running the test harness's exit handlers.
     unsafe { libc::_exit(code) }
+}
+
+/// A field of `/proc/self/status` as the container's process sees it.
+fn status_field(root: &TestRoot, id: &ContainerId, field: &str) -> String {
+    let (out, _, _) = shell(root, id, &format!("grep '^{field}:' /proc/self/status"));
+    out.split_whitespace().nth(1).unwrap_or("").to_string()
+}
+
+fn start(root: &TestRoot, sandbox: &SandboxId, config: ContainerConfig) -> ContainerId {
+    let id = root.runtime.create_container(sandbox, &config).unwrap();
+    root.runtime.start_container(&id).unwrap();
+    id
+}
+
+#[test]
+fn capabilities_add_and_drop_reach_the_kernels_sets() {
+    let root = TestRoot::new("caps");
+    let sandbox = root.sandbox(&pod("caps"));
+    let default = root.container(&sandbox, "default", &["sleep", "1000"]);
+    let mut config = container_config("changed", &["sleep", "1000"]);
+    config.security.add_capabilities = vec!["NET_ADMIN".into()];
+    config.security.drop_capabilities = vec!["NET_RAW".into(), "chown".into()];
+    let changed = start(&root, &sandbox, config);
+    let mut config = container_config("none", &["sleep", "1000"]);
+    config.security.drop_capabilities = vec!["ALL".into()];
+    let none = start(&root, &sandbox, config);
+
+    let bits =
+        |id: &ContainerId| u64::from_str_radix(&status_field(&root, id, "CapEff"), 16).unwrap();
+    let bit = |cap: u32| 1u64 << cap;
+    // containerd's 14 (CAP_CHOWN 0, CAP_NET_RAW 13, CAP_NET_ADMIN 12).
+    assert_eq!(bits(&default), 0x00000000a80425fb);
+    assert_eq!(
+        bits(&changed),
+        (0x00000000a80425fb | bit(12)) & !bit(13) & !bit(0)
+    );
+    assert_eq!(bits(&none), 0);
+    assert_eq!(status_field(&root, &none, "CapBnd"), "0000000000000000");
+    // What it costs the process: without CAP_CHOWN root cannot give a file away.
+    let (_, err, code) = shell(&root, &none, "touch /tmp/f && chown 1:1 /tmp/f");
+    assert_ne!(code, 0);
+    assert!(err.contains("Operation not permitted"), "{err}");
+}
+
+#[test]
+fn an_unknown_capability_is_refused_before_anything_is_made() {
+    let root = TestRoot::new("badcap");
+    let sandbox = root.sandbox(&pod("badcap"));
+    let mut config = container_config("app", &["true"]);
+    config.security.add_capabilities = vec!["NET_ADMINN".into()];
+    let err = root
+        .runtime
+        .create_container(&sandbox, &config)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "container \"app\": unknown capability \"NET_ADMINN\""
+    );
+    assert!(root
+        .runtime
+        .list_containers(&ContainerFilter::default())
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn no_new_privs_and_the_runtime_default_seccomp_profile_hold_in_the_kernel() {
+    let root = TestRoot::new("seccomp");
+    let sandbox = root.sandbox(&pod("seccomp"));
+    let plain = root.container(&sandbox, "plain", &["sleep", "1000"]);
+    let mut config = container_config("hardened", &["sleep", "1000"]);
+    config.security.no_new_privs = true;
+    config.security.seccomp = podlab_runtime::seccomp::SeccompProfile::RuntimeDefault;
+    let hardened = start(&root, &sandbox, config);
+    assert_eq!(status_field(&root, &plain, "Seccomp"), "0");
+    assert_eq!(status_field(&root, &plain, "NoNewPrivs"), "0");
+    assert_eq!(status_field(&root, &hardened, "Seccomp"), "2");
+    assert_eq!(status_field(&root, &hardened, "NoNewPrivs"), "1");
+    // An exec runs under the same filter.
+    let pid = pid_of(&root, &hardened);
+    let host_view = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(host_view.contains("Seccomp:\t2"), "{host_view}");
+    // unshare(CLONE_NEWUSER) needs no capability at all, so only seccomp stops it; busybox's
+    // unshare reports the EPERM.
+    let (_, err, code) = shell(&root, &hardened, "unshare -U true");
+    assert_ne!(code, 0);
+    assert!(err.contains("Operation not permitted"), "{err}");
+    let (_, _, code) = shell(&root, &plain, "unshare -U true");
+    assert_eq!(code, 0, "without the filter the same call works");
+}
+
+#[test]
+fn a_localhost_profile_is_loaded_and_a_missing_one_refused() {
+    let root = TestRoot::new("localhost");
+    let sandbox = root.sandbox(&pod("localhost"));
+    let profile = root.dir.join("no-mkdir.json");
+    std::fs::write(
+        &profile,
+        r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[
+            {"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO","errnoRet":13}]}"#,
+    )
+    .unwrap();
+    let mut config = container_config("app", &["sleep", "1000"]);
+    config.security.seccomp = podlab_runtime::seccomp::SeccompProfile::Localhost(profile);
+    let id = start(&root, &sandbox, config);
+    let (_, err, code) = shell(&root, &id, "mkdir /tmp/d");
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Permission denied"),
+        "EACCES from the profile: {err}"
+    );
+    assert_eq!(status_field(&root, &id, "Seccomp"), "2");
+
+    let mut config = container_config("missing", &["true"]);
+    let missing = root.dir.join("nope.json");
+    config.security.seccomp = podlab_runtime::seccomp::SeccompProfile::Localhost(missing);
+    let err = root
+        .runtime
+        .create_container(&sandbox, &config)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("cannot load seccomp profile"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_privileged_container_gets_everything_containerd_gives_it() {
+    let root = TestRoot::new("privileged");
+    let sandbox = root.sandbox(&pod("privileged"));
+    let mut config = container_config("app", &["sleep", "1000"]);
+    config.security.privileged = true;
+    config.security.seccomp = podlab_runtime::seccomp::SeccompProfile::RuntimeDefault;
+    let id = start(&root, &sandbox, config);
+    let pid = pid_of(&root, &id);
+    let all = std::fs::read_to_string("/proc/self/status").unwrap();
+    let bounding = all
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .unwrap()
+        .trim();
+    assert_eq!(status_field(&root, &id, "CapEff"), bounding);
+    assert_eq!(status_field(&root, &id, "Seccomp"), "0", "no filter");
+    assert!(
+        mount_options(pid, "/proc/sys").is_none(),
+        "no read-only /proc/sys"
+    );
+    assert!(
+        mount_options(pid, "/proc/kcore").is_none() && mount_options(pid, "/proc/keys").is_none()
+    );
+    let sys = mount_options(pid, "/sys").unwrap();
+    assert!(sys.split(',').any(|o| o == "rw"), "{sys}");
+    // The host's devices (here: whatever char device the host has beyond the defaults).
+    if std::path::Path::new("/dev/kmsg").exists() {
+        let (_, _, code) = shell(&root, &id, "test -c /dev/kmsg");
+        assert_eq!(code, 0, "the host's /dev/kmsg");
+    }
+}
+
+#[test]
+fn supplemental_groups_are_added_to_the_process() {
+    let root = TestRoot::new("groups");
+    let sandbox = root.sandbox(&pod("groups"));
+    let mut config = container_config("app", &["sleep", "1000"]);
+    config.run_as_user = Some(1000);
+    config.run_as_group = Some(3000);
+    config.security.supplemental_groups = vec![4000, 5000];
+    let id = start(&root, &sandbox, config);
+    assert_eq!(status_field(&root, &id, "Uid"), "1000");
+    let (groups, _, _) = shell(&root, &id, "grep '^Groups:' /proc/self/status");
+    assert_eq!(groups.trim(), "Groups:\t3000 4000 5000");
 }
