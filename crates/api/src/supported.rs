@@ -59,6 +59,8 @@ const CONTAINER_FIELDS: &[&str] = &[
     "volumeMounts[*].name",
     "volumeMounts[*].mountPath",
     "volumeMounts[*].readOnly",
+    "volumeMounts[*].subPath",
+    "volumeMounts[*].subPathExpr",
     "securityContext.runAsUser",
     "securityContext.runAsGroup",
     "securityContext.runAsNonRoot",

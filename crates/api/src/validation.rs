@@ -192,6 +192,11 @@ fn validate_container(
                 ),
             );
         }
+        let mut found = Vec::new();
+        crate::volumes::validate_sub_path(mount, &format!("{path}.volumeMounts[{j}]"), &mut found);
+        for e in found {
+            err(e.path, e.message);
+        }
     }
     for (j, port) in container.ports.iter().flatten().enumerate() {
         if !(1..=65535).contains(&port.container_port) {

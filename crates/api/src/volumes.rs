@@ -1,7 +1,7 @@
 //! The API server's checks on `spec.volumes[*]` sources podlab implements (`emptyDir`,
-//! `hostPath`), with its wording.
+//! `hostPath`) and on `volumeMounts[*].subPath|subPathExpr`, with its wording.
 
-use k8s_openapi::api::core::v1::Volume;
+use k8s_openapi::api::core::v1::{Volume, VolumeMount};
 
 use crate::FieldError;
 
@@ -83,6 +83,40 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
     }
 }
 
+/// `subPath` and `subPathExpr` (`path` is `…volumeMounts[j]`): relative, without `..`, not both.
+pub fn validate_sub_path(mount: &VolumeMount, path: &str, errors: &mut Vec<FieldError>) {
+    let sub_path = mount.sub_path.as_deref().unwrap_or("");
+    let expr = mount.sub_path_expr.as_deref().unwrap_or("");
+    if !sub_path.is_empty() {
+        local_descending_path(sub_path, &format!("{path}.subPath"), errors);
+    }
+    if !expr.is_empty() {
+        if !sub_path.is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.subPathExpr"),
+                format!("Invalid value: {expr:?}: subPathExpr and subPath are mutually exclusive"),
+            ));
+        }
+        local_descending_path(expr, &format!("{path}.subPathExpr"), errors);
+    }
+}
+
+/// The API server's `validateLocalDescendingPath`.
+fn local_descending_path(value: &str, path: &str, errors: &mut Vec<FieldError>) {
+    if value.starts_with('/') {
+        errors.push(FieldError::new(
+            path,
+            format!("Invalid value: {value:?}: must be a relative path"),
+        ));
+    }
+    if value.split('/').any(|part| part == "..") {
+        errors.push(FieldError::new(
+            path,
+            format!("Invalid value: {value:?}: must not contain '..'"),
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +160,31 @@ mod tests {
         assert_eq!(
             errors(serde_json::json!({"name": "v", "emptyDir": {"medium": "Disk"}})),
             ["spec.volumes[0].emptyDir.medium: Unsupported value: \"Disk\": supported values: \"\", \"Memory\""]
+        );
+    }
+
+    #[test]
+    fn sub_paths_are_relative_descending_and_not_both() {
+        let check = |mount: serde_json::Value| {
+            let mount: VolumeMount = serde_json::from_value(mount).unwrap();
+            let mut errors = Vec::new();
+            validate_sub_path(&mount, "m", &mut errors);
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(
+            check(serde_json::json!({"name": "v", "mountPath": "/x", "subPath": "a/b"})).is_empty()
+        );
+        assert_eq!(
+            check(serde_json::json!({"name": "v", "mountPath": "/x", "subPath": "/etc"})),
+            ["m.subPath: Invalid value: \"/etc\": must be a relative path"]
+        );
+        assert_eq!(
+            check(serde_json::json!({"name": "v", "mountPath": "/x", "subPathExpr": "a/../../b"})),
+            ["m.subPathExpr: Invalid value: \"a/../../b\": must not contain '..'"]
+        );
+        assert_eq!(
+            check(serde_json::json!({"name": "v", "mountPath": "/x", "subPath": "a", "subPathExpr": "b"})),
+            ["m.subPathExpr: Invalid value: \"b\": subPathExpr and subPath are mutually exclusive"]
         );
     }
 

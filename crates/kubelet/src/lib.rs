@@ -32,6 +32,7 @@ pub mod restart;
 pub mod rules;
 pub mod sandbox;
 pub mod status;
+pub mod subpath;
 pub mod sync;
 #[cfg(test)]
 mod testkit;

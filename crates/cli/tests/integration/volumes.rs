@@ -292,3 +292,98 @@ fn host_path_directory_or_create_is_made_and_a_failed_type_check_creates_nothing
     root.ok(&["delete", "pod", "made", "wrong"]);
     root.assert_nothing_left();
 }
+
+const SUBPATH_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: subpath}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: vol, emptyDir: {}}]
+  initContainers:
+  - name: plant
+    image: busybox
+    command: [sh, -c, "mkdir /vol/real && echo inside > /vol/real/f && ln -s /etc /vol/escape && ln -s real /vol/inside"]
+    volumeMounts: [{name: vol, mountPath: /vol}]
+  containers:
+  - name: good
+    image: busybox
+    env: [{name: DIR, value: made}]
+    command: [sh, -c, "cat /mnt/f; echo from-expr > /expr/g; exec sleep 1000"]
+    volumeMounts:
+    - {name: vol, mountPath: /mnt, subPath: inside}
+    - {name: vol, mountPath: /expr, subPathExpr: $(DIR)}
+  - name: evil
+    image: busybox
+    command: [sh, -c, "cat /host-etc/hostname; exec sleep 1000"]
+    volumeMounts: [{name: vol, mountPath: /host-etc, subPath: escape}]
+"#;
+
+/// CVE-2017-1002101: a container plants a symlink in a shared volume that points out of it; a
+/// container mounting it as a subPath must not get the host's folder.
+#[test]
+fn subpath_symlink_out_of_the_volume_is_refused_cve_2017_1002101() {
+    let root = Root::new("vol-subpath");
+    assert_eq!(root.apply(SUBPATH_POD).code, Some(0));
+    let status = |pod: &k8s_openapi::api::core::v1::Pod, name: &str| {
+        pod.status
+            .as_ref()?
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|s| s.name == name)
+            .cloned()
+    };
+    let waiting_reason = |pod: &k8s_openapi::api::core::v1::Pod, name: &str| {
+        status(pod, name)?
+            .state
+            .and_then(|s| s.waiting)
+            .map(|w| (w.reason.unwrap_or_default(), w.message.unwrap_or_default()))
+    };
+    let pod = root.wait_pod("subpath", "good running, evil refused", LIMIT, |p| {
+        status(p, "good")
+            .and_then(|s| s.state)
+            .is_some_and(|s| s.running.is_some())
+            && waiting_reason(p, "evil").is_some_and(|(r, _)| r == "CreateContainerConfigError")
+    });
+    let (_, message) = waiting_reason(&pod, "evil").unwrap();
+    assert_eq!(
+        message,
+        "failed to prepare subPath for volumeMount \"vol\" of container \"evil\""
+    );
+    let uid = pod.metadata.uid.clone().unwrap();
+    let volume = root
+        .dir
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~empty-dir/vol");
+    // subPathExpr made `made` with the volume's mode, and the container wrote into it.
+    assert!(wait_until(LIMIT, || volume.join("made/g").exists()));
+    assert_eq!(mode(&volume.join("made")), 0o777);
+    let log = root
+        .dir
+        .join("logs")
+        .join(format!("default_subpath_{uid}"))
+        .join("good/0.log");
+    assert!(wait_until(LIMIT, || std::fs::read_to_string(&log)
+        .is_ok_and(|t| t.contains("inside"))));
+    // The kernel: good's /mnt is the volume's `real`, and evil never ran.
+    let pid = crate::pods::wait_for_running_container(&root, "subpath");
+    let mounts = podlab_ns::mnt::mounts_of(pid).unwrap();
+    let mnt = mounts
+        .iter()
+        .find(|m| m.mount_point == Path::new("/mnt"))
+        .expect("/mnt in good's mountinfo");
+    assert!(mnt.root.ends_with("vol/real"), "{mnt:?}");
+    let records = root.runtime().list_containers(&Default::default()).unwrap();
+    assert!(
+        records.iter().all(|c| c
+            .labels
+            .get("io.kubernetes.container.name")
+            .map(String::as_str)
+            != Some("evil")),
+        "a container record was made for evil"
+    );
+    root.ok(&["delete", "pod", "subpath"]);
+    root.assert_nothing_left();
+}

@@ -247,6 +247,14 @@ impl Execution<'_> {
             self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
             return false;
         }
+        // Held open until the runtime has made the container's mounts (after StartContainer).
+        let _subpaths = match crate::subpath::prepare(self.pod, self.dirs, name, &mut config) {
+            Ok(held) => held,
+            Err(message) => {
+                self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                return false;
+            }
+        };
         let id = match self.node.runtime.create_container(sandbox, &config) {
             Ok(id) => id,
             Err(podlab_runtime::Error::ImageNotFound { message, .. }) => {
