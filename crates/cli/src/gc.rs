@@ -3,6 +3,11 @@
 //! processes), sandboxes of pods that are no longer in the store, the volume and log folders
 //! of pods that have neither, and unreferenced image content.
 //!
+//! A sandbox that died while Ready has its network torn down (CNI DEL: its IP lease is
+//! released). With no node agent running, the pods whose status still shows a running
+//! container get the status kubelet would give them now that their sandbox is gone (their
+//! containers vanished, the pod not Ready); an agent that runs does that in its next sync.
+//!
 //! A `podlab run --rm` has no pod in the store: its sandbox is labelled with the `run` process
 //! that owns it ([`crate::run::LABEL_RUN_OWNER`]) and is left alone while that process lives.
 
@@ -53,6 +58,18 @@ pub fn run() -> Result<()> {
             id.short()
         );
     }
+    for id in &report.networks_released {
+        println!(
+            "released the network of sandbox {} (its IP lease)",
+            id.short()
+        );
+    }
+    for (id, error) in &report.network_failures {
+        println!(
+            "kept sandbox {}: its network teardown failed, the next gc tries again: {error}",
+            id.short()
+        );
+    }
 
     // Sandboxes whose pod is gone from the store: kubelet removes those too.
     let (pods, _) = ctx.store.list::<Pod>(None)?;
@@ -100,7 +117,50 @@ pub fn run() -> Result<()> {
         );
     }
     collect_network()?;
+    if podlab_kubelet::node::running_agent(&ctx.root).is_none() {
+        refresh_stale_statuses(&ctx, &runtime)?;
+    }
     println!("gc done");
+    if !report.network_failures.is_empty() {
+        anyhow::bail!(
+            "{} sandbox network(s) could not be torn down",
+            report.network_failures.len()
+        );
+    }
+    Ok(())
+}
+
+/// Pods whose stored status shows a running container the runtime no longer runs get the
+/// status the agent's next sync would write (written only when it differs).
+fn refresh_stale_statuses(ctx: &Ctx, runtime: &podlab_runtime::Runtime) -> Result<()> {
+    let (pods, _) = ctx.store.list::<Pod>(None)?;
+    for pod in pods {
+        let stale = pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+            .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            .any(|c| !runs(runtime, c.container_id.as_deref()));
+        if !stale || pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let status = podlab_kubelet::node::status::status_from_runtime(runtime, &pod)?;
+        if pod.status.as_ref() == Some(&status) {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let mut fresh = pod;
+        fresh.status = Some(status);
+        match ctx.store.update_status(fresh) {
+            Ok(_) => {
+                println!("updated the status of pod {namespace}/{name} (its containers are gone)")
+            }
+            // The pod changed or went meanwhile: whoever changed it has the newer word.
+            Err(e) if e.is_conflict() || e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     Ok(())
 }
 
@@ -110,6 +170,16 @@ fn collect_network() -> Result<()> {
         println!("removed the pod network state of this network namespace (no pod was attached)");
     }
     Ok(())
+}
+
+/// Whether the runtime runs the container of this `containerID` (`podlab://<id>`).
+fn runs(runtime: &podlab_runtime::Runtime, container_id: Option<&str>) -> bool {
+    let Some(id) = container_id.and_then(|id| id.strip_prefix("podlab://")) else {
+        return false;
+    };
+    podlab_runtime::ContainerId::parse(id)
+        .and_then(|id| runtime.container_status(&id))
+        .is_ok_and(|s| s.state == podlab_runtime::ContainerState::Running)
 }
 
 fn still_owned_by_run(sandbox: &SandboxStatus) -> bool {

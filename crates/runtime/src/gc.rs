@@ -9,6 +9,12 @@
 //! /dev/shm) are detached; a sandbox that was Ready when its shim died is removed, while a
 //! cleanly stopped one keeps its records for RemovePodSandbox. Last, shims and pause processes
 //! of this root whose sandbox folder is gone are killed.
+//!
+//! A sandbox that was Ready still holds its network: between the kill and the unpin, its network
+//! namespace is handed to the network plugin for a teardown (CNI DEL, which releases the IP
+//! lease, whether the built-in IPAM or host-local holds it), as StopPodSandbox would have done.
+//! A teardown that fails keeps the namespace pinned and the sandbox in place, so that the next
+//! gc tries the DEL again: CNI wants a DEL for every ADD.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
@@ -39,6 +45,12 @@ pub struct GcReport {
     pub unmounted: Vec<PathBuf>,
     /// Sandboxes skipped because another podlab process holds their lock.
     pub busy: Vec<SandboxId>,
+    /// Sandboxes whose network the plugin tore down (their IP released).
+    #[serde(default)]
+    pub networks_released: Vec<SandboxId>,
+    /// Sandboxes kept because their network teardown failed, with the plugin's error.
+    #[serde(default)]
+    pub network_failures: Vec<(SandboxId, String)>,
 }
 
 /// What cleaning one sandbox did.
@@ -77,7 +89,19 @@ impl Runtime {
                 // Half-made: its maker died between starting the shim and recording the sandbox.
                 report.processes_killed.extend(kill_shim(&paths)?);
             }
-            let leftovers = clean_sandbox_leftovers(&paths)?;
+            let mut leftovers = kill_sandbox_leftovers(&paths)?;
+            if let Some(ready) = record.as_ref().filter(|r| r.state == SandboxState::Ready) {
+                match self.tear_down_network(ready, &paths) {
+                    Ok(true) => report.networks_released.push(id.clone()),
+                    Ok(false) => {}
+                    Err(e) => {
+                        report.processes_killed.extend(leftovers.killed);
+                        report.network_failures.push((id.clone(), e.to_string()));
+                        continue;
+                    }
+                }
+            }
+            detach_sandbox_leftovers(&paths, &mut leftovers)?;
             let stopped = record
                 .as_ref()
                 .is_some_and(|r| r.state == SandboxState::NotReady);
@@ -164,6 +188,14 @@ pub(crate) fn kill_shim(paths: &SandboxPaths) -> Result<Option<i32>> {
 /// process in the pod's pinned namespaces and every recorded one, then detaches every mount
 /// in the sandbox folder. Never call it while the sandbox's shim lives.
 pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers> {
+    let mut leftovers = kill_sandbox_leftovers(paths)?;
+    detach_sandbox_leftovers(paths, &mut leftovers)?;
+    Ok(leftovers)
+}
+
+/// The first half of [`clean_sandbox_leftovers`]: every process of the sandbox killed, the
+/// running containers recorded as killed; the namespaces stay pinned.
+fn kill_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers> {
     let mut leftovers = Leftovers::default();
     let shim = state::read_record::<ShimRecord>(&paths.shim_record())
         .ok()
@@ -213,7 +245,12 @@ pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers>
         record.finished_at = crate::liveness::now_ns();
         state::write_record(&paths.container(&record.id).record(), &record)?;
     }
+    Ok(leftovers)
+}
 
+/// The second half of [`clean_sandbox_leftovers`]: every mount in the sandbox folder detached,
+/// the namespaces unpinned, the shim's files removed.
+fn detach_sandbox_leftovers(paths: &SandboxPaths, leftovers: &mut Leftovers) -> Result<()> {
     if paths.dir.exists() {
         crate::runtime::detach_mounts_below(&paths.dir, &mut leftovers.unmounted)?;
         for kind in [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid] {
@@ -223,7 +260,7 @@ pub(crate) fn clean_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers>
             let _ = std::fs::remove_file(file);
         }
     }
-    Ok(leftovers)
+    Ok(())
 }
 
 /// Every process (but this one) that is in one of `inodes`' namespaces, as pidfds. The

@@ -167,13 +167,19 @@ impl Runtime {
         self.shutdown_shim(id, paths)
     }
 
-    fn tear_down_network(&self, record: &SandboxRecord, paths: &SandboxPaths) -> Result<()> {
+    /// The network plugin's teardown of the pod's network namespace (CNI DEL), while it is
+    /// still pinned; true when there was one to do.
+    pub(crate) fn tear_down_network(
+        &self,
+        record: &SandboxRecord,
+        paths: &SandboxPaths,
+    ) -> Result<bool> {
         let (Some(plugin), NetworkMode::Pod) = (&self.network, record.network_mode) else {
-            return Ok(());
+            return Ok(false);
         };
         let netns = paths.ns(podlab_ns::NsKind::Net);
         if !podlab_ns::ops::is_pinned(&netns) {
-            return Ok(());
+            return Ok(false);
         }
         plugin
             .tear_down(
@@ -184,7 +190,8 @@ impl Runtime {
                 id: record.id.to_string(),
                 phase: "teardown",
                 message: format!("{}: {e}", plugin.name()),
-            })
+            })?;
+        Ok(true)
     }
 
     /// Asks a live shim to shut down and waits for it to be gone; false when none was alive.

@@ -10,6 +10,7 @@ mod agent;
 mod cli;
 mod demos;
 mod explain;
+mod gc_network;
 mod ipc;
 mod kubectl_errors;
 mod mnt;

@@ -374,7 +374,7 @@ impl Agent {
 
 /// The node's address for `status.hostIP`: the first global IPv4 address of the agent's network
 /// namespace, else 127.0.0.1. It is reported, never contacted.
-fn node_address() -> String {
+pub(crate) fn node_address() -> String {
     let addresses = podlab_ns::net::Netlink::open().and_then(|mut nl| nl.addresses());
     addresses
         .ok()

@@ -9,8 +9,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use podlab_runtime::{Runtime, SandboxFilter};
+
 use crate::conditions::Condition;
-use crate::model::{ApiState, Termination};
+use crate::model::{ApiState, PassContext, Termination};
 use crate::status::ApiContainerStatus;
 use crate::sync::SyncResult;
 
@@ -267,6 +269,47 @@ fn terminated(t: &Termination) -> ContainerStateTerminated {
             .as_ref()
             .map(|id| format!("{CONTAINER_ID_SCHEME}{id}")),
     }
+}
+
+/// The status the pod's next sync pass would write before it acts, from what the runtime holds
+/// now: what `podlab gc` writes for the pods of a node whose agent is not running. After a
+/// `kill -9` of everything and a gc, a pod's sandbox and containers are gone while its status
+/// still says running and Ready; kubelet reports such a pod's containers as vanished
+/// (ContainerStatusUnknown) and the pod not Ready, and so does this, until an agent runs again
+/// and acts (its first pass starts from the same status). No probe has a result yet, as for
+/// an agent that just started.
+pub fn status_from_runtime(runtime: &Runtime, pod: &Pod) -> podlab_runtime::Result<PodStatus> {
+    let (_, _, uid) = crate::translate::identity(pod);
+    let filter = SandboxFilter {
+        labels: [(crate::translate::LABEL_POD_UID.to_string(), uid)].into(),
+        ..SandboxFilter::default()
+    };
+    let ids: Vec<_> = runtime
+        .list_pod_sandboxes_filtered(&filter)?
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    let observed = PodRuntime::observe(runtime, &ids)?;
+    let ctx = PassContext {
+        other_conditions: super::view::other_conditions(pod.status.as_ref()),
+        previous: pod.status.as_ref().map(super::view::previous_status),
+        ..PassContext::default()
+    };
+    let result = crate::sync::sync_pass(&super::view::spec_view(pod), &observed.view(), &ctx);
+    let host_ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.host_ip.clone())
+        .unwrap_or_else(super::agent::node_address);
+    Ok(pod_status(
+        &result,
+        &StatusInputs {
+            pod,
+            observed: &observed,
+            host_ip: &host_ip,
+            now: podlab_control::names::now(),
+        },
+    ))
 }
 
 #[cfg(test)]
