@@ -57,13 +57,12 @@ pub enum Error {
     },
 
     /// The plugin process could not be started or talked to.
-    #[error("running plugin type={plugin:?} ({command}) from {path}: {source}")]
+    #[error("running plugin type={plugin:?} ({command}) from {path}: {cause}")]
     Exec {
         plugin: String,
         command: Command,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// An attachment the CNI spec does not allow (container id, interface name, CNI_ARGS value,
@@ -80,12 +79,11 @@ pub enum Error {
     Check { network: String, problem: String },
 
     /// A state file (result cache, IPAM lease) could not be read or written.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A namespace or netlink operation of the built-in path failed.
@@ -105,7 +103,7 @@ impl Error {
         Error::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

@@ -100,11 +100,11 @@ impl PluginRunner {
         stdin: &[u8],
     ) -> Result<Vec<u8>> {
         let path = self.find(plugin)?;
-        let exec_error = |source| Error::Exec {
+        let exec_error = |cause| Error::Exec {
             plugin: plugin.to_owned(),
             command,
             path: path.clone(),
-            source,
+            cause,
         };
         let mut process = std::process::Command::new(&path);
         process

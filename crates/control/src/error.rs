@@ -44,12 +44,11 @@ pub enum Error {
         message: String,
     },
 
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {cause}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     #[error("{syscall} {path}: {errno}")]
@@ -69,7 +68,7 @@ impl Error {
         Error::Io {
             op,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

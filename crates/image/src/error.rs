@@ -54,12 +54,11 @@ pub enum Error {
     Format { path: PathBuf, message: String },
 
     /// A JSON document (index, manifest, config) that does not parse.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Json {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 
     /// A layer entry that would write outside its snapshot folder, or cannot be applied safely.
@@ -108,7 +107,6 @@ pub enum Error {
     Sys {
         call: &'static str,
         path: PathBuf,
-        #[source]
         errno: nix::Error,
     },
 
@@ -119,17 +117,15 @@ pub enum Error {
         call: &'static str,
         name: String,
         path: PathBuf,
-        #[source]
         errno: nix::Error,
     },
 
     /// A file operation failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -138,7 +134,7 @@ impl Error {
         Error::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

@@ -166,10 +166,10 @@ impl Loaded {
         let bytes = content.read(digest)?;
         let blob_path = || PathBuf::from(digest.to_string());
         let manifest: ImageManifest =
-            serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+            serde_json::from_slice(&bytes).map_err(|cause| Error::Json {
                 what: "image manifest",
                 path: blob_path(),
-                source,
+                cause,
             })?;
         if let Some(mt) = manifest.media_type() {
             if !MANIFEST_TYPES.contains(&mt.as_ref()) {
@@ -189,10 +189,10 @@ impl Loaded {
         let config_digest = Digest::parse(config_descriptor.digest().as_ref())?;
         let config_bytes = content.read(&config_digest)?;
         let config: ImageConfiguration =
-            serde_json::from_slice(&config_bytes).map_err(|source| Error::Json {
+            serde_json::from_slice(&config_bytes).map_err(|cause| Error::Json {
                 what: "image config",
                 path: PathBuf::from(config_digest.to_string()),
-                source,
+                cause,
             })?;
         let diff_ids = config
             .rootfs()

@@ -77,6 +77,39 @@ enum Source {
     },
 }
 
+/// What `podlab image import` reads, in words for the error that says a file is none of it.
+const EXPECTED_SOURCE: &str = "expected an oci-archive or docker-archive (a tar file, plain or \
+     gzip- or zstd-compressed, as podman save, docker save and skopeo copy write them) or an OCI \
+     image layout folder";
+
+/// `stream` (a decompressed file) if it starts with a tar header whose checksum holds, or with
+/// the zero block of an empty tar; else the error that says the file is not an image archive.
+fn tar_stream<'a>(path: &Path, mut stream: Box<dyn Read + 'a>) -> Result<impl Read + 'a> {
+    let mut block = vec![0u8; 512];
+    let mut filled = 0;
+    while filled < block.len() {
+        match stream.read(&mut block[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("reading", path, e)),
+        }
+    }
+    let is_tar = filled == block.len() && {
+        let header = tar::Header::from_byte_slice(&block);
+        let mut recomputed = header.clone();
+        recomputed.set_cksum();
+        block.iter().all(|b| *b == 0) || header.cksum().ok() == recomputed.cksum().ok()
+    };
+    if !is_tar {
+        return Err(Error::format(
+            path,
+            format!("not an image archive: {EXPECTED_SOURCE}"),
+        ));
+    }
+    Ok(io::Cursor::new(block).chain(stream))
+}
+
 impl Source {
     /// Copies every file of the tar at `path` into `scratch`, hashing it on the way.
     fn extract(path: &Path, scratch: &Path) -> Result<Source> {
@@ -84,10 +117,17 @@ impl Source {
         let what = path.display().to_string();
         let (_, stream) =
             compression::decompress(BufReader::with_capacity(COPY_BUFFER, file), &what)?;
+        let stream = tar_stream(path, stream)?;
+        // tar's own words quote the header fields they could not read: of a file that is not
+        // quite a tar, that is its content, which has no place in an error message.
         let corrupt = |e: io::Error| {
+            let said: String = e.to_string().chars().take(60).collect();
             Error::format(
                 path,
-                format!("not a readable tar archive (corrupt or truncated?): {e}"),
+                format!(
+                    "not a readable tar archive (corrupt or truncated?): {}",
+                    said.escape_debug()
+                ),
             )
         };
         let mut archive = tar::Archive::new(stream);
@@ -297,10 +337,10 @@ fn parse<T: serde::de::DeserializeOwned>(
     what: &'static str,
     origin: PathBuf,
 ) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|source| Error::Json {
+    serde_json::from_slice(bytes).map_err(|cause| Error::Json {
         what,
         path: origin,
-        source,
+        cause,
     })
 }
 
@@ -539,6 +579,42 @@ fn sniff(staging: &Staging, digest: &Digest) -> Result<Compression> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 13, defect 9: `image import /etc/passwd` printed the file's content (tar's error
+    /// quotes the header fields it could not parse). A file that does not start with a tar
+    /// header is said to be no image archive, with the path and what was expected.
+    #[test]
+    fn defect_9_a_file_that_is_no_tar_is_named_not_quoted() {
+        let passwd =
+            b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+                .repeat(10);
+        for content in [&passwd[..], b"", &[0x55; 511][..]] {
+            let err = tar_stream(Path::new("/etc/passwd"), Box::new(content))
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(
+                err.starts_with("/etc/passwd: not an image archive: expected an oci-archive"),
+                "{err}"
+            );
+            assert!(!err.contains("root:x") && !err.contains("UUU"), "{err}");
+        }
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(3);
+        header.set_cksum();
+        tar.append_data(&mut header, "oci-layout", &b"{}\n"[..])
+            .unwrap();
+        let bytes = tar.into_inner().unwrap();
+        let mut read = Vec::new();
+        tar_stream(Path::new("x.tar"), Box::new(&bytes[..]))
+            .unwrap()
+            .read_to_end(&mut read)
+            .unwrap();
+        assert_eq!(read, bytes, "a tar passes whole");
+        let empty = vec![0u8; 1024];
+        assert!(tar_stream(Path::new("empty.tar"), Box::new(&empty[..])).is_ok());
+    }
 
     #[test]
     fn clean_keeps_paths_inside() {

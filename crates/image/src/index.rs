@@ -54,10 +54,10 @@ struct DescriptorFile {
 impl NameIndex {
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|e| Error::io("reading image index", path, e))?;
-        let file: IndexFile = serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+        let file: IndexFile = serde_json::from_slice(&bytes).map_err(|cause| Error::Json {
             what: "image index",
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         let names = file
             .manifests

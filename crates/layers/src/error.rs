@@ -10,11 +10,10 @@ pub enum Error {
     #[error(transparent)]
     Ns(#[from] podlab_ns::Error),
     /// A program could not be started at all.
-    #[error("starting {program}: {source}")]
+    #[error("starting {program}: {cause}")]
     Spawn {
         program: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A program ran and failed; `stderr` holds the end of what it said.
     #[error("{command} failed ({status}): {stderr}")]
@@ -27,12 +26,11 @@ pub enum Error {
     #[error("timed out after {seconds} s waiting for {what}")]
     Timeout { what: String, seconds: u64 },
     /// A file or /proc read or write failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A peer's output, a /proc file or a CSV line could not be read.
     #[error("unreadable {what}: {text:?}")]
@@ -59,7 +57,7 @@ impl Error {
         Error::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

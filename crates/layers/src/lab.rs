@@ -217,9 +217,9 @@ impl Lab {
                 cgroup2_only(&paths)
             });
         }
-        let child = cmd.spawn().map_err(|source| Error::Spawn {
+        let child = cmd.spawn().map_err(|cause| Error::Spawn {
             program: "the cgroup2 view holder (sleep infinity)".into(),
-            source,
+            cause,
         })?;
         let pid = child.id() as i32;
         self.started.push(Started {
@@ -252,9 +252,9 @@ impl Lab {
         unsafe {
             cmd.pre_exec(detach_from_caller);
         }
-        let child = cmd.spawn().map_err(|source| Error::Spawn {
+        let child = cmd.spawn().map_err(|cause| Error::Spawn {
             program: name.into(),
-            source,
+            cause,
         })?;
         let pid = child.id() as i32;
         self.started.push(Started {
@@ -478,9 +478,9 @@ impl Drop for Lab {
 
 /// Runs `cmd`, returns its output, and fails with the end of its stderr when it fails.
 pub fn run(cmd: &mut Command) -> Result<Output> {
-    let out = cmd.output().map_err(|source| Error::Spawn {
+    let out = cmd.output().map_err(|cause| Error::Spawn {
         program: describe(cmd),
-        source,
+        cause,
     })?;
     if !out.status.success() {
         return Err(command_failed(cmd, &out));

@@ -1,4 +1,7 @@
 //! The one error type of podlab-ns: what was called, on which namespace, path and pid, and why.
+//!
+//! Like every typed error of podlab's, its message ends with the cause (the errno, the I/O
+//! error), which is therefore not also its `source()`: anyhow's `{:#}` would say it twice.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -42,7 +45,6 @@ pub enum Error {
     Sys {
         call: &'static str,
         target: Target,
-        #[source]
         errno: nix::Error,
     },
     /// A system call failed for a reason podlab can name (a multi-threaded caller, a process
@@ -51,7 +53,6 @@ pub enum Error {
     SysExplained {
         call: &'static str,
         target: Target,
-        #[source]
         errno: nix::Error,
         why: String,
     },
@@ -60,7 +61,6 @@ pub enum Error {
     SysOnKinds {
         call: &'static str,
         kinds: Vec<NsKind>,
-        #[source]
         errno: nix::Error,
     },
     /// A system call on one System V IPC object failed.
@@ -69,16 +69,14 @@ pub enum Error {
         call: &'static str,
         what: &'static str,
         id: i32,
-        #[source]
         errno: nix::Error,
     },
     /// A file or /proc read or write failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The running kernel does not have this namespace kind (no /proc/self/ns/<kind>).
     #[error("the kernel has no {kind} namespaces (no /proc/self/ns/{})", kind.proc_name())]
@@ -144,7 +142,7 @@ impl Error {
         Error::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 
@@ -155,7 +153,7 @@ impl Error {
             | Error::SysExplained { errno, .. }
             | Error::SysOnKinds { errno, .. }
             | Error::SysvObject { errno, .. } => Some(*errno),
-            Error::Io { source, .. } => source.raw_os_error().map(nix::Error::from_raw),
+            Error::Io { cause, .. } => cause.raw_os_error().map(nix::Error::from_raw),
             Error::Netlink { errno, .. } => *errno,
             _ => None,
         }

@@ -116,17 +116,15 @@ pub enum Error {
     Sys {
         call: &'static str,
         target: String,
-        #[source]
         errno: nix::Error,
     },
 
     /// A file operation failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A state file that does not parse.
@@ -142,7 +140,7 @@ impl Error {
         Error::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

@@ -9,6 +9,7 @@ mod support;
 mod agent;
 mod cli;
 mod demos;
+mod errors;
 mod explain;
 mod gc_network;
 mod ipc;

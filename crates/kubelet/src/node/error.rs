@@ -6,24 +6,22 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error("object store: {0}")]
-    Store(#[from] podlab_control::Error),
+    Store(podlab_control::Error),
 
     #[error("runtime: {0}")]
-    Runtime(#[from] podlab_runtime::Error),
+    Runtime(podlab_runtime::Error),
 
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     #[error("{call} {target}: {errno}")]
     Sys {
         call: &'static str,
         target: String,
-        #[source]
         errno: nix::Error,
     },
 
@@ -43,12 +41,26 @@ pub enum NodeError {
     Config(String),
 }
 
+// Not `#[from]`, which would also make the wrapped error this one's `source()`: its words are
+// in this error's message already, and `{:#}` would print them twice.
+impl From<podlab_control::Error> for NodeError {
+    fn from(error: podlab_control::Error) -> Self {
+        NodeError::Store(error)
+    }
+}
+
+impl From<podlab_runtime::Error> for NodeError {
+    fn from(error: podlab_runtime::Error) -> Self {
+        NodeError::Runtime(error)
+    }
+}
+
 impl NodeError {
     pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         NodeError::Io {
             what,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 }
