@@ -21,12 +21,16 @@ pub struct NodeArgs {
     /// Narrate every pass that decides something, with its rule IDs (default in the foreground).
     #[arg(short, long)]
     verbose: bool,
+    /// Narrate only this pod (`NAME`, or `NAMESPACE/NAME`): its passes, probes and rules, and
+    /// nothing of the other pods or of the node. Implies `-v`.
+    #[arg(long = "pod", value_name = "NAME")]
+    pod: Option<String>,
     /// Crash-loop backoff `INITIAL[,MAX[,RESET]]`, e.g. `1s,8s,60s` (kubelet: `10s,300s,600s`).
     #[arg(long)]
     backoff: Option<String>,
     /// Stop the agent of this root (SIGTERM; it removes the pod network it kept, if no pod uses
     /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
-    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff"])]
+    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod"])]
     stop: bool,
 }
 
@@ -59,7 +63,8 @@ pub fn run(args: NodeArgs) -> Result<()> {
         config.backoff =
             podlab_kubelet::node::parse_backoff(backoff).map_err(|e| anyhow!("--backoff: {e}"))?;
     }
-    config.verbose |= args.verbose || !args.background;
+    config.verbose |= args.verbose || !args.background || args.pod.is_some();
+    config.follow_pod = args.pod;
     config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
     let stop = podlab_kubelet::node::stop_on_signals()?;
 

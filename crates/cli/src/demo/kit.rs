@@ -149,11 +149,19 @@ fn remove_scratch_root(path: &Path) {
     let _ = std::fs::remove_dir_all(path);
 }
 
+/// The roots `--keep` left running, for [`print_kept`] once the demo's evidence is out.
+static KEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// The roots the demos kept, taken off the list.
+pub fn take_kept() -> Vec<PathBuf> {
+    std::mem::take(&mut *KEPT.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
 /// What `--keep` prints: how to look at the pods left running in `root`, and how to remove
 /// them and the root.
-fn print_kept(root: &Path) {
-    let pods: Vec<String> = Ctx::open()
-        .and_then(|ctx| Ok(ctx.store.list::<Pod>(None)?.0))
+pub fn print_kept(root: &Path) {
+    let pods: Vec<String> = podlab_control::Store::open(root.join("store"))
+        .and_then(|store| Ok(store.list::<Pod>(None)?.0))
         .unwrap_or_default()
         .into_iter()
         .filter_map(|p| p.metadata.name)
@@ -181,7 +189,9 @@ fn print_kept(root: &Path) {
 impl Drop for ScratchRoot {
     fn drop(&mut self) {
         if super::keep() {
-            print_kept(&self.path);
+            KEPT.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.path.clone());
         } else {
             remove_scratch_root(&self.path);
         }

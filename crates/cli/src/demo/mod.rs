@@ -238,6 +238,9 @@ pub fn run(what: &str, keep: bool) -> Result<()> {
             Ok(()) if !evidence.holds() => failed.push(demo.name),
             Ok(()) => say(format!("demo {}: all evidence holds", demo.name)),
         }
+        for root in kit::take_kept() {
+            kit::print_kept(&root);
+        }
     }
     if !failed.is_empty() {
         bail!("evidence did not hold in: {}", failed.join(", "));

@@ -40,7 +40,7 @@ fn ns_ls_lists_our_own_net_namespace() {
     let (code, stdout, stderr) = run(&["ns", "ls"]);
     assert_eq!(code, Some(0), "{stderr}");
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NS", "TYPE", "NPROCS", "PID", "USER", "COMMAND"]);
+    assert_eq!(header, crate::support::NS_LS_COLUMNS);
     let row = stdout
         .lines()
         .find(|l| l.split_whitespace().next() == Some(inode.to_string().as_str()))

@@ -225,3 +225,99 @@ fn demo_interrupted_by_ctrl_c_leaves_nothing_behind() {
 fn demo_piped_into_head_leaves_nothing_behind() {
     interrupted_pod_demo_leaves_nothing(Ending::ReaderGone);
 }
+
+/// Issue 15: `podlab demo pod --keep` leaves the pod running in the demo's own root and prints
+/// the commands to look at it and to remove it; those commands, run as printed, remove it all.
+#[test]
+fn demo_keep_leaves_the_pod_running_and_its_printed_commands_remove_it() {
+    let _network = crate::support::network_lock();
+    let out = crate::support::podlab()
+        .args(["demo", "pod", "--keep"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    crate::support::assert_reads_as_words("pod --keep", &stdout);
+    let root = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export PODLAB_ROOT="))
+        .unwrap_or_else(|| panic!("no export line:\n{stdout}"));
+    let root = std::path::PathBuf::from(root);
+    let removal: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("To remove them"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(
+        removal
+            .iter()
+            .any(|l| l.starts_with("podlab delete pod podlab-demo")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("podlab describe pod podlab-demo"),
+        "{stdout}"
+    );
+
+    // Still running: the pod in the store, its pause process alive.
+    let agent = podlab_kubelet::node::running_agent(&root).expect("the kept agent runs");
+    let get = crate::support::podlab()
+        .args(["get", "pods", "--no-headers"])
+        .env("PODLAB_ROOT", &root)
+        .output()
+        .unwrap();
+    let rows = String::from_utf8_lossy(&get.stdout);
+    assert!(
+        rows.lines()
+            .any(|l| l.starts_with("podlab-demo ") && l.contains("Running")),
+        "{rows}"
+    );
+    let pids: Vec<(i32, String)> = crate::pods::processes_of(&root);
+    assert!(!pids.is_empty(), "no process of the kept pod");
+
+    // The removal commands, as a user would paste them.
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_podlab"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!(
+        "set -e\nexport PODLAB_ROOT={}\n{}\n",
+        root.display(),
+        removal.join("\n")
+    );
+    let removed = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(
+        removed.status.success(),
+        "{script}\n{}{}",
+        String::from_utf8_lossy(&removed.stdout),
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    assert!(!root.exists(), "{} is left", root.display());
+    assert!(
+        !std::path::Path::new(&format!("/proc/{agent}")).exists() || crate::pods::is_zombie(agent),
+        "the agent still runs"
+    );
+    let left: Vec<_> = pids
+        .into_iter()
+        .filter(|(p, _)| {
+            std::path::Path::new(&format!("/proc/{p}")).exists() && !crate::pods::is_zombie(*p)
+        })
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert_network_clean();
+}

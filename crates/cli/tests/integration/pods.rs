@@ -1169,3 +1169,94 @@ fn an_image_built_with_umoci_and_copied_by_skopeo_imports_and_runs() {
     std::fs::remove_dir_all(&work).unwrap();
     root.assert_nothing_left();
 }
+
+/// Issue 15: `podlab ns ls` names the pod and container of each namespace podlab made: the
+/// pause process's net, ipc and uts are the pod's `(sandbox)` namespaces, a container's own mnt
+/// is that container's; the host's own namespaces have neither (`-`).
+#[test]
+fn ns_ls_shows_the_pod_and_container_of_podlab_namespaces() {
+    let root = Root::new("nsls-owners");
+    let out = root.run(&["run", "owned", "--image", "busybox", "--", "sleep", "600"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("owned", "Running", LIMIT, running);
+    let pause = root.pause_pid(&pod);
+    let app = root
+        .record(&container(&pod, "owned"))
+        .pid
+        .expect("the container's pid");
+
+    let listing = root.ok(&["ns", "ls"]);
+    let header: Vec<&str> = listing.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, crate::support::NS_LS_COLUMNS);
+    let row_of = |inode: u64| -> Vec<&str> {
+        listing
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cells| cells[0] == inode.to_string())
+            .unwrap_or_else(|| panic!("{inode} not listed:\n{listing}"))
+    };
+    for kind in [NsKind::Net, NsKind::Ipc, NsKind::Uts] {
+        let row = row_of(ops::ns_inode(pause, kind).unwrap());
+        assert_eq!(row[1], kind.proc_name());
+        assert_eq!(row[5..7], ["default/owned", "(sandbox)"], "{kind}: {row:?}");
+    }
+    let mnt = row_of(ops::ns_inode(app, NsKind::Mnt).unwrap());
+    assert_eq!(mnt[5..7], ["default/owned", "owned"], "{mnt:?}");
+    let own = row_of(ops::ns_inode(std::process::id() as i32, NsKind::Net).unwrap());
+    assert_eq!(own[5..7], ["-", "-"], "{own:?}");
+    root.ok(&["delete", "pod", "owned", "--now"]);
+}
+
+/// Issue 15: `podlab node -v --pod NAME` follows one pod: its passes are narrated with their
+/// rule IDs, another pod's and the node's own lines are not.
+#[test]
+fn node_verbose_with_pod_narrates_that_pod_alone() {
+    use std::io::Read;
+    let root = Root::new("node-follow");
+    let mut agent = root
+        .command(&["node", "-v", "--pod", "followed"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(LIMIT, || podlab_kubelet::node::running_agent(&root.dir)
+            .is_some()),
+        "the foreground agent did not start"
+    );
+    for name in ["followed", "other"] {
+        let out = root.run(&["run", name, "--image", "busybox", "--", "sleep", "600"]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    for name in ["followed", "other"] {
+        root.wait_pod(name, "Running", LIMIT, running);
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let mut narration = String::new();
+    agent
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut narration)
+        .unwrap();
+    agent.wait().unwrap();
+    let lines: Vec<&str> = narration.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("default/followed: ") && l.contains("SBX-1")),
+        "no narration of the followed pod's first sandbox:\n{narration}"
+    );
+    let others: Vec<&&str> = lines
+        .iter()
+        .filter(|l| !l.starts_with("default/followed"))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "lines not about the followed pod: {others:#?}"
+    );
+}

@@ -185,3 +185,15 @@ pub fn assert_reads_as_words(demo: &str, stdout: &str) {
         found.join("\n")
     );
 }
+
+/// The columns of `podlab ns ls`: lsns's, with the pod and container of podlab's namespaces.
+pub const NS_LS_COLUMNS: [&str; 8] = [
+    "NS",
+    "TYPE",
+    "NPROCS",
+    "PID",
+    "USER",
+    "POD",
+    "CONTAINER",
+    "COMMAND",
+];

@@ -366,7 +366,7 @@ impl Agent {
     }
 
     fn say(&self, what: impl FnOnce() -> String) {
-        if self.node.config.verbose {
+        if self.node.config.narrates_node() {
             println!("{}", what());
         }
     }

@@ -56,6 +56,9 @@ pub struct NodeConfig {
     pub probe_defaults: ProbeSpec,
     /// Narrate each pass that decides something, with its rule IDs, on stdout.
     pub verbose: bool,
+    /// With `verbose`: narrate only this pod (`NAME` of namespace default, or
+    /// `NAMESPACE/NAME`), and nothing of the node's own.
+    pub follow_pod: Option<String>,
     /// Exit after this long without any pod (a detached agent started on demand).
     pub exit_when_idle: Option<Duration>,
     /// The CNI hook handed to the runtime; None: pods get `lo` only.
@@ -73,6 +76,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("full_resync", &self.full_resync)
             .field("error_backoff", &self.error_backoff)
             .field("verbose", &self.verbose)
+            .field("follow_pod", &self.follow_pod)
             .field("exit_when_idle", &self.exit_when_idle)
             .field(
                 "network",
@@ -103,6 +107,7 @@ impl NodeConfig {
             error_backoff: Duration::from_secs(crate::events::SYNC_ERROR_BACKOFF_SECONDS as u64),
             probe_defaults: ProbeSpec::default(),
             verbose: false,
+            follow_pod: None,
             exit_when_idle: None,
             network: None,
         }
@@ -136,6 +141,25 @@ impl NodeConfig {
         config.verbose = var(ENV_VERBOSE).is_some_and(|v| v != "0" && v != "false");
         config.check()?;
         Ok(config)
+    }
+
+    /// Whether the pod `namespace/name`'s passes are narrated: `verbose`, and it is the pod
+    /// followed, if one is.
+    pub fn narrates(&self, namespace: &str, name: &str) -> bool {
+        self.verbose
+            && self
+                .follow_pod
+                .as_deref()
+                .is_none_or(|followed| match followed.split_once('/') {
+                    Some((ns, n)) => ns == namespace && n == name,
+                    None => namespace == "default" && followed == name,
+                })
+    }
+
+    /// Whether the node's own doings (its pods listed, an orphan removed, its exit) are
+    /// narrated: `verbose`, and no single pod is followed.
+    pub fn narrates_node(&self) -> bool {
+        self.verbose && self.follow_pod.is_none()
     }
 
     /// The settings as `PODLAB_NODE_*` variables, for a detached agent to start with the same.
@@ -322,5 +346,20 @@ mod tests {
         assert!(config.check().is_ok());
         config.resync = Duration::from_secs(2);
         assert!(config.check().is_err());
+    }
+
+    #[test]
+    fn following_one_pod_narrates_it_alone() {
+        let mut config = NodeConfig::new("/r");
+        assert!(!config.narrates("default", "web") && !config.narrates_node());
+        config.verbose = true;
+        assert!(config.narrates("default", "web") && config.narrates_node());
+        config.follow_pod = Some("web".into());
+        assert!(config.narrates("default", "web"));
+        assert!(!config.narrates("default", "db"));
+        assert!(!config.narrates("other", "web"));
+        assert!(!config.narrates_node());
+        config.follow_pod = Some("other/web".into());
+        assert!(config.narrates("other", "web") && !config.narrates("default", "web"));
     }
 }

@@ -307,7 +307,8 @@ impl ProbeThread {
             started_at: target.started_at,
             can_restart: target.can_restart,
         };
-        let mut trace = if self.node.config.verbose {
+        let (namespace, name, _) = crate::translate::identity(&self.pod);
+        let mut trace = if self.node.config.narrates(&namespace, &name) {
             Trace::narrated()
         } else {
             Trace::quiet()

@@ -230,7 +230,7 @@ impl PodWorker {
             .ensure(&self.node, &self.pod, self.found_at_start);
         let failures_before = self.caches.start_failures.clone();
         let pod = self.pod.clone();
-        let mut trace = if self.node.config.verbose {
+        let mut trace = if self.narrating() {
             Trace::narrated()
         } else {
             Trace::quiet()
@@ -473,8 +473,14 @@ impl PodWorker {
         format!("{namespace}/{name}")
     }
 
+    /// Whether this pod's passes are narrated (`-v`, and `--pod` names it if given).
+    fn narrating(&self) -> bool {
+        let (namespace, name, _) = translate::identity(&self.pod);
+        self.node.config.narrates(&namespace, &name)
+    }
+
     fn say(&self, what: impl FnOnce() -> String) {
-        if self.node.config.verbose {
+        if self.narrating() {
             println!("{}: {}", self.key(), what());
         }
     }
@@ -487,7 +493,7 @@ impl PodWorker {
         ctx: &PassContext,
         decided: bool,
     ) {
-        if !self.node.config.verbose || !decided {
+        if !self.narrating() || !decided {
             return;
         }
         let (_, lines) = sync_pass_narrated(spec, rt, ctx);
