@@ -200,6 +200,8 @@ enum Command {
         #[command(subcommand)]
         command: NsCommand,
     },
+    /// Self-checking exercises: list, start ID, check, hint, solve, reset, status.
+    Lab(podlab_labs::cli::LabArgs),
 }
 
 #[derive(Args)]
@@ -437,6 +439,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Ns {
             command: NsCommand::Run(args),
         } => nsrun::run(args).map(Outcome::Status),
+        Command::Lab(args) => podlab_labs::cli::run(args).map(Outcome::Status),
     }
 }
 
@@ -455,6 +458,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Status(code)) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
             let usage = err.downcast_ref::<UsageError>().is_some()
+                || err.downcast_ref::<podlab_labs::cli::UsageError>().is_some()
                 || matches!(
                     err.downcast_ref::<podlab_ns::Error>(),
                     Some(

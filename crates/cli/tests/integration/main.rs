@@ -14,6 +14,7 @@ mod explain;
 mod gc_network;
 mod ipc;
 mod kubectl_errors;
+mod labs;
 mod mnt;
 mod net;
 mod network_curve;
