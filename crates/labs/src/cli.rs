@@ -44,6 +44,12 @@ pub enum LabCommand {
     Reset { lab: Option<String> },
     /// What you have done so far.
     Status,
+    /// Lab 14's holder of the private docker and containerd (started by `start 14`).
+    #[command(hide = true)]
+    HoldDaemons {
+        #[arg(long)]
+        work: std::path::PathBuf,
+    },
 }
 
 /// A usage error: an unknown lab, no root. `podlab` exits 2 on it.
@@ -63,6 +69,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
     match args.command {
         LabCommand::List => list().map(|()| 0),
         LabCommand::Status => status().map(|()| 0),
+        LabCommand::HoldDaemons { work } => crate::labs::hold_daemons(&work).map(|()| 0),
         LabCommand::Start { lab } => start(find(&lab)?).map(|()| 0),
         LabCommand::Check { lab } => check(current(lab)?),
         LabCommand::Hint { lab, n } => hint(current(lab)?, n).map(|()| 0),

@@ -156,13 +156,29 @@ impl Env {
     /// Starts a long-lived process in the background (its own session, no terminal), printed
     /// as `$ CMD &`; returns its pid. It is tagged, so that `reset` finds it.
     pub fn spawn(&self, program: &str, args: &[&str]) -> Result<i32> {
+        self.spawn_logged(program, args, None)
+    }
+
+    /// [`Env::spawn`], with its output appended to `log` when given.
+    pub fn spawn_logged(&self, program: &str, args: &[&str], log: Option<&Path>) -> Result<i32> {
         use std::os::unix::process::CommandExt;
         self.say(format!("$ {program} {} &", shell_line(args)));
         let mut command = self.command(program, args);
+        let output = || -> Result<Stdio> {
+            Ok(match log {
+                Some(path) => std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?
+                    .into(),
+                None => Stdio::null(),
+            })
+        };
         command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(output()?)
+            .stderr(output()?);
         // SAFETY: setsid is async-signal-safe; it detaches the child from the CLI's session,
         // so that it outlives this command as a student's `&` job outlives their shell line.
         unsafe {

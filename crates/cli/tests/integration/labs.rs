@@ -21,13 +21,23 @@ impl LabRun {
     }
 
     fn named(name: &str, test: &str, network: bool) -> LabRun {
+        LabRun::build(
+            name,
+            test,
+            |root| if network { root.with_network() } else { root },
+        )
+    }
+
+    /// A lab run whose root `adapt` changes (network, agent settings).
+    fn with_root(name: &str, adapt: impl FnOnce(Root) -> Root) -> LabRun {
+        LabRun::build(name, &format!("lab-{name}"), adapt)
+    }
+
+    fn build(name: &str, test: &str, adapt: impl FnOnce(Root) -> Root) -> LabRun {
         let lab = podlab_labs::find(name).unwrap_or_else(|| panic!("no lab {name}"));
         let root = Root::new(test);
         let state = root.dir.join("state").display().to_string();
-        let mut root = root.with_env("XDG_STATE_HOME", &state);
-        if network {
-            root = root.with_network();
-        }
+        let root = adapt(root.with_env("XDG_STATE_HOME", &state));
         LabRun {
             root,
             id: lab.id(),
@@ -193,4 +203,104 @@ fn lab_05_pid_zombies() {
 #[test]
 fn lab_06_init_order() {
     LabRun::new("init-order", false).cycle(|| {});
+}
+
+#[test]
+fn lab_07_probes() {
+    LabRun::new("probes", false).cycle(|| {});
+}
+
+#[test]
+fn lab_08_phase() {
+    LabRun::new("phase", false).cycle(|| {});
+}
+
+#[test]
+fn lab_09_sandbox() {
+    LabRun::new("sandbox", false).cycle(|| {});
+}
+
+#[test]
+fn lab_10_cni_failure() {
+    let run = LabRun::with_root("cni-failure", |root| {
+        root.with_network()
+            .with_env("PODLAB_NODE_ERROR_BACKOFF", "1s")
+    });
+    run.cycle(|| {
+        // The bridge is the node's while its agent runs (as a CNI bridge on a kubelet node);
+        // once the agent stops, nothing of the network may be left.
+        run.root.ok(&["node", "--stop"]);
+        let out = std::process::Command::new("ip")
+            .args(["-o", "link"])
+            .output()
+            .unwrap();
+        let links = String::from_utf8_lossy(&out.stdout);
+        let left: Vec<&str> = links
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .filter(|n| n.starts_with("podlab") || n.starts_with("veth"))
+            .collect();
+        assert!(left.is_empty(), "links left: {left:?}");
+        // /run/podlab-net/<netns inode>: this network namespace's conflist and leases (other
+        // namespaces on the host have their own).
+        let inode = podlab_ns::ops::self_inode(podlab_ns::NsKind::Net).unwrap();
+        let state = std::path::Path::new("/run/podlab-net").join(inode.to_string());
+        assert!(
+            !state.exists(),
+            "network state (conflist, leases) left in {}",
+            state.display()
+        );
+    });
+}
+
+#[test]
+fn lab_11_templates() {
+    LabRun::new("templates", false).cycle(|| {});
+}
+
+#[test]
+fn lab_12_informer() {
+    LabRun::new("informer", false).cycle(|| {});
+}
+
+#[test]
+fn lab_13_debug() {
+    let run = LabRun::new("debug", false);
+    run.cycle(|| {
+        let images = run.root.ok(&["image", "ls"]);
+        assert!(
+            !images.contains("noshell"),
+            "the lab's image is left: {images}"
+        );
+    });
+}
+
+#[test]
+fn lab_14_docker_containerd() {
+    let missing = podlab_layers::tools::missing(podlab_layers::tools::DEMO_TOOLS);
+    crate::skip_unless!(
+        missing.is_empty(),
+        format!(
+            "lab 14 needs the real daemons: {}",
+            podlab_layers::tools::install_line(&missing)
+        )
+    );
+    LabRun::new("docker-containerd", false).cycle(|| {
+        let left: Vec<_> = podlab_labs::kit::procs::all()
+            .into_iter()
+            .filter(|p| !p.is_zombie() && (p.name == "dockerd" || p.name == "containerd"))
+            .filter(|p| podlab_labs::kit::procs::tagged_with(p.pid, "14-docker-containerd"))
+            .collect();
+        assert!(left.is_empty(), "daemons left: {left:?}");
+    });
+}
+
+#[test]
+fn lab_15_layers() {
+    LabRun::new("layers", false).cycle(|| {});
+}
+
+#[test]
+fn lab_16_security() {
+    LabRun::new("security", false).cycle(|| {});
 }

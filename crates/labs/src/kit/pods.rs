@@ -16,7 +16,12 @@ pub const NAMESPACE: &str = "default";
 
 /// The pod, None when there is none of that name.
 pub fn get(env: &Env, name: &str) -> Result<Option<Pod>> {
-    match env.store()?.get::<Pod>(NAMESPACE, name) {
+    get_in(env, NAMESPACE, name)
+}
+
+/// The pod of another namespace, None when there is none of that name.
+pub fn get_in(env: &Env, namespace: &str, name: &str) -> Result<Option<Pod>> {
+    match env.store()?.get::<Pod>(namespace, name) {
         Ok(pod) => Ok(Some(pod)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
@@ -133,10 +138,22 @@ pub fn wait(
     limit: Duration,
     done: impl Fn(&Pod) -> bool,
 ) -> Result<Pod> {
+    wait_in(env, NAMESPACE, name, what, limit, done)
+}
+
+/// [`wait`] for a pod of another namespace.
+pub fn wait_in(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&Pod) -> bool,
+) -> Result<Pod> {
     env.say(format!("(waiting until pod {name} is {what})"));
     let start = Instant::now();
     loop {
-        if let Some(pod) = get(env, name)?.filter(|p| done(p)) {
+        if let Some(pod) = get_in(env, namespace, name)?.filter(|p| done(p)) {
             return Ok(pod);
         }
         if start.elapsed() > limit {
@@ -157,16 +174,21 @@ pub fn wait_running(env: &Env, name: &str) -> Result<Pod> {
 /// Deletes those of the pods that exist, through the node agent's termination path, and
 /// waits until they are gone.
 pub fn delete(env: &Env, names: &[&str]) -> Result<()> {
+    delete_in(env, NAMESPACE, names)
+}
+
+/// [`delete`] for pods of another namespace.
+pub fn delete_in(env: &Env, namespace: &str, names: &[&str]) -> Result<()> {
     let mut present = Vec::new();
     for name in names {
-        if get(env, name)?.is_some() {
+        if get_in(env, namespace, name)?.is_some() {
             present.push(*name);
         }
     }
     if present.is_empty() {
         return Ok(());
     }
-    let mut args = vec!["delete", "pod"];
+    let mut args = vec!["delete", "pod", "-n", namespace];
     args.extend(&present);
     args.extend(["--grace-period", "1"]);
     env.podlab(&args)
