@@ -176,21 +176,33 @@ fn check(env: &Env) -> Result<Verdict> {
         verdict.missing("no ephemeral container targets app yet (podlab debug ... --target app)");
     } else {
         verdict.met(format!("ephemeral container(s) {targeted:?} target app"));
-        // The runtime recorded the namespaces of each debug container's process when it
-        // started: its pid namespace is app's.
-        let app_pid_ns = pods::container_pid(env, &pod, "app")?
-            .and_then(|pid| procs::read(pid)?.ns(NsKind::Pid));
-        let runtime = env.runtime()?;
-        let shared = targeted.iter().any(|name| {
+        // The runtime's record of each debug container: the pid namespace it was made to
+        // join (CRI NamespaceMode TARGET) is app's; while it runs, its process's namespace is
+        // app's too.
+        let container_id = |name: &str| {
             pods::container(&pod, name)
                 .and_then(|c| c.container_id)
                 .and_then(|id| {
                     podlab_runtime::ContainerId::parse(id.trim_start_matches("podlab://")).ok()
                 })
-                .and_then(|id| runtime.container_status(&id).ok())
-                .and_then(|s| s.namespaces.get(&NsKind::Pid).copied())
-                .is_some_and(|ns| Some(ns) == app_pid_ns)
-        });
+        };
+        let app_id = container_id("app");
+        let app_pid_ns = pods::container_pid(env, &pod, "app")?
+            .and_then(|pid| procs::read(pid)?.ns(NsKind::Pid));
+        let runtime = env.runtime()?;
+        let shared = targeted
+            .iter()
+            .filter_map(|name| container_id(name))
+            .any(|id| {
+                let joined = runtime.container_record(&id).ok().is_some_and(|r| {
+                    r.config.target_container.is_some() && r.config.target_container == app_id
+                });
+                let live = runtime
+                    .container_status(&id)
+                    .ok()
+                    .and_then(|s| s.namespaces.get(&NsKind::Pid).copied());
+                joined && live.is_none_or(|ns| Some(ns) == app_pid_ns)
+            });
         verdict.part(
             shared,
             "a debug container ran in app's pid namespace",
@@ -238,8 +250,8 @@ fn mistake(env: &Env) -> Result<()> {
 
 fn reset(env: &Env) -> Result<()> {
     pods::delete(env, &[POD])?;
-    let (code, out, _) = env.podlab_quiet(&["image", "ls", "-o", "name"])?;
-    if code == 0 && out.lines().any(|l| l.contains("lab/noshell")) {
+    let (_, images, _) = env.podlab_quiet(&["image", "ls"])?;
+    if images.contains("lab/noshell") {
         env.podlab(&["image", "rm", IMAGE])?;
     }
     Ok(())

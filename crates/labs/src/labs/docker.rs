@@ -51,7 +51,7 @@ docker knows it; `/proc/PID/status` (PPid) its parent; the shim's command line h
 SHIM=$(awk '/^PPid/ {print $2}' /proc/$PID/status)\n\
 printf 'shim: %s\\ncontainer: %s\\n' $SHIM $PID > {work}/answer.txt",
     ],
-    not_yet: "answer.txt has no `shim:` line",
+    not_yet: "answer.txt has no `shim: PID` line",
     mistake_story: "answering dockerd's pid for the shim: docker is the car, but the container \
 is not its child",
     scene,

@@ -96,8 +96,7 @@ fn root_options(pid: i32) -> Option<String> {
     let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
     mountinfo
         .lines()
-        .filter(|l| l.split(' ').nth(4) == Some("/"))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some("/"))
         .and_then(|l| l.split(' ').nth(5).map(str::to_string))
 }
 
