@@ -30,6 +30,8 @@ pub const TEST_TOOLS: &[Tool] = &[
     tool("/usr/bin/skopeo", "skopeo"),
     tool("/usr/bin/containerd", "containerd"),
     tool("/usr/sbin/dockerd", "docker.io"),
+    // The HTTPS server (and its certificate) of the HTTPS probe test.
+    tool("/usr/bin/openssl", "openssl"),
 ];
 
 /// Fails with the exact install line when something is missing. `scripts/run` installs these

@@ -835,6 +835,105 @@ spec:
     );
 }
 
+/// A process the test started, killed and reaped when the test ends, also when it fails.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 13, defect 11: an httpGet probe with `scheme: HTTPS` speaks TLS and, as kubelet's,
+/// does not verify the certificate: a self-signed one naming another host passes. An HTTPS
+/// probe of a plain HTTP server fails in Go's words. The TLS server is the host's
+/// `openssl s_server`, run in the pod's network namespace (busybox has none): nothing listens
+/// on its port in the node's namespace, so the probe went into the pod's.
+#[test]
+fn https_probes_skip_certificate_verification_and_fail_on_plain_http() {
+    let mut node = TestNode::new("https-probes");
+    node.start_agent(node.config());
+    let (cert, key) = (node.dir.join("cert.pem"), node.dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=not-the-pod.example"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl (the openssl package) makes the test's certificate");
+    assert!(made.success());
+    let pod = |name: &str, command: &str, port: u16| {
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: busybox
+    command: ["sh", "-c", {command:?}]
+    readinessProbe:
+      httpGet: {{path: /, port: {port}, scheme: HTTPS}}
+      periodSeconds: 1
+      failureThreshold: 1
+"#
+        )
+    };
+    node.apply(&pod("tls", "exec sleep 1000", 8443));
+    node.apply(&pod(
+        "plain",
+        "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www",
+        8080,
+    ));
+    let tls = node.wait_pod("tls", "running", |p| running(p, "web"));
+    let pause = node.sandboxes_of(&tls)[0].pause_pid.unwrap();
+    let _server = KillOnDrop(
+        Command::new("nsenter")
+            .arg(format!("--net=/proc/{pause}/ns/net"))
+            .args(["openssl", "s_server", "-www", "-accept", "127.0.0.1:8443"])
+            .arg("-cert")
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    node.wait_pod("tls", "Ready through an HTTPS probe", |p| {
+        condition(p, "Ready").as_deref() == Some("True")
+    });
+    assert!(std::net::TcpStream::connect(("127.0.0.1", 8443)).is_err());
+
+    let plain = node.wait_pod("plain", "an HTTPS probe of plain HTTP failing", |p| {
+        node.has_event(
+            p,
+            "Unhealthy",
+            "Readiness probe failed: Get \"https://127.0.0.1:8080/\": http: server gave HTTP response to HTTPS client",
+        )
+    });
+    assert!(running(&plain, "web"));
+    assert_eq!(
+        condition(&node.pod("plain"), "Ready").as_deref(),
+        Some("False")
+    );
+}
+
 /// EPH-1, EPH-2, EPH-4: an ephemeral container added to a running pod (what `podlab debug`
 /// does) is started once, shares the pod's network namespace and the target container's pid
 /// namespace, is never restarted, and shows in ephemeralContainerStatuses.

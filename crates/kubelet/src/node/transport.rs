@@ -7,6 +7,11 @@
 //! ([`podlab_ns::net::socket_in`]); the connect, the request and the reply then happen from the
 //! agent's own namespace on that socket. Only the pod's own addresses are probed: its IP, or
 //! loopback inside it; any other `host` is refused, since podlab sends nothing off the machine.
+//!
+//! `scheme: HTTPS` speaks TLS (rustls) on that socket without verifying the server's
+//! certificate, as kubelet's prober does (`InsecureSkipVerify`): a pod's certificate names
+//! whatever its owner chose, never the address the probe dials. The handshake's own signatures
+//! are still checked, so the server must hold the key of the certificate it sends.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -14,6 +19,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use std::sync::{Arc, OnceLock};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage};
@@ -83,6 +90,7 @@ pub fn tcp(net: PodNet, host: Option<&str>, port: u16, timeout: Duration) -> Out
         Err(Connect::Io(e)) => {
             Outcome::Failure(format!("dial tcp {addr}: connect: {}", io_words(&e)))
         }
+        Err(Connect::Tls(e)) => Outcome::Failure(e),
     }
 }
 
@@ -99,18 +107,24 @@ pub struct HttpRequest<'a> {
 /// httpGet: a status of 200-399 is success; same-host redirects are followed, a redirect to
 /// another host is a success with a warning.
 pub fn http(net: PodNet, request: &HttpRequest, timeout: Duration) -> Outcome {
-    if !request.scheme.eq_ignore_ascii_case("http") {
+    let tls = if request.scheme.eq_ignore_ascii_case("https") {
+        true
+    } else if request.scheme.eq_ignore_ascii_case("http") {
+        false
+    } else {
         return Outcome::Error(format!(
-            "scheme {} is not supported by podlab's prober (no TLS); use HTTP",
+            "unsupported scheme {:?}: httpGet probes speak HTTP or HTTPS",
             request.scheme
         ));
-    }
+    };
+    let scheme = if tls { "https" } else { "http" };
     let ip = match probe_address(net, request.host) {
         Ok(ip) => ip,
         Err(e) => return Outcome::Error(e),
     };
     let addr = SocketAddr::new(ip, request.port);
-    let authority = if request.port == 80 {
+    let default_port = if tls { 443 } else { 80 };
+    let authority = if request.port == default_port {
         host_text(ip)
     } else {
         format!("{}:{}", host_text(ip), request.port)
@@ -122,10 +136,17 @@ pub fn http(net: PodNet, request: &HttpRequest, timeout: Duration) -> Outcome {
         request.path.to_string()
     };
     for _ in 0..=MAX_REDIRECTS {
-        let url = format!("http://{authority}{path}");
-        let reply = match get(net.netns, addr, &authority, &path, request.headers, deadline) {
+        let url = format!("{scheme}://{authority}{path}");
+        let target = Target {
+            netns: net.netns,
+            addr,
+            tls,
+            authority: &authority,
+        };
+        let reply = match get(&target, &path, request.headers, deadline) {
             Ok(reply) => reply,
             Err(Connect::Setup(e)) => return Outcome::Error(e),
+            Err(Connect::Tls(e)) => return Outcome::Failure(format!("Get {url:?}: {e}")),
             Err(Connect::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
                 return Outcome::Failure(format!(
                     "Get {url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
@@ -145,7 +166,7 @@ pub fn http(net: PodNet, request: &HttpRequest, timeout: Duration) -> Outcome {
             match reply
                 .location
                 .as_deref()
-                .map(|l| redirect_target(l, &authority))
+                .map(|l| redirect_target(l, scheme, &authority))
             {
                 Some(Redirect::SameHost(next)) => {
                     path = next;
@@ -167,7 +188,7 @@ pub fn http(net: PodNet, request: &HttpRequest, timeout: Duration) -> Outcome {
         };
     }
     Outcome::Failure(format!(
-        "Get \"http://{authority}{path}\": stopped after 10 redirects"
+        "Get \"{scheme}://{authority}{path}\": stopped after 10 redirects"
     ))
 }
 
@@ -206,6 +227,8 @@ enum Connect {
     Setup(String),
     /// Connecting or talking failed: the probe failed.
     Io(std::io::Error),
+    /// The TLS handshake failed (in Go's words where it has some): the probe failed.
+    Tls(String),
 }
 
 /// A connected socket to `addr`, made inside `netns` (or here), within `timeout`.
@@ -295,11 +318,178 @@ struct Reply {
     body: String,
 }
 
+/// Where one request goes: the socket's namespace and address, and whether it speaks TLS.
+struct Target<'a> {
+    netns: Option<&'a Path>,
+    addr: SocketAddr,
+    tls: bool,
+    authority: &'a str,
+}
+
+/// The connection a request is sent on: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, FirstBytes<TcpStream>>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => &tls.sock.inner,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// A reader that keeps the first bytes the server sent: Go's HTTP client tells a plain HTTP
+/// server that answers a TLS hello by the `HTTP/` its first record header would be.
+struct FirstBytes<S> {
+    inner: S,
+    first: Vec<u8>,
+}
+
+impl<S: Read> Read for FirstBytes<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let room = 5usize.saturating_sub(self.first.len()).min(n);
+        self.first.extend_from_slice(&buf[..room]);
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for FirstBytes<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The TLS handshake on `tcp`, within the timeouts already set on it.
+fn handshake(tcp: TcpStream, addr: SocketAddr) -> Result<Stream, Connect> {
+    let server = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let mut conn = rustls::ClientConnection::new(tls_config(), server)
+        .map_err(|e| Connect::Tls(format!("tls: {e}")))?;
+    let mut sock = FirstBytes {
+        inner: tcp,
+        first: Vec::new(),
+    };
+    while conn.is_handshaking() {
+        if let Err(e) = conn.complete_io(&mut sock) {
+            if sock.first == b"HTTP/" {
+                return Err(Connect::Tls(
+                    "http: server gave HTTP response to HTTPS client".into(),
+                ));
+            }
+            return Err(match e.kind() {
+                std::io::ErrorKind::InvalidData => Connect::Tls(format!("tls: {e}")),
+                // SO_RCVTIMEO ran out mid-handshake.
+                std::io::ErrorKind::WouldBlock => Connect::Io(std::io::ErrorKind::TimedOut.into()),
+                _ => Connect::Io(e),
+            });
+        }
+    }
+    Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(conn, sock))))
+}
+
+/// The prober's TLS settings, made once: ring's algorithms, TLS 1.2 and 1.3, no certificate
+/// verification (see the module doc).
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default TLS versions")
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(SkipCertificateVerification(provider)))
+                .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
+}
+
+/// kubelet's `InsecureSkipVerify`: any certificate is accepted; the handshake signatures are
+/// checked with the provider's algorithms.
+#[derive(Debug)]
+struct SkipCertificateVerification(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for SkipCertificateVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// One `GET` with `Connection: close`, reading at most [`MAX_OUTPUT`] bytes of the reply.
 fn get(
-    netns: Option<&Path>,
-    addr: SocketAddr,
-    authority: &str,
+    target: &Target,
     path: &str,
     headers: &[(String, String)],
     deadline: Instant,
@@ -312,17 +502,25 @@ fn get(
             Ok(d)
         }
     };
-    let mut stream = connect(netns, addr, left()?)?;
+    let tcp = connect(target.netns, target.addr, left()?)?;
+    tcp.set_write_timeout(Some(left()?)).map_err(Connect::Io)?;
+    tcp.set_read_timeout(Some(left()?)).map_err(Connect::Io)?;
+    let mut stream = match target.tls {
+        true => handshake(tcp, target.addr)?,
+        false => Stream::Plain(tcp),
+    };
     stream
+        .tcp()
         .set_write_timeout(Some(left()?))
         .map_err(Connect::Io)?;
     stream
-        .write_all(request_text(authority, path, headers).as_bytes())
+        .write_all(request_text(target.authority, path, headers).as_bytes())
         .map_err(Connect::Io)?;
     let mut bytes = Vec::with_capacity(1024);
     let mut buffer = [0u8; 4096];
     while bytes.len() < MAX_OUTPUT {
         stream
+            .tcp()
             .set_read_timeout(Some(left()?))
             .map_err(Connect::Io)?;
         match stream.read(&mut buffer) {
@@ -340,6 +538,9 @@ fn get(
                 }
                 break;
             }
+            // A TLS server that closes without close_notify (as many do after `Connection:
+            // close`) has still sent its whole reply.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty() => break,
             Err(e) => return Err(Connect::Io(e)),
         }
     }
@@ -399,15 +600,16 @@ enum Redirect {
     OtherHost,
 }
 
-fn redirect_target(location: &str, authority: &str) -> Redirect {
+fn redirect_target(location: &str, scheme: &str, authority: &str) -> Redirect {
     if location.starts_with('/') {
         return Redirect::SameHost(location.to_string());
     }
-    let Some(rest) = location.strip_prefix("http://") else {
+    let Some(rest) = location.strip_prefix(&format!("{scheme}://")) else {
         return Redirect::OtherHost;
     };
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let same = host == authority || format!("{host}:80") == authority;
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let same = host == authority || format!("{host}:{default_port}") == authority;
     if same {
         Redirect::SameHost(if path.is_empty() {
             "/".into()
@@ -471,18 +673,17 @@ mod tests {
         assert_eq!(reply.location.as_deref(), Some("/next"));
         assert_eq!(reply.body, "body");
         assert!(parse_reply("garbage").status.is_none());
-        assert!(matches!(redirect_target("/a", "h:1"), Redirect::SameHost(p) if p == "/a"));
-        assert!(
-            matches!(redirect_target("http://h:1/b", "h:1"), Redirect::SameHost(p) if p == "/b")
-        );
-        assert!(matches!(
-            redirect_target("http://other/b", "h:1"),
-            Redirect::OtherHost
-        ));
-        assert!(matches!(
-            redirect_target("https://h:1/b", "h:1"),
-            Redirect::OtherHost
-        ));
+        let same = |location, scheme, authority| match redirect_target(location, scheme, authority)
+        {
+            Redirect::SameHost(path) => Some(path),
+            Redirect::OtherHost => None,
+        };
+        assert_eq!(same("/a", "http", "h:1").as_deref(), Some("/a"));
+        assert_eq!(same("http://h:1/b", "http", "h:1").as_deref(), Some("/b"));
+        assert_eq!(same("http://other/b", "http", "h:1"), None);
+        assert_eq!(same("https://h:1/b", "http", "h:1"), None);
+        assert_eq!(same("https://h:1/b", "https", "h:1").as_deref(), Some("/b"));
+        assert_eq!(same("https://h/c", "https", "h").as_deref(), Some("/c"));
     }
 
     #[test]
@@ -490,14 +691,16 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
-            for (i, stream) in listener.incoming().take(3).enumerate() {
+            for (i, stream) in listener.incoming().take(4).enumerate() {
                 let mut stream = stream.unwrap();
                 let mut buf = [0u8; 1024];
                 let _ = stream.read(&mut buf);
                 let reply = match i {
                     0 => "HTTP/1.1 301 Moved\r\nLocation: /ok\r\n\r\n",
                     1 => "HTTP/1.1 204 No Content\r\n\r\n",
-                    _ => "HTTP/1.1 500 Oops\r\n\r\n",
+                    2 => "HTTP/1.1 500 Oops\r\n\r\n",
+                    // What a plain server answers a TLS client hello.
+                    _ => "HTTP/1.1 400 Bad Request\r\n\r\n",
                 };
                 stream.write_all(reply.as_bytes()).unwrap();
             }
@@ -517,6 +720,17 @@ mod tests {
         assert_eq!(
             http(net, &request, timeout),
             Outcome::Failure("HTTP probe failed with statuscode: 500".into())
+        );
+        // An HTTPS probe of a plain HTTP server: its reply to the TLS hello is no TLS record.
+        let https = HttpRequest {
+            scheme: "HTTPS",
+            ..request.clone()
+        };
+        assert_eq!(
+            http(net, &https, timeout),
+            Outcome::Failure(format!(
+                "Get \"https://127.0.0.1:{port}/\": http: server gave HTTP response to HTTPS client"
+            ))
         );
         server.join().unwrap();
         // The listener is closed now: nothing listens on the port.
