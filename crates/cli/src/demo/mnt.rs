@@ -22,12 +22,17 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     say("the image's layers with overlayfs and entered with pivot_root. Everything below happens");
     say("in forked children, in temporary folders that are removed at the end.");
     let scratch = Scratch::new("podlab-demo-mnt-")?;
+    // Its mounts live in the children's namespaces, which die with podlab; the folder is ours.
+    super::interrupt::on_abandon(scratch.path(), |folder| {
+        let _ = std::fs::remove_dir_all(folder);
+    });
     private_tmpfs(&scratch, evidence)?;
     overlay(&scratch, evidence)?;
     pivot_into_busybox(&scratch, evidence)?;
 
     let path = scratch.path().to_path_buf();
     scratch.remove()?;
+    super::interrupt::done(&path);
     let left = mnt::mounts()?
         .into_iter()
         .filter(|m| m.mount_point.starts_with(&path))

@@ -208,6 +208,14 @@ pub fn run(what: &str, keep: bool) -> Result<()> {
         ))
         .into());
     }
+    if keep && selected.iter().any(|d| d.needs == Needs::Namespaces) {
+        return Err(crate::UsageError(format!(
+            "--keep keeps a pod demo's pods; demo {what} ends its namespaces with the processes \
+             that hold them. To explore one, make it and stay in it: podlab ns run --uts \
+             --ipc --net --pid --mount --hostname demo -- sh"
+        ))
+        .into());
+    }
     KEEP.store(keep, Ordering::Relaxed);
     if selected.iter().any(|d| d.needs == Needs::Root) {
         if !nix::unistd::geteuid().is_root() {

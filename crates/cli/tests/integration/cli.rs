@@ -146,3 +146,51 @@ fn ns_ls_by_type_lists_only_that_kind_and_refuses_an_unknown_one() {
         "own netns {own} listed"
     );
 }
+
+/// Issue 15: `--keep` is for a demo's pods; on a namespace demo, or on a set of demos, it is a
+/// usage error that says why and what to do instead, before anything is made.
+#[test]
+fn demo_keep_on_a_namespace_demo_or_a_set_is_refused_in_one_line() {
+    for what in ["uts", "namespaces", "all"] {
+        let (code, stdout, stderr) = run(&["demo", what, "--keep"]);
+        assert_eq!(code, Some(2), "{what}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{what}: {stdout}");
+        assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+        assert!(stderr.contains("--keep"), "{what}: {stderr}");
+    }
+}
+
+/// Issue 13, defect 10, for a namespace demo: `podlab demo mnt | head` used to leave its
+/// temporary folder (its removal ran on drop, which a closed pipe's SIGPIPE skipped).
+#[test]
+fn demo_mnt_piped_into_head_leaves_no_folder() {
+    use std::io::BufRead;
+    let mut child = podlab()
+        .args(["demo", "mnt"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The first line naming the demo's folder: it exists by then.
+    let folder = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find_map(|line| {
+            let at = line.find("/podlab-demo-mnt-")?;
+            let start = line[..at].rfind(' ').map_or(0, |s| s + 1);
+            let end = line[at + 1..].find('/').map_or(line.len(), |e| at + 1 + e);
+            Some(std::path::PathBuf::from(&line[start..end]))
+        })
+        .expect("the demo names its folder");
+    assert!(folder.is_dir(), "{}", folder.display());
+    drop(lines);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGPIPE),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!folder.exists(), "{} is left", folder.display());
+}
