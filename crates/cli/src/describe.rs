@@ -1,10 +1,13 @@
 //! `podlab describe pod NAME`: the pod as `kubectl describe` shows it: identity, status, each
 //! container's state and last state, conditions, volumes, and the events about it.
 
-use std::fmt::Write as _;
-
 use anyhow::Result;
-use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Event, Pod};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, ContainerState, ContainerStatus, Event, Pod, PodSpec, Probe,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::columns::human_duration;
@@ -32,115 +35,225 @@ pub fn run(name: &str, namespace: &str) -> Result<()> {
     Ok(())
 }
 
-fn map_text(map: &Option<std::collections::BTreeMap<String, String>>, indent: usize) -> String {
-    match map.as_ref().filter(|m| !m.is_empty()) {
-        None => "<none>".into(),
-        Some(m) => m
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(&format!("\n{}", " ".repeat(indent))),
+/// kubectl's `PrefixWriter`: each line indented by its level (two spaces a level), cells
+/// separated by tabs, aligned at the end by Go's tab writer ([`podlab_print::describe_aligned`]).
+#[derive(Default)]
+struct Tabbed(String);
+
+impl Tabbed {
+    fn line(&mut self, level: usize, text: impl AsRef<str>) {
+        self.0.push_str(&"  ".repeat(level));
+        self.0.push_str(text.as_ref());
+        self.0.push('\n');
     }
 }
 
-fn state_lines(out: &mut String, title: &str, state: Option<&ContainerState>) {
-    let pad = "      ";
+/// `printLabelsMultiline`: `Title:\tk=v`, further pairs on lines of their own in the same column.
+fn labels(w: &mut Tabbed, title: &str, map: Option<&BTreeMap<String, String>>) {
+    pairs(w, title, map, |k, v| format!("{k}={v}"));
+}
+
+/// `printAnnotationsMultiline`: `k: v`; a long or multi-line value goes below its key.
+fn annotations(w: &mut Tabbed, map: Option<&BTreeMap<String, String>>) {
+    const MAX: usize = 140;
+    pairs(w, "Annotations", map, |k, v| {
+        let v = v.trim_end_matches('\n');
+        if v.len() + k.len() + 2 > MAX || v.contains('\n') {
+            let lines: Vec<String> = v
+                .split('\n')
+                .map(|l| format!("\t  {}", shorten(l, MAX - 2)))
+                .collect();
+            format!("{k}:\n{}", lines.join("\n"))
+        } else {
+            format!("{k}: {v}")
+        }
+    });
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        format!("{}...", s.chars().take(max).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+fn pairs(
+    w: &mut Tabbed,
+    title: &str,
+    map: Option<&BTreeMap<String, String>>,
+    pair: impl Fn(&str, &str) -> String,
+) {
+    match map.filter(|m| !m.is_empty()) {
+        None => w.line(0, format!("{title}:\t<none>")),
+        Some(m) => {
+            for (i, (k, v)) in m.iter().enumerate() {
+                let head = if i == 0 {
+                    format!("{title}:")
+                } else {
+                    String::new()
+                };
+                w.line(0, format!("{head}\t{}", pair(k, v)));
+            }
+        }
+    }
+}
+
+/// `describeStatus`.
+fn state_lines(w: &mut Tabbed, title: &str, state: Option<&ContainerState>) {
     match state {
         Some(ContainerState {
             running: Some(r), ..
         }) => {
-            let _ = writeln!(out, "    {title}:          Running");
+            w.line(2, format!("{title}:\tRunning"));
             if let Some(t) = &r.started_at {
-                let _ = writeln!(out, "{pad}Started:      {}", rfc1123z(t.0));
+                w.line(3, format!("Started:\t{}", rfc1123z(t.0)));
             }
         }
         Some(ContainerState {
             terminated: Some(t),
             ..
         }) => {
-            let _ = writeln!(out, "    {title}:          Terminated");
-            let _ = writeln!(
-                out,
-                "{pad}Reason:       {}",
-                t.reason.as_deref().unwrap_or("")
-            );
-            if let Some(m) = &t.message {
-                let _ = writeln!(out, "{pad}Message:      {m}");
+            w.line(2, format!("{title}:\tTerminated"));
+            w.line(3, format!("Reason:\t{}", t.reason.as_deref().unwrap_or("")));
+            if let Some(m) = t.message.as_deref().filter(|m| !m.is_empty()) {
+                w.line(3, format!("Message:\t{m}"));
             }
-            let _ = writeln!(out, "{pad}Exit Code:    {}", t.exit_code);
+            w.line(3, format!("Exit Code:\t{}", t.exit_code));
+            if let Some(signal) = t.signal.filter(|s| *s > 0) {
+                w.line(3, format!("Signal:\t{signal}"));
+            }
             if let Some(s) = &t.started_at {
-                let _ = writeln!(out, "{pad}Started:      {}", rfc1123z(s.0));
+                w.line(3, format!("Started:\t{}", rfc1123z(s.0)));
             }
             if let Some(f) = &t.finished_at {
-                let _ = writeln!(out, "{pad}Finished:     {}", rfc1123z(f.0));
+                w.line(3, format!("Finished:\t{}", rfc1123z(f.0)));
             }
         }
         Some(ContainerState {
-            waiting: Some(w), ..
+            waiting: Some(wait),
+            ..
         }) => {
-            let _ = writeln!(out, "    {title}:          Waiting");
-            if let Some(r) = &w.reason {
-                let _ = writeln!(out, "{pad}Reason:       {r}");
+            w.line(2, format!("{title}:\tWaiting"));
+            if let Some(r) = &wait.reason {
+                w.line(3, format!("Reason:\t{r}"));
             }
-            if let Some(m) = &w.message {
-                let _ = writeln!(out, "{pad}Message:      {m}");
+            if let Some(m) = &wait.message {
+                w.line(3, format!("Message:\t{m}"));
             }
         }
-        _ => {}
+        _ => w.line(2, format!("{title}:\tWaiting")),
     }
 }
 
-fn container_block(out: &mut String, c: &Container, status: Option<&ContainerStatus>) {
-    let _ = writeln!(out, "  {}:", c.name);
-    if let Some(s) = status {
-        let _ = writeln!(
-            out,
-            "    Container ID:   {}",
-            s.container_id.as_deref().unwrap_or("")
-        );
+/// `IntOrString` as Go's `intstr.String()` prints it.
+fn port_text(port: &IntOrString) -> String {
+    match port {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
     }
-    let _ = writeln!(
-        out,
-        "    Image:          {}",
-        c.image.as_deref().unwrap_or("")
+}
+
+/// `DescribeProbe`.
+fn probe_text(p: &Probe) -> String {
+    let attrs = format!(
+        "delay={}s timeout={}s period={}s #success={} #failure={}",
+        p.initial_delay_seconds.unwrap_or(0),
+        p.timeout_seconds.unwrap_or(1),
+        p.period_seconds.unwrap_or(10),
+        p.success_threshold.unwrap_or(1),
+        p.failure_threshold.unwrap_or(3)
     );
-    if let Some(s) = status {
-        let _ = writeln!(out, "    Image ID:       {}", s.image_id);
+    if let Some(e) = &p.exec {
+        format!(
+            "exec [{}] {attrs}",
+            e.command.clone().unwrap_or_default().join(" ")
+        )
+    } else if let Some(h) = &p.http_get {
+        let scheme = h.scheme.as_deref().unwrap_or("HTTP").to_lowercase();
+        let host = h.host.as_deref().unwrap_or("");
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        format!(
+            "http-get {scheme}://{host}:{}{} {attrs}",
+            port_text(&h.port),
+            h.path.as_deref().unwrap_or("")
+        )
+    } else if let Some(t) = &p.tcp_socket {
+        format!(
+            "tcp-socket {}:{} {attrs}",
+            t.host.as_deref().unwrap_or(""),
+            port_text(&t.port)
+        )
+    } else if let Some(g) = &p.grpc {
+        format!(
+            "grpc <pod>:{} {} {attrs}",
+            g.port,
+            g.service.as_deref().unwrap_or("")
+        )
+    } else {
+        format!("unknown {attrs}")
     }
-    if let Some(cmd) = &c.command {
-        let _ = writeln!(
-            out,
-            "    Command:\n{}",
-            cmd.iter()
-                .map(|a| format!("      {a}"))
-                .collect::<Vec<_>>()
-                .join("\n")
+}
+
+/// `describeContainers` for one container.
+fn container_block(w: &mut Tabbed, c: &Container, status: Option<&ContainerStatus>) {
+    w.line(1, format!("{}:", c.name));
+    if let Some(s) = status {
+        w.line(
+            2,
+            format!("Container ID:\t{}", s.container_id.as_deref().unwrap_or("")),
         );
     }
-    if let Some(args) = &c.args {
-        let _ = writeln!(
-            out,
-            "    Args:\n{}",
-            args.iter()
-                .map(|a| format!("      {a}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
+    w.line(2, format!("Image:\t{}", c.image.as_deref().unwrap_or("")));
+    if let Some(s) = status {
+        w.line(2, format!("Image ID:\t{}", s.image_id));
+    }
+    // `describeContainerPorts`: `80/TCP, 443/TCP`, or `<none>`.
+    let ports = |number: &dyn Fn(&ContainerPort) -> i32| {
+        let list: Vec<String> = c
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| format!("{}/{}", number(p), p.protocol.as_deref().unwrap_or("TCP")))
+            .collect();
+        if list.is_empty() {
+            "<none>".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
+    w.line(2, format!("Port:\t{}", ports(&|p| p.container_port)));
+    w.line(
+        2,
+        format!("Host Port:\t{}", ports(&|p| p.host_port.unwrap_or(0))),
+    );
+    for (title, words) in [("Command", &c.command), ("Args", &c.args)] {
+        if let Some(words) = words.as_ref().filter(|w| !w.is_empty()) {
+            w.line(2, format!("{title}:"));
+            for word in words {
+                for line in word.split('\n') {
+                    w.line(3, line);
+                }
+            }
+        }
     }
     if let Some(s) = status {
-        state_lines(out, "State", s.state.as_ref());
+        state_lines(w, "State", s.state.as_ref());
         if s.last_state
             .as_ref()
-            .is_some_and(|l| l.terminated.is_some() || l.running.is_some() || l.waiting.is_some())
+            .is_some_and(|l| l.terminated.is_some())
         {
-            state_lines(out, "Last State", s.last_state.as_ref());
+            state_lines(w, "Last State", s.last_state.as_ref());
         }
-        let _ = writeln!(
-            out,
-            "    Ready:          {}",
-            if s.ready { "True" } else { "False" }
+        w.line(
+            2,
+            format!("Ready:\t{}", if s.ready { "True" } else { "False" }),
         );
-        let _ = writeln!(out, "    Restart Count:  {}", s.restart_count);
+        w.line(2, format!("Restart Count:\t{}", s.restart_count));
     }
     for (title, probe) in [
         ("Liveness", &c.liveness_probe),
@@ -148,144 +261,151 @@ fn container_block(out: &mut String, c: &Container, status: Option<&ContainerSta
         ("Startup", &c.startup_probe),
     ] {
         if let Some(p) = probe {
-            let how = if let Some(e) = &p.exec {
-                format!("exec [{}]", e.command.clone().unwrap_or_default().join(" "))
-            } else if let Some(t) = &p.tcp_socket {
-                format!(
-                    "tcp-socket :{}",
-                    serde_json::to_value(&t.port).unwrap_or_default()
-                )
-            } else if let Some(h) = &p.http_get {
-                format!(
-                    "http-get :{}{}",
-                    serde_json::to_value(&h.port).unwrap_or_default(),
-                    h.path.as_deref().unwrap_or("/")
-                )
-            } else {
-                "?".into()
-            };
-            let _ = writeln!(
-                out,
-                "    {title}:{}{how} delay={}s timeout={}s period={}s #success={} #failure={}",
-                " ".repeat(16usize.saturating_sub(title.len() + 1)),
-                p.initial_delay_seconds.unwrap_or(0),
-                p.timeout_seconds.unwrap_or(1),
-                p.period_seconds.unwrap_or(10),
-                p.success_threshold.unwrap_or(1),
-                p.failure_threshold.unwrap_or(3)
+            w.line(2, format!("{title}:\t{}", probe_text(p)));
+        }
+    }
+    let env: Vec<_> = c.env.iter().flatten().collect();
+    if env.is_empty() {
+        w.line(2, "Environment:\t<none>");
+    } else {
+        w.line(2, "Environment:");
+        for e in env {
+            w.line(
+                3,
+                format!("{}:\t{}", e.name, e.value.as_deref().unwrap_or("")),
             );
         }
     }
-    let env: Vec<String> = c
-        .env
-        .iter()
-        .flatten()
-        .map(|e| format!("      {}:  {}", e.name, e.value.as_deref().unwrap_or("")))
-        .collect();
-    let _ = writeln!(
-        out,
-        "    Environment:{}",
-        if env.is_empty() {
-            "    <none>".to_string()
-        } else {
-            format!("\n{}", env.join("\n"))
+    let mounts: Vec<_> = c.volume_mounts.iter().flatten().collect();
+    if mounts.is_empty() {
+        w.line(2, "Mounts:\t<none>");
+    } else {
+        w.line(2, "Mounts:");
+        for m in mounts {
+            let mut flags = vec![if m.read_only == Some(true) {
+                "ro"
+            } else {
+                "rw"
+            }
+            .to_string()];
+            if let Some(sub) = m.sub_path.as_deref().filter(|p| !p.is_empty()) {
+                flags.push(format!("path=\"{sub}\""));
+            }
+            w.line(
+                3,
+                format!("{} from {} ({})", m.mount_path, m.name, flags.join(",")),
+            );
         }
-    );
-    let mounts: Vec<String> = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|m| {
-            format!(
-                "      {} from {} ({})",
-                m.mount_path,
-                m.name,
-                if m.read_only == Some(true) {
-                    "ro"
-                } else {
-                    "rw"
-                }
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "    Mounts:{}",
-        if mounts.is_empty() {
-            "         <none>".to_string()
-        } else {
-            format!("\n{}", mounts.join("\n"))
-        }
-    );
+    }
 }
 
+/// `describeVolumes`.
+fn volumes(w: &mut Tabbed, spec: &PodSpec) {
+    let volumes: Vec<_> = spec.volumes.iter().flatten().collect();
+    if volumes.is_empty() {
+        w.line(0, "Volumes:\t<none>");
+        return;
+    }
+    w.line(0, "Volumes:");
+    for v in volumes {
+        w.line(1, format!("{}:", v.name));
+        if let Some(e) = &v.empty_dir {
+            w.line(
+                2,
+                "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)",
+            );
+            w.line(2, format!("Medium:\t{}", e.medium.as_deref().unwrap_or("")));
+            w.line(
+                2,
+                format!(
+                    "SizeLimit:\t{}",
+                    e.size_limit.as_ref().map_or("<unset>", |q| q.0.as_str())
+                ),
+            );
+        } else if let Some(h) = &v.host_path {
+            w.line(2, "Type:\tHostPath (bare host directory volume)");
+            w.line(2, format!("Path:\t{}", h.path));
+            w.line(
+                2,
+                format!("HostPathType:\t{}", h.type_.as_deref().unwrap_or("")),
+            );
+        } else {
+            w.line(2, "Type:\t<unknown>");
+        }
+    }
+}
+
+/// `kubectl describe pod` for `pod` and its `events`, laid out as kubectl's `describePod`
+/// writes it.
 pub fn describe(pod: &Pod, events: &[Event], now: Timestamp) -> String {
-    let mut out = String::new();
     let spec = pod.spec.clone().unwrap_or_default();
     let status = pod.status.clone().unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "Name:             {}",
-        pod.metadata.name.as_deref().unwrap_or("")
+    let mut w = Tabbed::default();
+    w.line(
+        0,
+        format!("Name:\t{}", pod.metadata.name.as_deref().unwrap_or("")),
     );
-    let _ = writeln!(
-        out,
-        "Namespace:        {}",
-        pod.metadata.namespace.as_deref().unwrap_or("default")
+    w.line(
+        0,
+        format!(
+            "Namespace:\t{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default")
+        ),
     );
-    let _ = writeln!(out, "Priority:         0");
-    let _ = writeln!(
-        out,
-        "Node:             {}/{}",
-        spec.node_name.as_deref().unwrap_or("<none>"),
-        status.host_ip.as_deref().unwrap_or("")
+    w.line(0, format!("Priority:\t{}", spec.priority.unwrap_or(0)));
+    // The API server's ServiceAccount admission gives every pod `default` unless it names one.
+    w.line(
+        0,
+        format!(
+            "Service Account:\t{}",
+            spec.service_account_name.as_deref().unwrap_or("default")
+        ),
     );
+    match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        None => w.line(0, "Node:\t<none>"),
+        Some(node) => w.line(
+            0,
+            format!("Node:\t{node}/{}", status.host_ip.as_deref().unwrap_or("")),
+        ),
+    }
     if let Some(t) = &status.start_time {
-        let _ = writeln!(out, "Start Time:       {}", rfc1123z(t.0));
+        w.line(0, format!("Start Time:\t{}", rfc1123z(t.0)));
     }
-    let _ = writeln!(
-        out,
-        "Labels:           {}",
-        map_text(&pod.metadata.labels, 18)
-    );
-    let _ = writeln!(
-        out,
-        "Annotations:      {}",
-        map_text(&pod.metadata.annotations, 18)
-    );
+    labels(&mut w, "Labels", pod.metadata.labels.as_ref());
+    annotations(&mut w, pod.metadata.annotations.as_ref());
     if let Some(t) = &pod.metadata.deletion_timestamp {
-        let _ = writeln!(
-            out,
-            "Status:           Terminating (lasts {})",
-            human_duration(now, t.0)
+        w.line(
+            0,
+            format!("Status:\tTerminating (lasts {})", human_duration(now, t.0)),
         );
+        if let Some(grace) = pod.metadata.deletion_grace_period_seconds {
+            w.line(0, format!("Termination Grace Period:\t{grace}s"));
+        }
     } else {
-        let _ = writeln!(
-            out,
-            "Status:           {}",
-            status.phase.as_deref().unwrap_or("Pending")
+        w.line(
+            0,
+            format!("Status:\t{}", status.phase.as_deref().unwrap_or("Pending")),
         );
     }
-    let _ = writeln!(
-        out,
-        "IP:               {}",
-        status.pod_ip.as_deref().unwrap_or("")
+    if let Some(reason) = status.reason.as_deref().filter(|r| !r.is_empty()) {
+        w.line(0, format!("Reason:\t{reason}"));
+    }
+    if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
+        w.line(0, format!("Message:\t{message}"));
+    }
+    w.line(
+        0,
+        format!("IP:\t{}", status.pod_ip.as_deref().unwrap_or("")),
     );
-    let ips: Vec<String> = status
-        .pod_ips
-        .iter()
-        .flatten()
-        .map(|i| format!("  IP:  {}", i.ip))
-        .collect();
-    let _ = writeln!(
-        out,
-        "IPs:{}",
-        if ips.is_empty() {
-            "              <none>".to_string()
-        } else {
-            format!("\n{}", ips.join("\n"))
+    let ips: Vec<_> = status.pod_ips.iter().flatten().collect();
+    if ips.is_empty() {
+        w.line(0, "IPs:\t<none>");
+    } else {
+        w.line(0, "IPs:");
+        for ip in ips {
+            w.line(1, format!("IP:\t{}", ip.ip));
         }
-    );
+    }
     if let Some(owner) = pod
         .metadata
         .owner_references
@@ -293,31 +413,31 @@ pub fn describe(pod: &Pod, events: &[Event], now: Timestamp) -> String {
         .flatten()
         .find(|o| o.controller == Some(true))
     {
-        let _ = writeln!(out, "Controlled By:    {}/{}", owner.kind, owner.name);
+        w.line(0, format!("Controlled By:\t{}/{}", owner.kind, owner.name));
     }
     let find = |list: &Option<Vec<ContainerStatus>>, name: &str| {
         list.iter().flatten().find(|s| s.name == name).cloned()
     };
     if let Some(init) = spec.init_containers.as_ref().filter(|i| !i.is_empty()) {
-        let _ = writeln!(out, "Init Containers:");
+        w.line(0, "Init Containers:");
         for c in init {
             container_block(
-                &mut out,
+                &mut w,
                 c,
                 find(&status.init_container_statuses, &c.name).as_ref(),
             );
         }
     }
-    let _ = writeln!(out, "Containers:");
+    w.line(0, "Containers:");
     for c in &spec.containers {
         container_block(
-            &mut out,
+            &mut w,
             c,
             find(&status.container_statuses, &c.name).as_ref(),
         );
     }
     if let Some(eph) = spec.ephemeral_containers.as_ref().filter(|e| !e.is_empty()) {
-        let _ = writeln!(out, "Ephemeral Containers:");
+        w.line(0, "Ephemeral Containers:");
         for e in eph {
             let as_container = Container {
                 name: e.name.clone(),
@@ -329,55 +449,75 @@ pub fn describe(pod: &Pod, events: &[Event], now: Timestamp) -> String {
                 ..Default::default()
             };
             container_block(
-                &mut out,
+                &mut w,
                 &as_container,
                 find(&status.ephemeral_container_statuses, &e.name).as_ref(),
             );
         }
     }
-    let _ = writeln!(out, "Conditions:\n  Type                        Status");
-    for c in status.conditions.iter().flatten() {
-        let _ = writeln!(out, "  {:<27} {}", c.type_, c.status);
-    }
-    let volumes: Vec<String> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| {
-            let medium = v.empty_dir.as_ref().and_then(|e| e.medium.clone()).unwrap_or_default();
-            format!("  {}:\n    Type:       EmptyDir (a temporary directory that shares a pod's lifetime)\n    Medium:     {medium}", v.name)
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "Volumes:{}",
-        if volumes.is_empty() {
-            "          <none>".to_string()
-        } else {
-            format!("\n{}", volumes.join("\n"))
+    let conditions: Vec<_> = status.conditions.iter().flatten().collect();
+    if !conditions.is_empty() {
+        w.line(0, "Conditions:");
+        w.line(1, "Type\tStatus");
+        for c in conditions {
+            w.line(1, format!("{} \t{} ", c.type_, c.status));
         }
+    }
+    volumes(&mut w, &spec);
+    w.line(
+        0,
+        format!(
+            "QoS Class:\t{}",
+            status.qos_class.as_deref().unwrap_or("BestEffort")
+        ),
     );
-    let _ = writeln!(
-        out,
-        "QoS Class:        {}",
-        status.qos_class.as_deref().unwrap_or("BestEffort")
-    );
-    if events.is_empty() {
-        let _ = writeln!(out, "Events:           <none>");
+    labels(&mut w, "Node-Selectors", spec.node_selector.as_ref());
+    tolerations(&mut w, &spec);
+    let mut out = if events.is_empty() {
+        w.line(0, "Events:\t<none>");
+        podlab_print::describe_aligned(&w.0)
     } else {
-        let _ = writeln!(out, "Events:");
-        let mut rows: Vec<Vec<String>> = vec![
-            ["Type", "Reason", "Age", "From", "Message"]
-                .map(String::from)
-                .to_vec(),
-            ["----", "------", "----", "----", "-------"]
-                .map(String::from)
-                .to_vec(),
-        ];
-        rows.extend(events.iter().map(|e| event_row(e, now)));
-        out.push_str(&tab_aligned(&rows, "  "));
+        // kubectl flushes its tab writer before the events: their table is aligned on its own.
+        let head = podlab_print::describe_aligned(&w.0);
+        let mut table = Tabbed::default();
+        table.line(0, "Events:");
+        table.line(1, "Type\tReason\tAge\tFrom\tMessage");
+        table.line(1, "----\t------\t----\t----\t-------");
+        for e in events {
+            table.line(1, event_row(e, now).join("\t"));
+        }
+        head + &podlab_print::describe_aligned(&table.0)
+    };
+    if !out.ends_with('\n') {
+        out.push('\n');
     }
     out
+}
+
+/// `printPodTolerationsMultiline`.
+fn tolerations(w: &mut Tabbed, spec: &PodSpec) {
+    let tolerations: Vec<_> = spec.tolerations.iter().flatten().collect();
+    if tolerations.is_empty() {
+        w.line(0, "Tolerations:\t<none>");
+        return;
+    }
+    for (i, t) in tolerations.iter().enumerate() {
+        let head = if i == 0 { "Tolerations:" } else { "" };
+        let mut text = t.key.clone().unwrap_or_default();
+        if let Some(value) = t.value.as_deref().filter(|v| !v.is_empty()) {
+            text.push_str(&format!("={value}"));
+        }
+        if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty()) {
+            text.push_str(&format!(":{effect}"));
+        }
+        if t.operator.as_deref() == Some("Exists") && t.value.as_deref().unwrap_or("").is_empty() {
+            text.push_str(" op=Exists");
+        }
+        if let Some(seconds) = t.toleration_seconds {
+            text.push_str(&format!(" for {seconds}s"));
+        }
+        w.line(0, format!("{head}\t{text}"));
+    }
 }
 
 /// One row of describe's events: `Age` is the first time, or `LAST (xN over FIRST)` for an
@@ -416,35 +556,6 @@ fn event_row(e: &Event, now: Timestamp) -> Vec<String> {
     ]
 }
 
-/// Rows laid out as Go's tabwriter lays them out for kubectl's describers (padding 2, the
-/// last cell not padded), each line after `indent`.
-fn tab_aligned(rows: &[Vec<String>], indent: &str) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count() + if i == 0 { indent.len() } else { 0 })
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::from(indent);
-        for (i, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if i + 1 < row.len() {
-                let used = cell.chars().count() + if i == 0 { indent.len() } else { 0 };
-                line.push_str(&" ".repeat(widths[i] + 2 - used));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 /// Go's `time.RFC1123Z`, as kubectl's describers print times: `Wed, 02 Dec 2026 14:29:40 +0000`.
 fn rfc1123z(t: Timestamp) -> String {
     t.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string()
@@ -454,18 +565,77 @@ fn rfc1123z(t: Timestamp) -> String {
 mod tests {
     use super::*;
 
+    /// The column where each `Title:` line's value starts, for the lines of `block`.
+    fn value_columns(text: &str, titles: &[&str]) -> Vec<usize> {
+        titles
+            .iter()
+            .map(|title| {
+                let line = text
+                    .lines()
+                    .find(|l| l.trim_start().starts_with(title))
+                    .unwrap_or_else(|| panic!("no {title} line in:\n{text}"));
+                let after = line.find(title).unwrap() + title.len();
+                after + line[after..].len() - line[after..].trim_start().len()
+            })
+            .collect()
+    }
+
+    /// Issue 13, defect 9: describe wrote its titles padded to fixed widths, so a field longer
+    /// than the column (`Termination Grace Period:`, a long environment variable name) pushed
+    /// its value out of line. As kubectl's tab writer, a block is as wide as its widest title.
+    #[test]
+    fn defect_9_describe_aligns_fields_longer_than_the_column() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default",
+                "deletionTimestamp": "2026-12-02T14:29:30Z", "deletionGracePeriodSeconds": 30,
+                "labels": {"app": "web", "tier": "front"}},
+            "spec": {"nodeName": "node1", "containers": [{"name": "app", "image": "busybox",
+                "env": [{"name": "A", "value": "1"},
+                        {"name": "A_VERY_LONG_ENVIRONMENT_VARIABLE_NAME", "value": "2"}]}]},
+            "status": {"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.88.0.2",
+                "containerStatuses": [{"name": "app", "ready": true, "restartCount": 3,
+                    "image": "busybox", "imageID": "sha256:x", "containerID": "podlab://c",
+                    "state": {"running": {"startedAt": "2026-12-02T14:28:40Z"}}}]}
+        }))
+        .unwrap();
+        let now: Timestamp = "2026-12-02T14:29:40Z".parse().unwrap();
+        let text = describe(&pod, &[], now);
+        let top = value_columns(
+            &text,
+            &[
+                "Name:",
+                "Namespace:",
+                "Service Account:",
+                "Labels:",
+                "Status:",
+                "Termination Grace Period:",
+                "IP:",
+                "IPs:",
+            ],
+        );
+        assert!(
+            top.iter()
+                .all(|c| *c == "Termination Grace Period:".len() + 2),
+            "{top:?}\n{text}"
+        );
+        assert!(
+            text.contains("\n                           tier=front\n"),
+            "{text}"
+        );
+        let env = value_columns(&text, &["A:", "A_VERY_LONG_ENVIRONMENT_VARIABLE_NAME:"]);
+        assert_eq!(env[0], env[1], "{text}");
+        let container = value_columns(&text, &["Image:", "Restart Count:", "State:", "Started:"]);
+        assert!(container.iter().all(|c| *c == container[0]), "{text}");
+        assert!(
+            text.contains("    Image:          busybox\n"),
+            "a block without long titles is as kubectl's: {text}"
+        );
+    }
+
     #[test]
     fn times_and_events_read_as_kubectl_describe_writes_them() {
         let t: Timestamp = "2026-12-02T14:29:40Z".parse().unwrap();
         assert_eq!(rfc1123z(t), "Wed, 02 Dec 2026 14:29:40 +0000");
-        let rows = vec![
-            vec!["Type".to_string(), "Reason".into(), "Message".into()],
-            vec!["Normal".to_string(), "SandboxChanged".into(), "x".into()],
-        ];
-        assert_eq!(
-            tab_aligned(&rows, "  "),
-            "  Type    Reason          Message\n  Normal  SandboxChanged  x\n"
-        );
         let event: Event = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "e"}, "involvedObject": {}, "type": "Warning",
             "reason": "BackOff", "count": 3, "message": "back-off ",

@@ -61,3 +61,10 @@ pub use selector::{FieldSelector, LabelSelector};
 pub use sort::{parse_quantity, sort_by, SortBy, SortTarget};
 pub use table::{format_labels, labels_of, Row, Table, TableOptions};
 pub use yaml::to_yaml;
+
+/// Tab-separated lines aligned as kubectl's describers align them (Go's `text/tabwriter` with
+/// padding 2, `tabbedString`): each run of lines with a cell in a column is padded to that
+/// column's widest cell plus two spaces.
+pub fn describe_aligned(text: &str) -> String {
+    golang::tabwriter::align_with(text, golang::tabwriter::DESCRIBE)
+}
