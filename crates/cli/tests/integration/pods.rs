@@ -1260,3 +1260,35 @@ fn node_verbose_with_pod_narrates_that_pod_alone() {
         "lines not about the followed pod: {others:#?}"
     );
 }
+
+/// Found by the fault-point test, whose roots have long names: fsconfig(2) takes at most 255
+/// bytes per value, so a `$PODLAB_ROOT` deeper than ~45 characters made every container of
+/// the node agent fail with `fsconfig(overlay) lowerdir: EINVAL`. Here the root is deep enough
+/// for the upper directory alone to pass that limit.
+#[test]
+fn a_deep_podlab_root_still_starts_containers_on_an_overlay() {
+    let root = Root::new(&format!("deep-{}", "d".repeat(120)));
+    assert!(root.dir.join("sandboxes/0123456789012345678901234567890123456789012345678901234567890123/containers/0123456789012345678901234567890123456789012345678901234567890123/upper").as_os_str().len() > 255);
+    let out = root.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: deep}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers: [{name: app, image: busybox, command: [sleep, "1000"]}]
+"#,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("deep", "running", LIMIT, running);
+    let pid = root.record(&container(&pod, "app")).pid.unwrap();
+    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let rootfs = mountinfo
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
+        .unwrap_or_else(|| panic!("no / in the container's mountinfo:\n{mountinfo}"));
+    assert!(rootfs.contains(" - overlay "), "{rootfs}");
+    let deleted = root.run(&["delete", "pod", "deep", "--now"]);
+    assert_eq!(deleted.code, Some(0), "{deleted:?}");
+    root.assert_nothing_left();
+}

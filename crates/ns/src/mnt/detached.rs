@@ -78,31 +78,32 @@ impl Detached {
         // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
         let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
         let fs = owned(fs, "fsopen(overlay)", what)?;
+        // fsconfig(2) takes at most 255 bytes per string value (the kernel's strndup_user
+        // limit; longer is EINVAL), where mount(2)'s data string may have a page: a deep
+        // podlab root makes `lowerdir` or even `upperdir` longer than that. Such values go as
+        // one `lowerdir+` per layer (Linux 6.8+), and a path still too long as
+        // `/proc/self/fd/N` of a descriptor held open until the overlay is created.
+        let mut held = Vec::new();
         for option in data.split(',') {
             let (key, value) = match option.split_once('=') {
                 Some((key, value)) => (key, Some(value)),
                 None => (option, None),
             };
-            let key_c = CString::new(key).map_err(|_| Error::Invalid(format!("{key:?}")))?;
-            let value_c = value
-                .map(|v| CString::new(v).map_err(|_| Error::Invalid(format!("{v:?}"))))
-                .transpose()?;
-            let (cmd, value_ptr) = match &value_c {
-                Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
-                None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+            let Some(value) = value else {
+                set_overlay_option(&fs, key, None)?;
+                continue;
             };
-            // SAFETY: a live fs-context descriptor and NUL-terminated key and value.
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_fsconfig,
-                    fs.as_raw_fd(),
-                    cmd,
-                    key_c.as_ptr(),
-                    value_ptr,
-                    0,
-                )
-            };
-            check(rc, "fsconfig(overlay)", Path::new(key))?;
+            if value.len() <= FSCONFIG_VALUE_MAX {
+                set_overlay_option(&fs, key, Some(value))?;
+            } else if key == "lowerdir" {
+                for layer in value.split(':') {
+                    let layer = short_path(layer, &mut held)?;
+                    set_overlay_option(&fs, "lowerdir+", Some(&layer))?;
+                }
+            } else {
+                let short = short_path(value, &mut held)?;
+                set_overlay_option(&fs, key, Some(&short))?;
+            }
         }
         // SAFETY: as above, with no key.
         let rc = unsafe {
@@ -116,6 +117,7 @@ impl Detached {
             )
         };
         check(rc, "fsconfig(FSCONFIG_CMD_CREATE overlay)", upper)?;
+        drop(held);
         // SAFETY: a created fs context; the kernel returns a new mount descriptor.
         let fd = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
         Ok(Detached {
@@ -178,6 +180,50 @@ pub fn supported() -> Result<()> {
 fn c_path(path: &Path) -> Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::Invalid(format!("{} holds a NUL byte", path.display())))
+}
+
+/// The longest string value fsconfig(2) takes (it copies at most 256 bytes, NUL included).
+const FSCONFIG_VALUE_MAX: usize = 255;
+
+/// One `FSCONFIG_SET_STRING` (or `FSCONFIG_SET_FLAG` without a value) of an overlay context.
+fn set_overlay_option(fs: &OwnedFd, key: &str, value: Option<&str>) -> Result<()> {
+    let key_c = CString::new(key).map_err(|_| Error::Invalid(format!("{key:?}")))?;
+    let value_c = value
+        .map(|v| CString::new(v).map_err(|_| Error::Invalid(format!("{v:?}"))))
+        .transpose()?;
+    let (cmd, value_ptr) = match &value_c {
+        Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+        None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+    };
+    // SAFETY: a live fs-context descriptor and NUL-terminated key and value.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            cmd,
+            key_c.as_ptr(),
+            value_ptr,
+            0,
+        )
+    };
+    check(rc, "fsconfig(overlay)", Path::new(key))
+}
+
+/// `path` itself when fsconfig(2) can take it, else `/proc/self/fd/N` of an `O_PATH`
+/// descriptor of it, kept in `held` (the overlay resolves it before the descriptor closes).
+fn short_path(path: &str, held: &mut Vec<OwnedFd>) -> Result<String> {
+    if path.len() <= FSCONFIG_VALUE_MAX {
+        return Ok(path.to_owned());
+    }
+    let fd = nix::fcntl::open(
+        Path::new(path),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| super::mount_error("open(O_PATH) of an overlay layer", Path::new(path), e))?;
+    let short = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    held.push(fd);
+    Ok(short)
 }
 
 fn owned(rc: libc::c_long, call: &'static str, path: &Path) -> Result<OwnedFd> {
