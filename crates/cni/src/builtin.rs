@@ -82,6 +82,7 @@ impl BuiltinNetwork {
         *made_veth = true;
         node.set_master(&host, &self.net.bridge)?;
         node.set_up(&host)?;
+        podlab_fault::point_reached("network.after-veth");
 
         let mut pod = Netlink::open_in(pod_ns)?;
         pod.loopback_up()?;
@@ -158,6 +159,7 @@ impl PodNetwork for BuiltinNetwork {
             )));
         }
         let ip = self.store.allocate_new(&a.container_id, &a.ifname)?;
+        podlab_fault::point_reached("network.after-lease");
         let mut made_veth = false;
         let made = self.attach(a, pod_ns.as_fd(), ip, &mut made_veth).and_then(|result| {
             let raw = serde_json::to_value(&result).expect("a result serializes");

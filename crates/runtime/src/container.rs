@@ -151,6 +151,7 @@ impl Runtime {
             let _ = remove_tree(&container.dir);
             return Err(e);
         }
+        podlab_fault::point_reached("container.after-create");
         Ok(id)
     }
 
@@ -174,7 +175,10 @@ impl Runtime {
             &template,
         )?;
         match client.receive(None)? {
-            Response::Started { .. } => Ok(()),
+            Response::Started { .. } => {
+                podlab_fault::point_reached("container.after-start");
+                Ok(())
+            }
             other => Err(unexpected(&sandbox, Some(id), "Start", other)),
         }
     }

@@ -38,6 +38,7 @@ impl Runtime {
                 return Err(e);
             }
         };
+        podlab_fault::point_reached("sandbox.after-folder");
         match self.make_sandbox(&id, &paths, config) {
             Ok(()) => {
                 drop(lock);
@@ -70,6 +71,7 @@ impl Runtime {
             .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
         std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
         podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
+        podlab_fault::point_reached("sandbox.after-shm");
 
         start_shim(
             id,
@@ -85,6 +87,7 @@ impl Runtime {
                 host_network: config.host_network,
             },
         )?;
+        podlab_fault::point_reached("sandbox.after-shim");
         let attachment = match (&self.network, network_mode) {
             (Some(plugin), NetworkMode::Pod) => {
                 let netns = paths.ns(podlab_ns::NsKind::Net);
@@ -97,6 +100,7 @@ impl Runtime {
             }
             _ => NetworkAttachment::default(),
         };
+        podlab_fault::point_reached("sandbox.after-network");
         if !attachment.ips.is_empty() {
             write_etc_files(paths, config, &attachment.ips)?;
         }
@@ -109,7 +113,9 @@ impl Runtime {
             ips: attachment.ips,
             network_result: attachment.result,
         };
-        state::write_record(&paths.record(), &sandbox)
+        state::write_record(&paths.record(), &sandbox)?;
+        podlab_fault::point_reached("sandbox.after-record");
+        Ok(())
     }
 
     /// Takes down what a failed RunPodSandbox made: the network attachment (a DEL after a failed
@@ -162,7 +168,9 @@ impl Runtime {
             if let Ok(client) = self.shim(id) {
                 expect_ok(id, client.call(&Request::StopContainers)?)?;
             }
+            podlab_fault::point_reached("sandbox.stop.after-containers");
             self.tear_down_network(record, paths)?;
+            podlab_fault::point_reached("sandbox.stop.after-network");
         }
         self.shutdown_shim(id, paths)
     }
@@ -236,6 +244,7 @@ impl Runtime {
             crate::gc::kill_shim(&paths)?;
             crate::gc::clean_sandbox_leftovers(&paths)?;
         }
+        podlab_fault::point_reached("sandbox.remove.before-folder");
         // Detaches what is still mounted below the folder (the pod's /dev/shm) before removing.
         remove_tree(&paths.dir)
     }

@@ -11,6 +11,7 @@ mod cli;
 mod demos;
 mod errors;
 mod explain;
+mod faults;
 mod gc_network;
 mod ipc;
 mod kubectl_errors;

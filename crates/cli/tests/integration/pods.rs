@@ -72,6 +72,13 @@ impl Root {
         self
     }
 
+    /// The same root on podlab's default network, without taking the network lock: for a
+    /// second root of a test that already holds it through its first.
+    pub fn on_the_network_of_this_test(mut self) -> Root {
+        self.env.retain(|(k, _)| k != "PODLAB_NETWORK");
+        self
+    }
+
     /// The same root with one more variable for the `podlab` processes it runs.
     pub fn with_env(mut self, key: &str, value: &str) -> Root {
         self.env.retain(|(k, _)| k != key);

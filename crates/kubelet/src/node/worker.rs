@@ -418,6 +418,7 @@ impl PodWorker {
             return;
         }
         self.remove_everything();
+        podlab_fault::point_reached("pod.terminate.before-store-delete");
         let (namespace, name, uid) = translate::identity(&self.pod);
         let preconditions = Preconditions {
             uid: Some(uid),

@@ -221,6 +221,7 @@ impl Shim {
             self.record_start_failure(&mut record, &failure);
             return Ok(Response::StartFailed(failure));
         }
+        podlab_fault::point_reached("shim.container.after-fork");
         record.state = ContainerState::Running;
         record.started_at = now_ns();
         record.pid = ProcessIdentity::of(pid.as_raw()).ok();

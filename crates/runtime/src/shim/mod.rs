@@ -462,6 +462,7 @@ impl Shim {
         }
         self.reap_until_gone(&children);
         self.reap();
+        podlab_fault::point_reached("shim.shutdown.after-kill");
         sandbox::unpin_all(&self.record.namespaces);
         let _ = std::fs::remove_file(self.paths.socket());
         let _ = std::fs::remove_file(self.paths.shim_record());

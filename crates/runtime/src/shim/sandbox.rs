@@ -108,6 +108,7 @@ pub(crate) fn start(
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
     let pause_pid = start_pause(args, own_pid.as_fd())?;
+    podlab_fault::point_reached("shim.after-pause");
     let pause = match ProcessIdentity::of(pause_pid.as_raw()) {
         Ok(identity) => identity,
         Err(e) => {
@@ -131,6 +132,7 @@ pub(crate) fn start(
         }
     }
     super::save(&paths.shim_record(), &record);
+    podlab_fault::point_reached("shim.after-pins");
     let open = |kind: NsKind| -> Result<OwnedFd, String> {
         ops::open(&paths.ns(kind), kind).map_err(|e| e.to_string())
     };
