@@ -90,7 +90,14 @@ impl Runtime {
                 report.processes_killed.extend(kill_shim(&paths)?);
             }
             let mut leftovers = kill_sandbox_leftovers(&paths)?;
-            if let Some(ready) = record.as_ref().filter(|r| r.state == SandboxState::Ready) {
+            // Without a record, its maker may have died after the network ADD (which comes
+            // before the record): it gets its DEL too, or its lease would stay.
+            let unfinished = record
+                .is_none()
+                .then(|| Self::unfinished_record(&paths))
+                .flatten();
+            let ready = record.as_ref().filter(|r| r.state == SandboxState::Ready);
+            if let Some(ready) = ready.or(unfinished.as_ref()) {
                 match self.tear_down_network(ready, &paths) {
                     Ok(true) => report.networks_released.push(id.clone()),
                     Ok(false) => {}

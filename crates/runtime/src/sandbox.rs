@@ -202,6 +202,23 @@ impl Runtime {
         Ok(true)
     }
 
+    /// What a sandbox whose maker died before recording it may have attached: the network
+    /// plugin's ADD runs before the record is written. Its DEL needs no more than the sandbox
+    /// id and the pinned namespace (CNI releases a lease by the id), so this record carries
+    /// only those, for [`Runtime::tear_down_network`].
+    pub(crate) fn unfinished_record(paths: &SandboxPaths) -> Option<SandboxRecord> {
+        let id = SandboxId::parse(paths.dir.file_name()?.to_str()?).ok()?;
+        Some(SandboxRecord {
+            id,
+            config: PodSandboxConfig::default(),
+            created_at: 0,
+            state: SandboxState::Ready,
+            network_mode: NetworkMode::Pod,
+            ips: Vec::new(),
+            network_result: None,
+        })
+    }
+
     /// Asks a live shim to shut down and waits for it to be gone; false when none was alive.
     fn shutdown_shim(&self, id: &SandboxId, paths: &SandboxPaths) -> Result<bool> {
         let Some(shim) = self.live_shim(paths)? else {
@@ -233,8 +250,9 @@ impl Runtime {
             Err(_) if !paths.dir.exists() => return Ok(()),
             Err(e) => return Err(e),
         };
-        let shut_down = match state::read_record::<SandboxRecord>(&paths.record())? {
-            Some(record) => self.stop_locked(&record, &paths)?,
+        let record = state::read_record::<SandboxRecord>(&paths.record())?;
+        let shut_down = match &record {
+            Some(record) => self.stop_locked(record, &paths)?,
             None => false,
         };
         if !shut_down {
@@ -242,6 +260,14 @@ impl Runtime {
             // shim alive here belongs to a sandbox that was never finished (no record to stop
             // it by): it goes first, so that nothing re-parents what is cleaned next.
             crate::gc::kill_shim(&paths)?;
+            // Its maker may have died after a network ADD: the DEL comes before the unpin.
+            let unfinished = record
+                .is_none()
+                .then(|| Self::unfinished_record(&paths))
+                .flatten();
+            if let Some(unfinished) = unfinished {
+                self.tear_down_network(&unfinished, &paths)?;
+            }
             crate::gc::clean_sandbox_leftovers(&paths)?;
         }
         podlab_fault::point_reached("sandbox.remove.before-folder");

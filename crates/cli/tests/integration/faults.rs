@@ -319,6 +319,20 @@ fn a_kill_9_at_every_fault_point_then_gc_leaves_nothing() {
     bystander.assert_untouched();
 }
 
+/// Found by the test above: a sandbox whose agent died after the network ADD and before the
+/// sandbox record was cleaned by gc without a CNI DEL (no record said it had a network), so
+/// its address lease stayed for as long as any other pod kept the network's folder.
+#[test]
+fn gc_of_a_sandbox_whose_agent_died_between_cni_add_and_its_record_releases_its_lease() {
+    let bystander = Bystander::start();
+    for name in ["sandbox.after-network", "network.after-veth"] {
+        let point = podlab_fault::find(name).unwrap();
+        let left = crash_and_collect(point, &bystander.ip);
+        assert!(left.is_empty(), "left behind:\n{}", left.join("\n"));
+    }
+    bystander.assert_untouched();
+}
+
 /// The node agent killed with SIGKILL and started again: every pod is still there, every
 /// healthy container the same process (same id, same start, no restart), and the new agent
 /// does its work (a killed container is restarted, a new pod starts).
