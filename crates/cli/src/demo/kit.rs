@@ -99,8 +99,7 @@ impl ScratchRoot {
     /// Points this (single-threaded) process, and the agent it will start, at a new root, with
     /// the given extra environment for that agent.
     pub fn new(name: &str, agent_env: &[(&str, &str)]) -> Result<ScratchRoot> {
-        let path = std::env::temp_dir().join(format!("podlab-demo-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let path = new_folder(&format!("podlab-demo-{name}-{}", std::process::id()))?;
         super::interrupt::on_abandon(&path, remove_scratch_root);
         let mut root = ScratchRoot {
             path,
@@ -127,6 +126,21 @@ impl ScratchRoot {
     pub fn ctx(&self) -> Result<Ctx> {
         Ctx::open()
     }
+}
+
+/// A new folder `PREFIX-N` below the temp folder, N the first number free. Made with mkdir,
+/// which fails on one that exists: two podlab processes with the same pid (in two pid
+/// namespaces sharing /tmp) never share a root.
+fn new_folder(prefix: &str) -> Result<PathBuf> {
+    for n in 0.. {
+        let path = std::env::temp_dir().join(format!("{prefix}-{n}"));
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    }
+    unreachable!("a free folder name among all numbers")
 }
 
 /// Stops the root's node agent, removes every sandbox it has and then the folder.

@@ -40,6 +40,10 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
     // folder removed when it ends, also on error.
     let scratch = super::kit::ScratchRoot::new("pod", &[])?;
     let ctx = scratch.ctx()?;
+    say(format!(
+        "(this demo keeps its pods, store and node agent in a root of its own: PODLAB_ROOT={})",
+        scratch.path().display()
+    ));
     remove_leftover(&ctx, &name)?;
     crate::image::ensure_builtin_if_busybox(&ctx, "busybox")?;
 

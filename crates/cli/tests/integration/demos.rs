@@ -143,15 +143,18 @@ fn interrupted_pod_demo_leaves_nothing(ending: Ending) {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    let scratch = std::env::temp_dir().join(format!("podlab-demo-pod-{pid}"));
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let mut transcript = String::new();
+    let mut scratch = None;
     // Read up to the namespace table: the pod runs, with its agent, pause and containers.
     let mut pod_pids = Vec::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
         transcript += &line;
         transcript.push('\n');
+        if let Some(root) = line.trim_end_matches(')').split("PODLAB_ROOT=").nth(1) {
+            scratch = Some(std::path::PathBuf::from(root));
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         if let Some(pid) = words
             .iter()
@@ -166,6 +169,12 @@ fn interrupted_pod_demo_leaves_nothing(ending: Ending) {
         }
     }
     assert_eq!(pod_pids.len(), 3, "no pod table:\n{transcript}");
+    let scratch = scratch.unwrap_or_else(|| panic!("the demo names no root:\n{transcript}"));
+    assert!(
+        scratch.starts_with(std::env::temp_dir()),
+        "{}",
+        scratch.display()
+    );
     let agent = podlab_kubelet::node::running_agent(&scratch)
         .unwrap_or_else(|| panic!("no agent in {}:\n{transcript}", scratch.display()));
     let expected = match ending {
