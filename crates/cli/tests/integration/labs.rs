@@ -151,6 +151,22 @@ fn lab_list_shows_every_lab_and_an_unknown_lab_is_a_usage_error() {
         "{}",
         out.stderr
     );
+    let out = run.lab(&["check"]);
+    assert_eq!(out.code, Some(2), "check before any start: {out:?}");
+    // Hints come one after the other; the last one of lab 8 names `podlab explain`.
+    let first = run.step_ok(&["hint", "8"]);
+    assert!(first.starts_with("hint 1 of 3"), "{first}");
+    assert!(run.step_ok(&["hint", "8"]).starts_with("hint 2 of 3"));
+    assert!(run.step_ok(&["hint", "8", "3"]).contains("podlab explain"));
+    assert_eq!(run.lab(&["hint", "8", "4"]).code, Some(2));
+    // Resetting every lab when none was started removes nothing and fails nowhere.
+    run.step_ok(&["reset"]);
+    let status = run.step_ok(&["status"]);
+    assert!(status.starts_with("0 of 16 labs passed"), "{status}");
+    assert!(
+        status.contains("08-phase"),
+        "hints are progress too: {status}"
+    );
 }
 
 #[test]

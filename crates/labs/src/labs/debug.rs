@@ -250,8 +250,13 @@ fn mistake(env: &Env) -> Result<()> {
 
 fn reset(env: &Env) -> Result<()> {
     pods::delete(env, &[POD])?;
-    let (_, images, _) = env.podlab_quiet(&["image", "ls"])?;
-    if images.contains("lab/noshell") {
+    // Asked of the store itself: `podlab image ls` would make the built-in busybox first.
+    let image_root = podlab_runtime::config::RuntimeConfig::from_env().image_root;
+    if image_root.exists()
+        && podlab_image::Store::open(&image_root)?
+            .resolve(IMAGE)
+            .is_ok()
+    {
         env.podlab(&["image", "rm", IMAGE])?;
     }
     Ok(())

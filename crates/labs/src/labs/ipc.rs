@@ -40,7 +40,7 @@ nsenter --target PAUSE_OF_IPC_A --ipc ipcmk -S 1\n\
 nsenter --target PAUSE_OF_IPC_A --ipc ipcmk -M 4096\n\
 nsenter --target PAUSE_OF_IPC_A --ipc unshare --mount sh -c 'mount -t mqueue mqueue /mnt && touch /mnt/lab'",
     ],
-    not_yet: "pod ipc-a has no System V message queue",
+    not_yet: "does not see: a System V message queue",
     mistake_story: "making the objects from the other pod's container (ipc-b): IPC is per pod, \
 so ipc-a does not see them",
     scene,
@@ -135,21 +135,24 @@ fn check(env: &Env) -> Result<Verdict> {
         .map(|(c, pid)| ipc_view(*pid).map(|v| (*c, v)))
         .collect::<Result<_>>()?;
     for (container, (inode, objects, queue)) in &views[..2] {
-        for kind in SysvKind::ALL {
-            verdict.part(
-                objects.iter().any(|o| o.kind == kind),
-                format!("{container} (ipc {inode}) sees a System V {}", kind.name()),
-                format!(
-                    "pod ipc-a has no System V {} ({container} sees {})",
-                    kind.name(),
-                    describe(objects, *queue)
-                ),
-            );
+        let mut lacking: Vec<String> = SysvKind::ALL
+            .iter()
+            .filter(|k| !objects.iter().any(|o| o.kind == **k))
+            .map(|k| format!("a System V {}", k.name()))
+            .collect();
+        if !queue {
+            lacking.push(format!("the POSIX message queue {QUEUE}"));
         }
         verdict.part(
-            *queue,
-            format!("{container} sees the POSIX message queue {QUEUE}"),
-            format!("{container} of pod ipc-a sees no POSIX message queue {QUEUE}"),
+            lacking.is_empty(),
+            format!(
+                "{container} (ipc {inode}) sees all four: {}",
+                describe(objects, *queue)
+            ),
+            format!(
+                "in pod ipc-a, {container} (ipc {inode}) does not see: {}",
+                lacking.join(", ")
+            ),
         );
     }
     let (_, (inode_b, objects_b, queue_b)) = &views[2];
