@@ -259,15 +259,24 @@ impl Cgroup {
     /// was the last pod. An ancestor still in use stays.
     pub fn remove_with_empty_ancestors(&self, levels: usize) -> Result<()> {
         self.remove()?;
-        let mut current = self.parent();
-        for _ in 0..levels {
+        if let Some(parent) = self.parent() {
+            parent.remove_if_empty(levels.saturating_sub(1));
+        }
+        Ok(())
+    }
+
+    /// Removes this cgroup if nothing is in it (no process, no child cgroup), then so on up
+    /// its `levels` nearest ancestors; stops at the first one still in use. Never kills.
+    pub fn remove_if_empty(&self, levels: usize) {
+        let mut current = Some(self.clone());
+        for _ in 0..=levels {
             let Some(cgroup) = current else { break };
             let mut in_use = false;
             for dir in cgroup.unique_dirs() {
                 match std::fs::remove_dir(dir) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    // Another pod is in it, or a process: it stays, and so does all above it.
+                    // A process or another child is in it: it stays, and so does all above it.
                     Err(_) => in_use = true,
                 }
             }
@@ -276,7 +285,6 @@ impl Cgroup {
             }
             current = cgroup.parent();
         }
-        Ok(())
     }
 
     /// Writes `value` to the controller's `file` in this cgroup.

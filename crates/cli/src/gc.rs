@@ -52,6 +52,9 @@ pub fn run() -> Result<()> {
     for path in &report.unmounted {
         println!("unmounted {}", path.display());
     }
+    for cgroup in &report.cgroups_removed {
+        println!("removed cgroup {cgroup}");
+    }
     for id in &report.busy {
         println!(
             "skipped sandbox {} (another podlab process holds its lock)",

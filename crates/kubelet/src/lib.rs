@@ -28,6 +28,7 @@ pub mod model;
 pub mod node;
 pub mod phase;
 pub mod probe;
+pub mod qos;
 pub mod restart;
 pub mod rules;
 pub mod sandbox;

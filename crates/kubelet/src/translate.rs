@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use podlab_runtime::config::{
-    ContainerConfig, ContainerMetadata, EnvVar, HostsConfig, Mount, PodSandboxConfig,
-    PodSandboxMetadata,
+    ContainerConfig, ContainerMetadata, EnvVar, HostsConfig, LinuxSandboxConfig, Mount,
+    PodSandboxConfig, PodSandboxMetadata,
 };
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -162,6 +162,10 @@ pub fn sandbox_config(pod: &Pod, dirs: &PodDirs, attempt: u32) -> PodSandboxConf
             domain,
             aliases: Vec::new(),
         },
+        linux: LinuxSandboxConfig {
+            cgroup_parent: crate::qos::pod_cgroup_parent(pod),
+            resources: crate::qos::pod_resources(pod),
+        },
     }
 }
 
@@ -230,22 +234,29 @@ pub fn container_config(
     attempt: u32,
 ) -> Option<(ContainerKind, ContainerConfig)> {
     let spec = pod.spec.as_ref()?;
-    let (kind, view) = if let Some(c) = spec
+    let (kind, view, resources) = if let Some(c) = spec
         .init_containers
         .iter()
         .flatten()
         .find(|c| c.name == name)
     {
-        (ContainerKind::Init, ContainerView::of(c))
+        let resources = crate::qos::container_resources(pod, Some(c));
+        (ContainerKind::Init, ContainerView::of(c), resources)
     } else if let Some(c) = spec.containers.iter().find(|c| c.name == name) {
-        (ContainerKind::Regular, ContainerView::of(c))
+        let resources = crate::qos::container_resources(pod, Some(c));
+        (ContainerKind::Regular, ContainerView::of(c), resources)
     } else {
         let c = spec
             .ephemeral_containers
             .iter()
             .flatten()
             .find(|c| c.name == name)?;
-        (ContainerKind::Ephemeral, ContainerView::of_ephemeral(c))
+        let resources = crate::qos::container_resources(pod, None);
+        (
+            ContainerKind::Ephemeral,
+            ContainerView::of_ephemeral(c),
+            resources,
+        )
     };
     let (namespace, pod_name, uid) = identity(pod);
 
@@ -292,6 +303,7 @@ pub fn container_config(
         security: Default::default(),
         log_path: Some(PathBuf::from(view.name).join(format!("{attempt}.log"))),
         target_container: None,
+        resources,
         labels,
         annotations,
     };

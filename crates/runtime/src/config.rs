@@ -120,6 +120,31 @@ pub struct PodSandboxConfig {
     /// None: the node's `/etc/resolv.conf` is copied, as containerd does without a DNS config.
     pub dns: Option<DnsConfig>,
     pub hosts: HostsConfig,
+    /// CRI `LinuxPodSandboxConfig`: the pod's cgroup and its values.
+    #[serde(default)]
+    pub linux: LinuxSandboxConfig,
+}
+
+/// The pod's cgroup (CRI `LinuxPodSandboxConfig.cgroup_parent` and `resources`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinuxSandboxConfig {
+    /// kubelet's name for the pod's cgroup (`kubepods/burstable/pod<uid>`), below the runtime's
+    /// cgroup root. Empty: the pod gets no cgroups.
+    #[serde(default)]
+    pub cgroup_parent: String,
+    /// The pod cgroup's values, as kubelet's pod container manager computes them.
+    #[serde(default)]
+    pub resources: podlab_cgroups::Resources,
+}
+
+/// A container's resources (CRI `LinuxContainerResources`): its cgroup's values and its
+/// `oom_score_adj`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerResources {
+    #[serde(flatten)]
+    pub cgroup: podlab_cgroups::Resources,
+    #[serde(default)]
+    pub oom_score_adj: Option<i32>,
 }
 
 /// Who the container is (CRI `ContainerMetadata`).
@@ -186,6 +211,9 @@ pub struct ContainerConfig {
     pub target_container: Option<ContainerId>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// CRI `LinuxContainerConfig.resources`.
+    #[serde(default)]
+    pub resources: ContainerResources,
 }
 
 /// A container's Linux security settings beyond its user (CRI `LinuxContainerSecurityContext`).

@@ -114,6 +114,19 @@ impl Runtime {
         ] {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", dir, e))?;
         }
+        // runc makes the cgroup at create; its values are the container's from here on.
+        let cgroup = match &sandbox.cgroup {
+            Some(pod) => {
+                match crate::cgroups::make_container(pod, id.as_str(), &config.resources.cgroup) {
+                    Ok(cgroup) => Some(cgroup),
+                    Err(e) => {
+                        let _ = remove_tree(&container.dir);
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
         let record = ContainerRecord {
             id: id.clone(),
             sandbox_id: sandbox_id.clone(),
@@ -146,8 +159,12 @@ impl Runtime {
             pid: None,
             namespaces: Default::default(),
             start_trace: Vec::new(),
+            cgroup,
         };
         if let Err(e) = state::write_record(&container.record(), &record) {
+            if let Some(cgroup) = &record.cgroup {
+                let _ = cgroup.remove();
+            }
             let _ = remove_tree(&container.dir);
             return Err(e);
         }
@@ -302,6 +319,11 @@ impl Runtime {
                     container: id.clone(),
                 })?,
             )?;
+        }
+        if let Some(cgroup) = state::read_record::<ContainerRecord>(&paths.container(id).record())?
+            .and_then(|r| r.cgroup)
+        {
+            cgroup.remove()?;
         }
         remove_tree(&paths.container(id).dir)
     }

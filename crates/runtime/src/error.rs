@@ -111,6 +111,10 @@ pub enum Error {
     #[error(transparent)]
     Ns(#[from] podlab_ns::Error),
 
+    /// A cgroup could not be made, given its values, or removed.
+    #[error(transparent)]
+    Cgroup(#[from] podlab_cgroups::Error),
+
     /// A system call failed.
     #[error("{call} {target}: {errno}")]
     Sys {

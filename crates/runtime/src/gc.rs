@@ -8,7 +8,8 @@
 //! identities, pid + start time), and SIGKILLed through pidfds; its mounts (pins, the pod's
 //! /dev/shm) are detached; a sandbox that was Ready when its shim died is removed, while a
 //! cleanly stopped one keeps its records for RemovePodSandbox. Last, shims and pause processes
-//! of this root whose sandbox folder is gone are killed.
+//! of this root whose sandbox folder is gone are killed, and every cgroup below this root's
+//! cgroup root whose sandbox or container is gone is removed with what still ran in it.
 //!
 //! A sandbox that was Ready still holds its network: between the kill and the unpin, its network
 //! namespace is handed to the network plugin for a teardown (CNI DEL, which releases the IP
@@ -51,6 +52,10 @@ pub struct GcReport {
     /// Sandboxes kept because their network teardown failed, with the plugin's error.
     #[serde(default)]
     pub network_failures: Vec<(SandboxId, String)>,
+    /// Cgroups removed (paths below each hierarchy's root): those of sandboxes and containers
+    /// that are gone, and pods' left empty.
+    #[serde(default)]
+    pub cgroups_removed: Vec<String>,
 }
 
 /// What cleaning one sandbox did.
@@ -124,6 +129,9 @@ impl Runtime {
             report.unmounted.extend(leftovers.unmounted);
         }
         report.processes_killed.extend(self.kill_strays()?);
+        if let Some(node) = &self.cgroups {
+            report.cgroups_removed = node.sweep(&self.layout)?;
+        }
         Ok(report)
     }
 

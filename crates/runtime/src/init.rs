@@ -56,6 +56,8 @@ pub struct ContainerPlan<'a> {
     /// The small namespace to make the container's mount namespace from
     /// ([`crate::mount_template`]); None: a copy of the node's.
     pub mount_template: Option<BorrowedFd<'a>>,
+    /// Its cgroup and oom_score_adj, taken before anything else.
+    pub placement: crate::cgroups::Placement,
 }
 
 /// The three descriptors the process gets as 0, 1 and 2.
@@ -99,6 +101,8 @@ pub fn sys_failure(step: &str, path: Option<&Path>, errno: nix::Error) -> InitFa
 /// The body of a new container's process. Never returns: it `execve`s or reports and exits.
 pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) -> ! {
     run_child(stdio, report, |trace| {
+        plan.placement.enter()?;
+        trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;
         finish(&plan.process, trace)
     })
@@ -107,12 +111,14 @@ pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) ->
 /// The body of an exec'd process: join `join` (the container's mnt, net, ipc and uts
 /// namespaces, mnt last), then [`finish`].
 pub fn run_exec(
+    placement: &crate::cgroups::Placement,
     join: &[(BorrowedFd<'_>, NsKind)],
     process: &ProcessSpec,
     stdio: Stdio,
     report: OwnedFd,
 ) -> ! {
     run_child(stdio, report, |trace| {
+        placement.enter()?;
         join_all(join)?;
         trace.lap("join the container's namespaces");
         finish(process, trace)

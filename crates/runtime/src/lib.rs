@@ -56,6 +56,7 @@
 //! | [`report`] | what that process tells the shim: its step times, or its failure |
 //! | [`capabilities`] | containerd's default capability set |
 //! | [`seccomp`] | seccomp profiles (containerd's default, OCI JSON) compiled to BPF |
+//! | [`cgroups`] | the pod's and each container's cgroup, `oom_score_adj` |
 //! | [`masked_paths`] | runc's read-only and masked paths of /proc and /sys |
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
@@ -63,6 +64,7 @@
 
 pub mod bundle;
 pub mod capabilities;
+pub mod cgroups;
 pub mod config;
 mod container;
 pub mod cri_log;

@@ -23,6 +23,8 @@ pub struct Runtime {
     pub(crate) network: Option<Arc<dyn NetworkPlugin>>,
     /// The namespace containers are made from, when the caller asked for one.
     pub(crate) mount_template: Option<crate::mount_template::MountTemplate>,
+    /// The node's cgroups (None: pods get none).
+    pub(crate) cgroups: Option<crate::cgroups::NodeCgroups>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -58,12 +60,14 @@ impl Runtime {
         config.root = std::fs::canonicalize(&config.root)
             .map_err(|e| Error::io("resolving", &config.root, e))?;
         let layout = Layout::new(&config.root);
+        let cgroups = crate::cgroups::NodeCgroups::detect(&config.root);
         Ok(Runtime {
             config,
             layout,
             images,
             network: None,
             mount_template: None,
+            cgroups,
         })
     }
 
@@ -90,6 +94,11 @@ impl Runtime {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The node's cgroups, when pods get them.
+    pub fn cgroups(&self) -> Option<&crate::cgroups::NodeCgroups> {
+        self.cgroups.as_ref()
     }
 
     pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {

@@ -72,6 +72,19 @@ impl Runtime {
         std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
         podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
         podlab_fault::point_reached("sandbox.after-shm");
+        // The pod's cgroup with kubelet's values, and the pause container's below it.
+        let pod_cgroup = self.pod_cgroup(config);
+        let placement = match (&self.cgroups, &pod_cgroup) {
+            (Some(node), Some(_)) => {
+                let pod = node.make_pod(&config.linux.cgroup_parent, &config.linux.resources)?;
+                let own = crate::cgroups::make_container(&pod, id.as_str(), &Default::default())?;
+                Some(crate::cgroups::Placement {
+                    cgroup: Some(own),
+                    oom_score_adj: Some(crate::cgroups::SANDBOX_OOM_SCORE_ADJ),
+                })
+            }
+            _ => None,
+        };
 
         start_shim(
             id,
@@ -85,6 +98,7 @@ impl Runtime {
                 domainname: config.domainname.clone(),
                 share_pid: config.share_process_namespace,
                 host_network: config.host_network,
+                placement,
             },
         )?;
         podlab_fault::point_reached("sandbox.after-shim");
@@ -112,6 +126,7 @@ impl Runtime {
             network_mode,
             ips: attachment.ips,
             network_result: attachment.result,
+            cgroup: pod_cgroup,
         };
         state::write_record(&paths.record(), &sandbox)?;
         podlab_fault::point_reached("sandbox.after-record");
@@ -132,7 +147,31 @@ impl Runtime {
         }
         let _ = self.shutdown_shim(id, paths);
         let _ = crate::gc::clean_sandbox_leftovers(paths);
+        if let Some(pod) = self.pod_cgroup(config) {
+            let _ = self.remove_cgroups(id, paths, &pod);
+        }
         let _ = remove_tree(&paths.dir);
+    }
+
+    /// The pod's cgroup a sandbox config names, when the node has cgroups.
+    fn pod_cgroup(&self, config: &PodSandboxConfig) -> Option<podlab_cgroups::Cgroup> {
+        let node = self.cgroups.as_ref()?;
+        (!config.linux.cgroup_parent.is_empty()).then(|| node.pod(&config.linux.cgroup_parent))
+    }
+
+    /// Removes the cgroups of a sandbox (its pause's and its containers', with anything left
+    /// in them), then the pod's and those above it if they are left empty: another sandbox of
+    /// the same pod keeps them.
+    pub(crate) fn remove_cgroups(
+        &self,
+        id: &SandboxId,
+        paths: &SandboxPaths,
+        pod: &podlab_cgroups::Cgroup,
+    ) -> Result<()> {
+        for container in paths.container_ids().unwrap_or_default() {
+            pod.child(container.as_str()).remove()?;
+        }
+        crate::cgroups::remove_with_pod(&pod.child(id.as_str()))
     }
 
     /// StopPodSandbox: every container killed (the kubelet stopped them gracefully before), the
@@ -216,6 +255,7 @@ impl Runtime {
             network_mode: NetworkMode::Pod,
             ips: Vec::new(),
             network_result: None,
+            cgroup: None,
         })
     }
 
@@ -271,6 +311,9 @@ impl Runtime {
             crate::gc::clean_sandbox_leftovers(&paths)?;
         }
         podlab_fault::point_reached("sandbox.remove.before-folder");
+        if let Some(pod) = record.and_then(|r| r.cgroup) {
+            self.remove_cgroups(id, &paths, &pod)?;
+        }
         // Detaches what is still mounted below the folder (the pod's /dev/shm) before removing.
         remove_tree(&paths.dir)
     }

@@ -179,6 +179,9 @@ pub struct SandboxRecord {
     pub ips: Vec<String>,
     /// The network plugin's own words about the attachment, kept for its teardown.
     pub network_result: Option<serde_json::Value>,
+    /// The pod's cgroup (the sandbox's own is its child named by the sandbox id).
+    #[serde(default)]
+    pub cgroup: Option<podlab_cgroups::Cgroup>,
 }
 
 /// `shim.json`: what the shim started, so that nothing it made is ever lost track of.
@@ -224,6 +227,9 @@ pub struct ContainerRecord {
     /// How long each step of its start took (fork ... execve).
     #[serde(default)]
     pub start_trace: Vec<crate::report::StartStep>,
+    /// Its cgroup, when the pod has one.
+    #[serde(default)]
+    pub cgroup: Option<podlab_cgroups::Cgroup>,
 }
 
 /// Where a container's processes are numbered.
@@ -385,6 +391,7 @@ mod tests {
             network_mode: NetworkMode::Pod,
             ips: vec!["10.88.0.2".into()],
             network_result: None,
+            cgroup: None,
         };
         let path = dir.join("sandbox.json");
         write_record(&path, &sandbox).unwrap();
@@ -429,6 +436,7 @@ mod tests {
                 step: "execve".into(),
                 nanos: 5,
             }],
+            cgroup: None,
         };
         let path = dir.join("container.json");
         write_record(&path, &container).unwrap();

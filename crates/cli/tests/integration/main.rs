@@ -7,6 +7,7 @@
 mod support;
 
 mod agent;
+mod cgroups;
 mod cli;
 mod demos;
 mod errors;

@@ -233,6 +233,15 @@ impl Root {
         }
         let (pods, _) = self.store().list::<Pod>(None).unwrap();
         assert!(pods.is_empty(), "pods left in the store: {}", pods.len());
+        if let Some(node) = self.runtime().cgroups() {
+            let root = node.root.cgroup(&node.hierarchy);
+            let left: Vec<_> = root
+                .unique_dirs()
+                .into_iter()
+                .filter(|d| d.exists())
+                .collect();
+            assert!(left.is_empty(), "cgroups left: {left:?}");
+        }
     }
 }
 

@@ -203,6 +203,7 @@ impl Shim {
             privileged: security.privileged,
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
+            placement: placement_of(&record),
         };
         let stdio = Stdio {
             stdin: raw(&null),
@@ -320,7 +321,20 @@ impl Shim {
         record.state = ContainerState::Exited;
         record.exit_code = Some(code);
         record.finished_at = finished_at;
-        record.reason = Some(if code == 0 { "Completed" } else { "Error" }.into());
+        // containerd's rule: an OOM event for the container's cgroup makes it OOMKilled,
+        // whatever the exit code.
+        let oom = record
+            .cgroup
+            .as_ref()
+            .is_some_and(crate::cgroups::oom_killed);
+        record.reason = Some(
+            match (oom, code) {
+                (true, _) => "OOMKilled",
+                (false, 0) => "Completed",
+                (false, _) => "Error",
+            }
+            .into(),
+        );
         save(&path, &record);
     }
 
@@ -459,11 +473,12 @@ impl Shim {
         if argv.is_empty() {
             return Err("exec needs a command".into());
         }
-        // As the container's process: its user, environment, folder, capabilities.
-        let mut process = state::read_record::<ContainerRecord>(&self.paths.container(id).record())
+        // As the container's process: its user, environment, folder, capabilities, cgroup.
+        let record = state::read_record::<ContainerRecord>(&self.paths.container(id).record())
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("container {id} has no record in this sandbox"))?
-            .process;
+            .ok_or_else(|| format!("container {id} has no record in this sandbox"))?;
+        let placement = placement_of(&record);
+        let mut process = record.process;
         process.argv = argv;
         let open = |kind| ops::open_pid(pid, kind).map_err(|e| e.to_string());
         let pid_ns = open(NsKind::Pid)?;
@@ -484,7 +499,7 @@ impl Shim {
         let child = fork_in(
             self.own_pid_ns(),
             PidNamespace::Join(pid_ns.as_fd()),
-            || init::run_exec(&join, &process, stdio, report_w),
+            || init::run_exec(&placement, &join, &process, stdio, report_w),
         )?;
         drop((stdin, stdout, stderr));
         match crate::report::read_report(report_r).failure {
@@ -511,6 +526,14 @@ impl Shim {
                 message: e.to_string(),
             },
         }
+    }
+}
+
+/// Where a container's processes (its own and those exec'd into it) go first.
+fn placement_of(record: &ContainerRecord) -> crate::cgroups::Placement {
+    crate::cgroups::Placement {
+        cgroup: record.cgroup.clone(),
+        oom_score_adj: record.config.resources.oom_score_adj,
     }
 }
 

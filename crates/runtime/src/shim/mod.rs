@@ -52,6 +52,8 @@ pub struct ShimArgs {
     pub domainname: String,
     pub share_pid: bool,
     pub host_network: bool,
+    /// The pause process's cgroup and oom_score_adj.
+    pub placement: Option<crate::cgroups::Placement>,
 }
 
 impl ShimArgs {
@@ -74,6 +76,10 @@ impl ShimArgs {
         if self.host_network {
             args.push("--host-network".into());
         }
+        if let Some(placement) = &self.placement {
+            args.push("--placement".into());
+            args.push(serde_json::to_string(placement).unwrap_or_default().into());
+        }
         args
     }
 
@@ -85,6 +91,7 @@ impl ShimArgs {
         let mut domainname = String::new();
         let mut share_pid = false;
         let mut host_network = false;
+        let mut placement = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -101,6 +108,11 @@ impl ShimArgs {
                 "--domainname" => domainname = value()?,
                 "--share-pid" => share_pid = true,
                 "--host-network" => host_network = true,
+                "--placement" => {
+                    placement = Some(
+                        serde_json::from_str(&value()?).map_err(|e| format!("--placement: {e}"))?,
+                    )
+                }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -112,6 +124,7 @@ impl ShimArgs {
             domainname,
             share_pid,
             host_network,
+            placement,
         })
     }
 }
@@ -510,6 +523,10 @@ mod tests {
             domainname: String::new(),
             share_pid: true,
             host_network: false,
+            placement: Some(crate::cgroups::Placement {
+                cgroup: None,
+                oom_score_adj: Some(-998),
+            }),
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

@@ -217,6 +217,9 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
 
 /// In the pause child: the pod's namespaces, named, with `lo` up; then `execve` pause.
 fn pause_child(args: &ShimArgs, exec: &ExecPlan) -> Step<Infallible> {
+    if let Some(placement) = &args.placement {
+        placement.enter()?;
+    }
     let mut kinds = pod_kinds(args.host_network, false);
     kinds.retain(|k| *k != NsKind::Pid);
     ops::create(&kinds).map_err(|e| ns_failure("unshare the pod namespaces", None, e))?;

@@ -1,0 +1,238 @@
+//! kubelet's container manager for a pod's resources (`pkg/kubelet/cm`, `pkg/kubelet/qos`):
+//! the pod's cgroup name and values, each container's cgroup values, and `oom_score_adj` by
+//! QoS class.
+//!
+//! | what | kubelet |
+//! |---|---|
+//! | pod cgroup | `kubepods/pod<uid>` (Guaranteed), `kubepods/burstable/pod<uid>`, `kubepods/besteffort/pod<uid>` |
+//! | pod values | `ResourceConfigForPod`: shares from the pod's requests; quota and memory limit only when every container declares the limit (always for Guaranteed); BestEffort: 2 shares; `pids.max` from `podPidsLimit` |
+//! | container values | `calculateLinuxResources`: shares from the cpu request (from the limit when only that is set), CFS quota from the cpu limit over a 100 ms period, the memory limit |
+//! | `oom_score_adj` | Guaranteed -997, BestEffort 1000, Burstable `1000 - 1000 × memory request / node memory`, kept within 3..999 (`GetContainerOOMScoreAdjust`) |
+//!
+//! The pod pids limit is kubelet's `podPidsLimit` node option, which defaults to unlimited;
+//! podlab's default is [`DEFAULT_POD_PIDS_LIMIT`] (a fork bomb in one pod must not take the
+//! node's pid space), `PODLAB_POD_PIDS_LIMIT` sets another (-1: unlimited, kubelet's default).
+
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use podlab_api::quantity::Amount;
+use podlab_api::resources::{all_limited, pod_qos, pod_total, ContainerResources as Asked};
+use podlab_cgroups::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MIN_SHARES, QUOTA_PERIOD_US};
+use podlab_cgroups::{QosClass, Resources};
+use podlab_runtime::config::ContainerResources;
+
+/// podlab's `podPidsLimit`: processes (tasks) one pod may have at once.
+pub const DEFAULT_POD_PIDS_LIMIT: i64 = 1024;
+
+/// kubelet's `oom_score_adj` of Guaranteed containers, and of BestEffort ones.
+pub const GUARANTEED_OOM_SCORE_ADJ: i32 = -997;
+pub const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
+
+pub fn qos_class(pod: &Pod) -> QosClass {
+    match pod_qos(pod) {
+        "Guaranteed" => QosClass::Guaranteed,
+        "Burstable" => QosClass::Burstable,
+        _ => QosClass::BestEffort,
+    }
+}
+
+/// The pod's cgroup below the node's cgroup root (kubelet's cgroupfs name).
+pub fn pod_cgroup_parent(pod: &Pod) -> String {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    match qos_class(pod).folder() {
+        Some(folder) => format!("kubepods/{folder}/pod{uid}"),
+        None => format!("kubepods/pod{uid}"),
+    }
+}
+
+/// `podPidsLimit`: `$PODLAB_POD_PIDS_LIMIT`, else [`DEFAULT_POD_PIDS_LIMIT`].
+pub fn pod_pids_limit() -> i64 {
+    std::env::var("PODLAB_POD_PIDS_LIMIT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_POD_PIDS_LIMIT)
+}
+
+/// The pod cgroup's values (`ResourceConfigForPod`).
+pub fn pod_resources(pod: &Pod) -> Resources {
+    let cpu_requests = pod_total(pod, |c| c.cpu_request).milli();
+    let cpu_limits = pod_total(pod, |c| c.cpu_limit).milli();
+    let memory_limits = pod_total(pod, |c| c.memory_limit).value();
+    let mut resources = Resources {
+        pids_limit: pod_pids_limit(),
+        ..Resources::default()
+    };
+    let capped = |resources: &mut Resources| {
+        resources.cpu_quota = milli_cpu_to_quota(cpu_limits, QUOTA_PERIOD_US);
+        resources.cpu_period = QUOTA_PERIOD_US;
+    };
+    match qos_class(pod) {
+        QosClass::Guaranteed => {
+            resources.cpu_shares = milli_cpu_to_shares(cpu_requests);
+            capped(&mut resources);
+            resources.memory_limit_in_bytes = memory_limits;
+        }
+        QosClass::Burstable => {
+            resources.cpu_shares = milli_cpu_to_shares(cpu_requests);
+            if all_limited(pod, |c| c.cpu_limit) {
+                capped(&mut resources);
+            }
+            if all_limited(pod, |c| c.memory_limit) {
+                resources.memory_limit_in_bytes = memory_limits;
+            }
+        }
+        QosClass::BestEffort => resources.cpu_shares = MIN_SHARES,
+    }
+    resources
+}
+
+/// A container's cgroup values and `oom_score_adj` (`calculateLinuxResources`,
+/// `GetContainerOOMScoreAdjust`). Ephemeral containers (`container` None) get no values.
+pub fn container_resources(pod: &Pod, container: Option<&Container>) -> ContainerResources {
+    let asked = container.map(Asked::of).unwrap_or_default();
+    let milli = |a: Option<Amount>| a.map_or(0, Amount::milli);
+    let cgroup = match container {
+        None => Resources::default(),
+        Some(_) => {
+            let request = milli(asked.cpu_request);
+            let limit = milli(asked.cpu_limit);
+            // A limit alone is the request too (the API server defaults it; kubelet repeats it).
+            let shares_from = if request == 0 && limit != 0 {
+                limit
+            } else {
+                request
+            };
+            Resources {
+                cpu_shares: milli_cpu_to_shares(shares_from),
+                cpu_quota: milli_cpu_to_quota(limit, QUOTA_PERIOD_US),
+                cpu_period: QUOTA_PERIOD_US,
+                memory_limit_in_bytes: asked.memory_limit.map_or(0, Amount::value),
+                pids_limit: 0,
+            }
+        }
+    };
+    let memory_request = asked.memory_request.map_or(0, Amount::value);
+    ContainerResources {
+        cgroup,
+        oom_score_adj: Some(oom_score_adj(
+            qos_class(pod),
+            memory_request,
+            memory_capacity(),
+        )),
+    }
+}
+
+/// kubelet's `GetContainerOOMScoreAdjust`.
+pub fn oom_score_adj(qos: QosClass, memory_request: i64, memory_capacity: i64) -> i32 {
+    match qos {
+        QosClass::Guaranteed => GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => BEST_EFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {
+            let capacity = memory_capacity.max(1) as i128;
+            let adjust = 1000 - (1000 * memory_request as i128) / capacity;
+            // Above Guaranteed's, and below BestEffort's.
+            if adjust < i128::from(1000 + GUARANTEED_OOM_SCORE_ADJ) {
+                1000 + GUARANTEED_OOM_SCORE_ADJ
+            } else if adjust == i128::from(BEST_EFFORT_OOM_SCORE_ADJ) {
+                BEST_EFFORT_OOM_SCORE_ADJ - 1
+            } else {
+                adjust as i32
+            }
+        }
+    }
+}
+
+/// The node's memory in bytes (`MemTotal` of /proc/meminfo, as cAdvisor reports it).
+pub fn memory_capacity() -> i64 {
+    static CAPACITY: OnceLock<i64> = OnceLock::new();
+    *CAPACITY.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+            })
+            .map_or(i64::MAX, |kib| kib * 1024)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(spec: &str) -> Pod {
+        let mut pod = podlab_api::decode_pod(
+            &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n{spec}"),
+            "test",
+        )
+        .unwrap();
+        pod.metadata.uid = Some("u1".into());
+        pod
+    }
+
+    #[test]
+    fn a_guaranteed_pod_is_capped_and_shielded() {
+        let p = pod("  containers: [{name: a, image: busybox, resources: {limits: {cpu: 250m, memory: 64Mi}}}]");
+        assert_eq!(pod_cgroup_parent(&p), "kubepods/podu1");
+        let r = pod_resources(&p);
+        assert_eq!(
+            (r.cpu_shares, r.cpu_quota, r.cpu_period),
+            (256, 25_000, 100_000)
+        );
+        assert_eq!(r.memory_limit_in_bytes, 64 << 20);
+        let c = container_resources(&p, Some(&p.spec.as_ref().unwrap().containers[0]));
+        assert_eq!((c.cgroup.cpu_shares, c.cgroup.cpu_quota), (256, 25_000));
+        assert_eq!(c.cgroup.memory_limit_in_bytes, 64 << 20);
+        assert_eq!(c.oom_score_adj, Some(-997));
+    }
+
+    #[test]
+    fn a_burstable_pod_is_capped_only_where_every_container_is() {
+        let p = pod("  initContainers: [{name: i, image: busybox, resources: {requests: {cpu: '1'}, limits: {memory: 32Mi}}}]\n  containers:\n  - {name: a, image: busybox, resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {memory: 32Mi}}}\n  - {name: b, image: busybox, resources: {requests: {cpu: 200m}, limits: {memory: 64Mi}}}");
+        assert_eq!(pod_cgroup_parent(&p), "kubepods/burstable/podu1");
+        let r = pod_resources(&p);
+        assert_eq!(r.cpu_shares, 1024, "the init container's 1 CPU beats 300m");
+        assert_eq!(r.cpu_quota, 0, "no cpu limits");
+        assert_eq!(
+            r.memory_limit_in_bytes,
+            96 << 20,
+            "every container limits memory"
+        );
+        assert_eq!(r.pids_limit, pod_pids_limit());
+        let a = container_resources(&p, Some(&p.spec.as_ref().unwrap().containers[0]));
+        assert_eq!(
+            (a.cgroup.cpu_shares, a.cgroup.cpu_quota, a.cgroup.cpu_period),
+            (102, 0, 100_000)
+        );
+    }
+
+    #[test]
+    fn best_effort_gets_the_least_share() {
+        let p = pod("  containers: [{name: a, image: busybox}]");
+        assert_eq!(pod_cgroup_parent(&p), "kubepods/besteffort/podu1");
+        assert_eq!(pod_resources(&p).cpu_shares, 2);
+        let c = container_resources(&p, Some(&p.spec.as_ref().unwrap().containers[0]));
+        assert_eq!(c.cgroup.cpu_shares, 2);
+        assert_eq!(c.oom_score_adj, Some(1000));
+    }
+
+    #[test]
+    fn burstable_oom_score_follows_kubelets_formula() {
+        let gib = 1i64 << 30;
+        assert_eq!(oom_score_adj(QosClass::Burstable, gib, 4 * gib), 750);
+        assert_eq!(
+            oom_score_adj(QosClass::Burstable, 0, 4 * gib),
+            999,
+            "never BestEffort's 1000"
+        );
+        assert_eq!(
+            oom_score_adj(QosClass::Burstable, 4 * gib, 4 * gib),
+            3,
+            "never at or below Guaranteed's"
+        );
+        assert_eq!(oom_score_adj(QosClass::Guaranteed, gib, 4 * gib), -997);
+        assert_eq!(oom_score_adj(QosClass::BestEffort, 0, 4 * gib), 1000);
+    }
+}

@@ -1,0 +1,203 @@
+//! The runtime's cgroups, as containerd's CRI plugin and runc place them: the pod's cgroup
+//! (kubelet's `kubepods/<qos>/pod<uid>`, named by the sandbox config's `cgroup_parent` and given
+//! the pod-level values kubelet computes), and below it one cgroup per container, the pause
+//! sandbox included, named by its id, given its own values and the device rules.
+//!
+//! Every process podlab starts enters its cgroup and takes its `oom_score_adj` first thing
+//! after the fork ([`Placement::enter`]), before it joins a namespace or allocates anything of
+//! the container's. The cgroups go with their sandbox and container (RemoveContainer,
+//! RemovePodSandbox, a failed RunPodSandbox); the pod's and its QoS folder's when empty; and
+//! `gc` removes every cgroup below this root whose sandbox or container is gone.
+//!
+//! `oom_score_adj` below the current value needs CAP_SYS_RESOURCE. Without it (a container
+//! host that withholds it, as this lab's machine does), a lower value is kept at the current
+//! one, as containerd's `restrict_oom_score_adj` does, rather than failing the start.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use podlab_cgroups::{devices, memory, Cgroup, CgroupRoot, Hierarchy};
+use serde::{Deserialize, Serialize};
+
+use crate::init::{failure, Step};
+use crate::state::Layout;
+use crate::Result;
+
+/// containerd's `oom_score_adj` for the pause process (`defaultSandboxOOMAdj`).
+pub const SANDBOX_OOM_SCORE_ADJ: i32 = -998;
+
+/// The levels above a container's cgroup that may be removed when left empty: pod, QoS
+/// folder (or kubepods for Guaranteed), kubepods, podlab's root.
+const PRUNE_LEVELS: usize = 4;
+
+/// The node's cgroups: the hierarchy and podlab's root in it. None when cgroups are off
+/// (`PODLAB_CGROUPS=off`, kubelet's `--cgroups-per-qos=false`), when not root, or when the
+/// machine has no cgroups.
+#[derive(Debug, Clone)]
+pub struct NodeCgroups {
+    pub hierarchy: Hierarchy,
+    pub root: CgroupRoot,
+}
+
+impl NodeCgroups {
+    pub fn detect(state_root: &Path) -> Option<NodeCgroups> {
+        let off = std::env::var("PODLAB_CGROUPS")
+            .is_ok_and(|v| matches!(v.as_str(), "off" | "false" | "0"));
+        if off || !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        let hierarchy = Hierarchy::detect().ok()?;
+        Some(NodeCgroups {
+            hierarchy,
+            root: CgroupRoot::for_state_root(state_root),
+        })
+    }
+
+    /// The pod's cgroup for a sandbox config's `cgroup_parent` (relative to podlab's root).
+    pub fn pod(&self, cgroup_parent: &str) -> Cgroup {
+        self.hierarchy.cgroup(&format!(
+            "{}/{}",
+            self.root.name,
+            cgroup_parent.trim_matches('/')
+        ))
+    }
+
+    /// Makes the pod's cgroup with its values (kubelet's pod container manager).
+    pub fn make_pod(
+        &self,
+        cgroup_parent: &str,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<Cgroup> {
+        let pod = self.pod(cgroup_parent);
+        pod.create()?;
+        // kubelet gives the BestEffort folder the least share once, when it makes it.
+        if let Some(qos) = pod.parent().filter(|p| p.relative.ends_with("/besteffort")) {
+            podlab_cgroups::cpu::set_shares(&qos, podlab_cgroups::cpu::MIN_SHARES)?;
+        }
+        resources.apply(&pod)?;
+        Ok(pod)
+    }
+
+    /// Every cgroup below podlab's root whose sandbox or container no longer exists: removed
+    /// (with what still runs there), then empty pod and QoS folders. Returns the removed
+    /// cgroups' paths.
+    pub fn sweep(&self, layout: &Layout) -> Result<Vec<String>> {
+        let mut alive: BTreeSet<String> = BTreeSet::new();
+        for sandbox in layout.sandbox_ids()? {
+            let paths = layout.sandbox(&sandbox);
+            alive.extend(paths.container_ids()?.iter().map(|c| c.to_string()));
+            alive.insert(sandbox.to_string());
+        }
+        let kubepods = self.hierarchy.cgroup(&self.root.kubepods());
+        let mut pods = Vec::new();
+        for child in kubepods.children()? {
+            if child.relative.ends_with("/burstable") || child.relative.ends_with("/besteffort") {
+                pods.extend(child.children()?);
+            } else {
+                pods.push(child);
+            }
+        }
+        let mut removed = Vec::new();
+        for pod in pods {
+            for leaf in pod.children()? {
+                let name = leaf
+                    .relative
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                if !alive.contains(&name) {
+                    leaf.remove()?;
+                    removed.push(leaf.relative.clone());
+                }
+            }
+            if pod.children()?.is_empty() {
+                pod.remove()?;
+                removed.push(pod.relative.clone());
+                if let Some(parent) = pod.parent() {
+                    parent.remove_if_empty(PRUNE_LEVELS - 1);
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Removes a sandbox's or container's cgroup (killing what is left in it), then its pod's and
+/// the folders above when they are left empty.
+pub fn remove_with_pod(cgroup: &Cgroup) -> Result<()> {
+    cgroup.remove()?;
+    if let Some(pod) = cgroup.parent() {
+        pod.remove_if_empty(PRUNE_LEVELS - 1);
+    }
+    Ok(())
+}
+
+/// Makes a container's (or the sandbox's) cgroup below the pod's: its values, and runc's
+/// device rules.
+pub fn make_container(
+    pod: &Cgroup,
+    id: &str,
+    resources: &podlab_cgroups::Resources,
+) -> Result<Cgroup> {
+    let cgroup = pod.child(id);
+    cgroup.create()?;
+    let made = resources
+        .apply(&cgroup)
+        .and_then(|()| devices::apply_default(&cgroup).map(drop));
+    if let Err(e) = made {
+        let _ = cgroup.remove();
+        return Err(e.into());
+    }
+    Ok(cgroup)
+}
+
+/// Whether the OOM killer killed a process of the container's cgroup: containerd's OOM event,
+/// which makes the exit's reason `OOMKilled`.
+pub fn oom_killed(cgroup: &Cgroup) -> bool {
+    memory::oom_kills(cgroup).is_ok_and(|kills| kills > 0)
+}
+
+/// Where a forked process goes before anything else: its cgroup and its `oom_score_adj`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub cgroup: Option<Cgroup>,
+    pub oom_score_adj: Option<i32>,
+}
+
+impl Placement {
+    /// In the forked child: enter the cgroup (every hierarchy), then set `oom_score_adj`.
+    pub fn enter(&self) -> Step<()> {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.enter_self().map_err(|e| {
+                failure(
+                    "enter the cgroup",
+                    None,
+                    e.raw_os_error().map(nix::Error::from_raw),
+                    e.to_string(),
+                )
+            })?;
+        }
+        if let Some(value) = self.oom_score_adj {
+            set_oom_score_adj(value)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `/proc/self/oom_score_adj`. A value below what this process may set without
+/// CAP_SYS_RESOURCE (EACCES) is kept at the current value, as containerd's
+/// `restrict_oom_score_adj`.
+pub fn set_oom_score_adj(value: i32) -> Step<()> {
+    let path = Path::new("/proc/self/oom_score_adj");
+    match std::fs::write(path, value.to_string()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) && value < 0 => Ok(()),
+        Err(e) => Err(failure(
+            "set oom_score_adj",
+            Some(path),
+            e.raw_os_error().map(nix::Error::from_raw),
+            format!("writing {value}: {e}"),
+        )),
+    }
+}
