@@ -35,6 +35,10 @@ pub fn run() -> Result<()> {
         return Ok(());
     }
     let ctx = Ctx::open()?;
+    if podlab_kubelet::node::running_agent(&ctx.root).is_none() {
+        // The change-notice socket of an agent that was killed.
+        let _ = std::fs::remove_file(podlab_runtime::events::socket_path(&ctx.root));
+    }
     let runtime = ctx.runtime()?;
     let report = runtime.gc()?;
     for id in &report.sandboxes_removed {

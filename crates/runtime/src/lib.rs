@@ -70,6 +70,7 @@ mod container;
 pub mod cri_log;
 pub mod error;
 pub mod etc_files;
+pub mod events;
 mod exec;
 pub mod gc;
 pub mod id;

@@ -69,3 +69,21 @@ fn defect_12_a_node_agent_sent_sigterm_exits_without_waiting_out_a_grace_period(
     assert!(root.pod("stubborn").is_none());
     root.assert_nothing_left();
 }
+
+/// Issue 13, defect 9: `get` showed a container's exit up to a second after it, when the
+/// agent's once-a-second relist found it. The shim now tells `<root>/events.sock` the moment
+/// it records an exit; here no agent runs (`run --rm` goes straight to the runtime), so the
+/// notice the test's listener gets can only be the shim's.
+#[test]
+fn defect_9_the_shim_tells_the_agent_of_a_container_exit_at_once() {
+    let root = Root::new("exit-notice");
+    let listener = podlab_runtime::events::Listener::bind(&root.dir).unwrap();
+    let out = root.run(&[
+        "run", "quick", "--rm", "--image", "busybox", "--", "sh", "-c", "exit 3",
+    ]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        listener.next(Duration::from_secs(10)).is_some(),
+        "no notice from the shim"
+    );
+}

@@ -84,14 +84,26 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     node.stopping = Arc::clone(&stop);
     let node = Arc::new(node);
     let pleg_stop = Arc::new(AtomicBool::new(false));
+    // The shims' change notices; without them (a root whose path is too long for a socket
+    // address) the relist alone finds every change.
+    let notices = match podlab_runtime::events::Listener::bind(&node.config.root) {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            eprintln!("podlab node: no change notices from the shims ({e}); relisting only");
+            None
+        }
+    };
     let pleg = {
         let (shared, stop) = (Arc::clone(&node), Arc::clone(&pleg_stop));
         std::thread::Builder::new()
             .name("pleg".into())
             .spawn(move || {
-                shared
-                    .pleg
-                    .run(&shared.runtime, shared.config.resync, &stop)
+                shared.pleg.run(
+                    &shared.runtime,
+                    shared.config.resync,
+                    &stop,
+                    notices.as_ref(),
+                )
             })
             .map_err(|e| NodeError::io("starting the PLEG thread", &node.config.root, e))?
     };

@@ -8,6 +8,10 @@
 //! moves its link count), and polls pidfds of the shim and pause processes the last full read
 //! saw running (a pause killed by `kill -9` changes no file). A difference wakes the worker, which
 //! reads the records and runs the rules again.
+//!
+//! Between relists the thread listens for the shims' notices ([`podlab_runtime::events`], as
+//! kubelet's evented PLEG hears the runtime's container events): a container's exit wakes its
+//! pod's worker at once, and the relist stays what catches what no notice told (a `kill -9`).
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
@@ -17,6 +21,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use podlab_runtime::events::Listener;
 use podlab_runtime::liveness::Pidfd;
 use podlab_runtime::{ContainerId, Runtime, SandboxId};
 
@@ -152,17 +157,49 @@ impl Pleg {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The relist loop, every `period` until `stop`.
-    pub fn run(&self, runtime: &Runtime, period: Duration, stop: &AtomicBool) {
+    /// The relist loop, every `period` until `stop`; in between, the shims' notices (if
+    /// `notices` listens) wake the worker of a sandbox that changed at once, so that a
+    /// container's exit reaches the pod's status without waiting for the relist.
+    pub fn run(
+        &self,
+        runtime: &Runtime,
+        period: Duration,
+        stop: &AtomicBool,
+        notices: Option<&Listener>,
+    ) {
         let mut next = Instant::now() + period;
         while !stop.load(Ordering::SeqCst) {
-            let left = next.saturating_duration_since(Instant::now());
-            std::thread::sleep(left.min(Duration::from_millis(100)));
+            let left = next
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            match notices {
+                Some(listener) => {
+                    if let Some(sandbox) = listener.next(left) {
+                        self.sandbox_changed(&sandbox);
+                    }
+                }
+                None => std::thread::sleep(left),
+            }
             if Instant::now() < next {
                 continue;
             }
             next += period;
             self.relist_all(runtime);
+        }
+    }
+
+    /// A shim said `sandbox` changed: its pod's worker is woken without a relist. (Woken
+    /// again if it already was: the change may have come after its read began.)
+    pub fn sandbox_changed(&self, sandbox: &SandboxId) {
+        for entry in self.lock().iter() {
+            let Some(relist) = entry.relist.upgrade() else {
+                continue;
+            };
+            let mut relist = relist.lock().unwrap_or_else(|e| e.into_inner());
+            if relist.sandboxes.contains(sandbox) {
+                relist.reported = true;
+                let _ = entry.wake.send(WorkerMsg::Wake);
+            }
         }
     }
 
@@ -179,5 +216,51 @@ impl Pleg {
             }
             true
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use podlab_runtime::RuntimeConfig;
+
+    /// Issue 13, defect 9: `get` showed a container's exit up to a second late, because only
+    /// the once-a-second relist woke the pod's worker. A shim's notice wakes it at once: here
+    /// the relist period is an hour, so the Wake can only come from the notice.
+    #[test]
+    fn defect_9_a_shims_notice_wakes_the_pods_worker_without_waiting_for_the_relist() {
+        let dir = std::env::temp_dir().join(format!("podlab-pleg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let runtime = Runtime::open(RuntimeConfig::with_root(&dir)).unwrap();
+        let pleg = Pleg::default();
+        let ours = SandboxId::generate();
+        let (wake, woken) = std::sync::mpsc::channel();
+        let relist = Arc::new(Mutex::new(Relist {
+            sandboxes: vec![ours.clone()],
+            ..Relist::default()
+        }));
+        pleg.register(&relist, wake);
+        let (other_wake, other_woken) = std::sync::mpsc::channel();
+        let other = Arc::new(Mutex::new(Relist {
+            sandboxes: vec![SandboxId::generate()],
+            ..Relist::default()
+        }));
+        pleg.register(&other, other_wake);
+        let listener = Listener::bind(&dir).unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| pleg.run(&runtime, Duration::from_secs(3600), &stop, Some(&listener)));
+            podlab_runtime::events::notify(&dir, &ours);
+            let message = woken.recv_timeout(Duration::from_secs(30));
+            stop.store(true, Ordering::SeqCst);
+            assert!(matches!(message, Ok(WorkerMsg::Wake)), "{message:?}");
+        });
+        assert!(
+            other_woken.try_recv().is_err(),
+            "another pod's worker slept on"
+        );
+        drop(listener);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

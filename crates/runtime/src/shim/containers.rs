@@ -292,6 +292,7 @@ impl Shim {
             live.finished_at = finished_at;
         }
         self.record_exit(&id, code, finished_at);
+        self.notify_agent();
         let waiting: Vec<u64> = self
             .waiters
             .iter()

@@ -453,10 +453,22 @@ impl Shim {
         if pid == self.pause.pid {
             self.pause_alive = false;
             eprintln!("podlab-shim: the pause process {pid} exited ({code})");
+            self.notify_agent();
         } else if let Some(token) = self.execs.remove(&pid) {
             self.reply(token, &Response::ExecExited { exit_code: code });
         } else {
             self.container_exited(pid, code);
+        }
+    }
+
+    /// Tells the node agent, if one listens, that this sandbox changed on its own (see
+    /// [`crate::events`]): `<root>/sandboxes/<id>` is the sandbox's folder.
+    pub(crate) fn notify_agent(&self) {
+        let dir = &self.paths.dir;
+        let id = dir.file_name().and_then(|n| n.to_str());
+        let root = dir.parent().and_then(std::path::Path::parent);
+        if let (Some(Ok(id)), Some(root)) = (id.map(SandboxId::parse), root) {
+            crate::events::notify(root, &id);
         }
     }
 
