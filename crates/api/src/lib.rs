@@ -17,6 +17,7 @@
 //! Nothing here touches the machine: it is pure and tested without root.
 
 pub mod defaults;
+pub mod env;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;

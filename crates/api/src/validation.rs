@@ -167,6 +167,11 @@ fn validate_container(
         ),
     }
     for (j, env) in container.env.iter().flatten().enumerate() {
+        let mut found = Vec::new();
+        crate::env::validate_env_var(env, &format!("{path}.env[{j}]"), &mut found);
+        for e in found {
+            err(e.path, e.message);
+        }
         if env.name.is_empty() {
             err(format!("{path}.env[{j}].name"), "Required value".into());
         } else if env.name.contains('=') {

@@ -1,4 +1,4 @@
-//! `podlab apply -f FILE`: Pod and ReplicaSet manifests into the object store, as
+//! `podlab apply -f FILE`: Pod, ReplicaSet, ConfigMap and Secret manifests into the object store, as
 //! `kubectl apply` sends them to an API server. A pod is bound to this node (podlab is a
 //! one-node cluster, so the scheduler's choice is made here) and the node agent is started.
 //! Every document is decoded and validated before anything is stored: one bad document
@@ -50,6 +50,22 @@ pub fn apply_all(
                 ));
                 applied(lines.last().expect("just pushed"));
             }
+            Manifest::ConfigMap(map) => {
+                let name = map.metadata.name.clone().unwrap_or_default();
+                let outcome = apply_data(ctx, *map, |a, b| {
+                    (&a.data, &a.binary_data) == (&b.data, &b.binary_data)
+                })?;
+                lines.push(format!("configmap/{name} {outcome}"));
+                applied(lines.last().expect("just pushed"));
+            }
+            Manifest::Secret(secret) => {
+                let name = secret.metadata.name.clone().unwrap_or_default();
+                let outcome = apply_data(ctx, *secret, |a, b| {
+                    (&a.data, &a.type_) == (&b.data, &b.type_)
+                })?;
+                lines.push(format!("secret/{name} {outcome}"));
+                applied(lines.last().expect("just pushed"));
+            }
         }
     }
     ctx.ensure_node()?;
@@ -65,6 +81,7 @@ fn images_of(manifest: &Manifest) -> Vec<String> {
             .as_ref()
             .and_then(|s| s.template.as_ref())
             .and_then(|t| t.spec.as_ref()),
+        Manifest::ConfigMap(_) | Manifest::Secret(_) => None,
     };
     spec.map(|s| {
         s.init_containers
@@ -75,6 +92,38 @@ fn images_of(manifest: &Manifest) -> Vec<String> {
             .collect()
     })
     .unwrap_or_default()
+}
+
+/// A ConfigMap or Secret created, or replaced when its data (or labels, annotations) changed:
+/// `created`, `configured` or `unchanged`.
+fn apply_data<T: podlab_control::kind::StoreObject>(
+    ctx: &Ctx,
+    object: T,
+    same_data: impl Fn(&T, &T) -> bool,
+) -> Result<&'static str> {
+    let meta = object.metadata();
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = meta.name.clone().unwrap_or_default();
+    let outcome = retry_on_conflict(|| match ctx.store.get::<T>(&namespace, &name) {
+        Ok(current) => {
+            let (old, new) = (current.metadata(), object.metadata());
+            if same_data(&current, &object)
+                && (&old.labels, &old.annotations) == (&new.labels, &new.annotations)
+            {
+                return Ok("unchanged");
+            }
+            let mut next = object.clone();
+            let keep = current.metadata().clone();
+            let meta = next.metadata_mut();
+            meta.uid = keep.uid;
+            meta.resource_version = keep.resource_version;
+            meta.creation_timestamp = keep.creation_timestamp;
+            ctx.store.update(next).map(|_| "configured")
+        }
+        Err(e) if e.is_not_found() => ctx.store.create(object.clone()).map(|_| "created"),
+        Err(e) => Err(e),
+    })?;
+    Ok(outcome)
 }
 
 /// Runs `change` again on a fresh read while the store answers Conflict (another writer — the

@@ -1,9 +1,9 @@
-//! `podlab get pods|events|replicasets|images [NAME]`: objects from the store as kubectl
+//! `podlab get pods|events|replicasets|configmaps|secrets|images [NAME]`: objects from the store as kubectl
 //! prints them, with kubectl's output formats and queries.
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use serde_json::Value;
 
 use crate::columns::{human_duration, pod_row, POD_HEADERS, POD_WIDE_HEADERS};
@@ -16,6 +16,10 @@ pub enum Resource {
     Pods,
     Events,
     ReplicaSets,
+    ConfigMaps,
+    /// Printed as kubectl prints them: a table without values, `-o yaml|json` with `data` in
+    /// base64.
+    Secrets,
     Images,
 }
 
@@ -25,9 +29,11 @@ impl Resource {
             "pod" | "pods" | "po" => Resource::Pods,
             "event" | "events" | "ev" => Resource::Events,
             "replicaset" | "replicasets" | "rs" | "replicasets.apps" => Resource::ReplicaSets,
+            "configmap" | "configmaps" | "cm" => Resource::ConfigMaps,
+            "secret" | "secrets" => Resource::Secrets,
             "image" | "images" => Resource::Images,
             other => bail!(
-                "the server doesn't have a resource type {other:?} (podlab serves pods, events, replicasets, images)"
+                "the server doesn't have a resource type {other:?} (podlab serves pods, events, replicasets, configmaps, secrets, images)"
             ),
         })
     }
@@ -37,6 +43,8 @@ impl Resource {
             Resource::Pods => "pods",
             Resource::Events => "events",
             Resource::ReplicaSets => "replicasets.apps",
+            Resource::ConfigMaps => "configmaps",
+            Resource::Secrets => "secrets",
             Resource::Images => "images",
         }
     }
@@ -73,6 +81,8 @@ fn objects(ctx: &Ctx, args: &GetArgs) -> Result<Vec<Value>> {
         },
         Resource::Events => to_values(ctx.store.list::<Event>(ns)?.0)?,
         Resource::ReplicaSets => to_values(ctx.store.list::<ReplicaSet>(ns)?.0)?,
+        Resource::ConfigMaps => to_values(ctx.store.list::<ConfigMap>(ns)?.0)?,
+        Resource::Secrets => to_values(ctx.store.list::<Secret>(ns)?.0)?,
         Resource::Images => unreachable!("images are listed from the image store"),
     };
     // The API server lists in the order of its storage keys, `<namespace>/<name>` byte by
@@ -177,6 +187,8 @@ fn kind_of(resource: Resource) -> &'static str {
         Resource::Pods => "Pod",
         Resource::Events => "Event",
         Resource::ReplicaSets => "ReplicaSet",
+        Resource::ConfigMaps => "ConfigMap",
+        Resource::Secrets => "Secret",
         Resource::Images => "Image",
     }
 }
@@ -251,7 +263,44 @@ fn table(resource: Resource, items: &[Value], format: &Format, query: &Query) ->
                 rows.push((cells, item));
             }
         }
+        Resource::ConfigMaps => {
+            headers.extend(["NAME", "DATA", "AGE"]);
+            for item in items {
+                let map: ConfigMap = serde_json::from_value(item.clone())?;
+                let count =
+                    map.data.map_or(0, |d| d.len()) + map.binary_data.map_or(0, |d| d.len());
+                let cells = vec![
+                    map.metadata.name.clone().unwrap_or_default(),
+                    count.to_string(),
+                    age(now, &map.metadata),
+                ];
+                rows.push((cells, item));
+            }
+        }
+        Resource::Secrets => {
+            headers.extend(["NAME", "TYPE", "DATA", "AGE"]);
+            for item in items {
+                let secret: Secret = serde_json::from_value(item.clone())?;
+                let cells = vec![
+                    secret.metadata.name.clone().unwrap_or_default(),
+                    secret.type_.clone().unwrap_or_default(),
+                    secret.data.map_or(0, |d| d.len()).to_string(),
+                    age(now, &secret.metadata),
+                ];
+                rows.push((cells, item));
+            }
+        }
         Resource::Images => unreachable!("images are listed from the image store"),
     }
     Ok(output::table(&headers, rows, query))
+}
+
+fn age(
+    now: k8s_openapi::jiff::Timestamp,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> String {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| human_duration(now, t.0))
+        .unwrap_or_default()
 }

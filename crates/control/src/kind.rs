@@ -4,7 +4,7 @@
 //! [`Store::update_status`](crate::Store::update_status) may change.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -15,10 +15,20 @@ pub enum Kind {
     Pod,
     ReplicaSet,
     Event,
+    ConfigMap,
+    /// Stored 0600 like every object file (the store folder is 0700); never printed but by
+    /// `get -o yaml|json`, base64 as kubectl prints it.
+    Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Pod, Kind::ReplicaSet, Kind::Event];
+    pub const ALL: [Kind; 5] = [
+        Kind::Pod,
+        Kind::ReplicaSet,
+        Kind::Event,
+        Kind::ConfigMap,
+        Kind::Secret,
+    ];
 
     /// The `kind` field (`Pod`).
     pub fn name(self) -> &'static str {
@@ -26,6 +36,8 @@ impl Kind {
             Kind::Pod => "Pod",
             Kind::ReplicaSet => "ReplicaSet",
             Kind::Event => "Event",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -35,12 +47,14 @@ impl Kind {
             Kind::Pod => "pods",
             Kind::ReplicaSet => "replicasets",
             Kind::Event => "events",
+            Kind::ConfigMap => "configmaps",
+            Kind::Secret => "secrets",
         }
     }
 
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::Pod | Kind::Event => "v1",
+            Kind::Pod | Kind::Event | Kind::ConfigMap | Kind::Secret => "v1",
             Kind::ReplicaSet => "apps/v1",
         }
     }
@@ -62,6 +76,8 @@ impl Kind {
             "pod" | "pods" | "po" => Some(Kind::Pod),
             "replicaset" | "replicasets" | "rs" | "replicasets.apps" => Some(Kind::ReplicaSet),
             "event" | "events" | "ev" => Some(Kind::Event),
+            "configmap" | "configmaps" | "cm" => Some(Kind::ConfigMap),
+            "secret" | "secrets" => Some(Kind::Secret),
             _ => None,
         }
     }
@@ -100,6 +116,14 @@ impl StoreObject for ReplicaSet {
 
 impl StoreObject for Event {
     const STORE_KIND: Kind = Kind::Event;
+}
+
+impl StoreObject for ConfigMap {
+    const STORE_KIND: Kind = Kind::ConfigMap;
+}
+
+impl StoreObject for Secret {
+    const STORE_KIND: Kind = Kind::Secret;
 }
 
 /// client-go's `MetaNamespaceKeyFunc`: `namespace/name`, or `name` for cluster-scoped objects.

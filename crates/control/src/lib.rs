@@ -17,6 +17,7 @@
 //! * [`events`]: `v1.Event`s as client-go's recorder writes them.
 
 pub mod changelog;
+pub mod config_data;
 pub mod durable;
 pub mod error;
 pub mod events;

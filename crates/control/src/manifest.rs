@@ -22,6 +22,8 @@ use crate::store::DEFAULT_NAMESPACE;
 pub enum Manifest {
     Pod(Box<Pod>),
     ReplicaSet(Box<ReplicaSet>),
+    ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
+    Secret(Box<k8s_openapi::api::core::v1::Secret>),
 }
 
 /// Decodes every document of `text` (YAML or JSON, `---`-separated). `source` names the input.
@@ -53,6 +55,10 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
     match (api_version, kind) {
         ("v1", "Pod") => podlab_api::manifest::decode_pod_value(value, source)
             .map(|pod| Manifest::Pod(Box::new(pod))),
+        ("v1", "ConfigMap") => crate::config_data::decode_config_map_value(value, source)
+            .map(|m| Manifest::ConfigMap(Box::new(m))),
+        ("v1", "Secret") => crate::config_data::decode_secret_value(value, source)
+            .map(|s| Manifest::Secret(Box::new(s))),
         ("apps/v1", "ReplicaSet") => {
             decode_replicaset_value(value, source).map(|rs| Manifest::ReplicaSet(Box::new(rs)))
         }
@@ -60,7 +66,7 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
         ("", _) => Err(other(source, "apiVersion: Required value".into())),
         (version, kind) => Err(other(
             source,
-            format!("no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod and apps/v1 ReplicaSet)"),
+            format!("no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod, ConfigMap, Secret and apps/v1 ReplicaSet)"),
         )),
     }
 }
@@ -100,10 +106,12 @@ pub fn decode_replicaset_value(value: Value, source: &str) -> Result<ReplicaSet,
     Ok(rs)
 }
 
-/// `ValidateReplicaSet`, with the template checked by podlab-api's Pod validation.
-pub fn validate_replicaset(rs: &ReplicaSet) -> Vec<FieldError> {
+/// The API server's `ValidateObjectMeta` for a namespaced object: its name (a DNS subdomain)
+/// and namespace (a DNS label).
+pub(crate) fn validate_object_meta(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let meta = &rs.metadata;
     match meta.name.as_deref() {
         None | Some("") => errors.push(FieldError::new(
             "metadata.name",
@@ -126,6 +134,13 @@ pub fn validate_replicaset(rs: &ReplicaSet) -> Vec<FieldError> {
             ));
         }
     }
+    errors
+}
+
+/// `ValidateReplicaSet`, with the template checked by podlab-api's Pod validation.
+pub fn validate_replicaset(rs: &ReplicaSet) -> Vec<FieldError> {
+    let meta = &rs.metadata;
+    let mut errors = validate_object_meta(meta);
     if let Some(labels) = &meta.labels {
         errors.extend(validate_labels(labels, "metadata.labels"));
     }

@@ -623,7 +623,7 @@ fn reset_status_on_create(kind: Kind, value: &mut Value) {
             value["status"] = to_value(&status);
         }
         Kind::ReplicaSet => value["status"] = serde_json::json!({"replicas": 0}),
-        Kind::Event => {}
+        Kind::Event | Kind::ConfigMap | Kind::Secret => {}
     }
 }
 

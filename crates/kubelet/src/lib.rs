@@ -18,6 +18,7 @@ pub mod actions;
 pub mod attempt;
 pub mod backoff;
 pub mod conditions;
+pub mod env;
 pub mod ephemeral;
 mod error;
 pub mod events;

@@ -233,6 +233,18 @@ pub fn container_config(
     name: &str,
     attempt: u32,
 ) -> Option<(ContainerKind, ContainerConfig)> {
+    container_config_with_env(pod, dirs, name, attempt, None)
+}
+
+/// [`container_config`] with the environment already built ([`crate::env::container_env`]:
+/// `envFrom` and `valueFrom` resolved); None takes the literal `value`s.
+pub fn container_config_with_env(
+    pod: &Pod,
+    dirs: &PodDirs,
+    name: &str,
+    attempt: u32,
+    env: Option<Vec<(String, String)>>,
+) -> Option<(ContainerKind, ContainerConfig)> {
     let spec = pod.spec.as_ref()?;
     let (kind, view, resources) = if let Some(c) = spec
         .init_containers
@@ -260,7 +272,7 @@ pub fn container_config(
     };
     let (namespace, pod_name, uid) = identity(pod);
 
-    let env = expand_env(&view.env);
+    let env = env.unwrap_or_else(|| expand_env(&view.env));
     let lookup: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_POD_NAME.to_string(), pod_name);

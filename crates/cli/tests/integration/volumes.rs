@@ -248,7 +248,7 @@ spec:
 
 #[test]
 fn host_path_directory_or_create_is_made_and_a_failed_type_check_creates_nothing() {
-    let root = Root::new("vol-hostpath");
+    let root = Root::new("vol-hostpath").with_env("PODLAB_NODE_ERROR_BACKOFF", "1s");
     let made = root.dir.join("host/made");
     assert_eq!(
         root.apply(&host_path_pod("made", &made, "DirectoryOrCreate"))
@@ -385,5 +385,138 @@ fn subpath_symlink_out_of_the_volume_is_refused_cve_2017_1002101() {
         "a container record was made for evil"
     );
     root.ok(&["delete", "pod", "subpath"]);
+    root.assert_nothing_left();
+}
+
+const CONFIG_OBJECTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data: {mode: fast}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: sec}
+stringData: {token: tok-s3cr3t}
+"#;
+
+const ENV_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: envpod, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: out, emptyDir: {}}]
+  containers:
+  - name: app
+    image: busybox
+    resources: {limits: {cpu: 500m, memory: 64Mi}}
+    command: [sh, -c, "env > /out/env; exec sleep 1000"]
+    volumeMounts: [{name: out, mountPath: /out}]
+    envFrom: [{configMapRef: {name: cfg}, prefix: CFG_}]
+    env:
+    - {name: MY_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: MY_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: MY_APP, valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}}
+    - {name: MY_NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: MY_CPU_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    - {name: MY_MEM_MI, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+    - {name: MODE, valueFrom: {configMapKeyRef: {name: cfg, key: mode}}}
+    - {name: TOKEN, valueFrom: {secretKeyRef: {name: sec, key: token}}}
+    - {name: LATE, valueFrom: {configMapKeyRef: {name: late, key: k}}}
+"#;
+
+#[test]
+fn env_from_config_maps_secrets_and_the_downward_api_and_a_missing_one_waits() {
+    let root = Root::new("vol-env").with_env("PODLAB_NODE_ERROR_BACKOFF", "1s");
+    let out = root.apply(CONFIG_OBJECTS);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "configmap/cfg created\nsecret/sec created\n");
+    assert_eq!(
+        root.apply(CONFIG_OBJECTS).stdout,
+        "configmap/cfg unchanged\nsecret/sec unchanged\n"
+    );
+    // Secrets: 0600 in the store, no value in the table, base64 in -o yaml as kubectl prints.
+    let stored = find(&root.dir.join("store"), "sec.json");
+    assert_eq!(mode(&stored[0]), 0o600);
+    let table = root.ok(&["get", "secrets"]);
+    assert!(
+        table.starts_with("NAME   TYPE     DATA   AGE\nsec    Opaque   1 "),
+        "{table}"
+    );
+    assert!(!table.contains("tok-s3cr3t"));
+    let yaml = root.ok(&["get", "secret", "sec", "-o", "yaml"]);
+    assert!(yaml.contains("token: dG9rLXMzY3IzdA=="), "{yaml}");
+    assert!(root.ok(&["get", "configmaps"]).contains("cfg    1 "));
+
+    // A key of a ConfigMap that does not exist yet: kubelet's CreateContainerConfigError.
+    assert_eq!(root.apply(ENV_POD).code, Some(0));
+    let waiting = root.wait_pod("envpod", "waiting for its ConfigMap", LIMIT, |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref()?.waiting.clone())
+            .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerConfigError"))
+    });
+    let message = waiting.status.unwrap().container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message
+        .unwrap();
+    assert_eq!(message, "configmap \"late\" not found");
+    let described = root.ok(&["describe", "pod", "envpod"]);
+    assert!(
+        described
+            .lines()
+            .any(|l| l.trim_start().starts_with("TOKEN:")
+                && l.contains("<set to the key 'token' in secret 'sec'>")
+                && l.trim_end().ends_with("Optional: false")),
+        "{described}"
+    );
+    let events = root.ok(&["get", "events", "-o", "json"]);
+    for text in [
+        &described,
+        &events,
+        &root.ok(&["get", "pod", "envpod", "-o", "yaml"]),
+    ] {
+        assert!(
+            !text.contains("tok-s3cr3t"),
+            "a secret value was printed: {text}"
+        );
+    }
+
+    // Once it exists, the retry starts the container with every value.
+    let late = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}\n";
+    assert_eq!(root.apply(late).code, Some(0));
+    let pod = root.wait_pod("envpod", "running", LIMIT, running);
+    let uid = pod.metadata.uid.clone().unwrap();
+    let env_file = root
+        .dir
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~empty-dir/out/env");
+    assert!(wait_until(LIMIT, || std::fs::read_to_string(&env_file)
+        .is_ok_and(|t| t.contains("LATE="))));
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let node = pod.spec.unwrap().node_name.unwrap();
+    for line in [
+        "CFG_mode=fast".to_string(),
+        "MY_NAME=envpod".into(),
+        format!("MY_UID={uid}"),
+        "MY_APP=web".into(),
+        format!("MY_NODE={node}"),
+        "MY_CPU_M=500".into(),
+        "MY_MEM_MI=64".into(),
+        "MODE=fast".into(),
+        "TOKEN=tok-s3cr3t".into(),
+        "LATE=v".into(),
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} not in {env}");
+    }
+    root.ok(&["delete", "pod", "envpod"]);
     root.assert_nothing_left();
 }

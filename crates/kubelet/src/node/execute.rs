@@ -225,7 +225,15 @@ impl Execution<'_> {
             ContainerAttempt::Next(n) => n,
             ContainerAttempt::FromLogDir => attempt_from_log_dir(&self.dirs.logs.join(name)),
         };
-        let Some((_, mut config)) = translate::container_config(self.pod, self.dirs, name, attempt)
+        let env = match self.resolved_env(name, sandbox) {
+            Ok(env) => env,
+            Err(message) => {
+                self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                return false;
+            }
+        };
+        let Some((_, mut config)) =
+            translate::container_config_with_env(self.pod, self.dirs, name, attempt, env)
         else {
             return false;
         };
@@ -405,6 +413,39 @@ impl Execution<'_> {
         let at = Instant::now() + self.node.config.error_backoff;
         self.caches.start_retry_at.insert(name.to_string(), at);
         out.wake(at);
+    }
+
+    /// The container's env with `envFrom` and `valueFrom` read (ConfigMaps and Secrets from
+    /// the store, the downward API from the pod, its sandbox and the node); None when it has
+    /// only literal values. Err is the CreateContainerConfigError message.
+    fn resolved_env(
+        &self,
+        name: &str,
+        sandbox: &SandboxId,
+    ) -> Result<Option<Vec<(String, String)>>, String> {
+        let Some(container) = self
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| {
+                s.init_containers
+                    .iter()
+                    .flatten()
+                    .chain(s.containers.iter())
+            })
+            .find(|c| c.name == name)
+        else {
+            return Ok(None);
+        };
+        if !crate::env::needs_sources(container) {
+            return Ok(None);
+        }
+        let pod_ips = match self.node.runtime.pod_sandbox_status(sandbox) {
+            Ok(status) => status.ip.into_iter().chain(status.additional_ips).collect(),
+            Err(_) => Vec::new(),
+        };
+        let facts = crate::env::PodRuntimeFacts::of_this_node(pod_ips, self.node.host_ip.clone());
+        crate::env::container_env(self.pod, container, &self.node.store, &facts).map(Some)
     }
 
     /// EPH-4: the running record of the target container whose pid namespace the ephemeral
