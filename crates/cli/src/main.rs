@@ -26,6 +26,7 @@ mod nsrun;
 mod output;
 mod privilege;
 mod run;
+mod top;
 mod wait;
 
 use std::path::PathBuf;
@@ -173,6 +174,11 @@ enum Command {
     },
     /// Remove what a crashed podlab left: pins, mounts, shims, state.
     Gc,
+    /// CPU and memory of pods or of the node, read from their cgroups (kubectl top).
+    Top {
+        #[command(subcommand)]
+        command: TopCommand,
+    },
     /// The node agent (kubelet's twin); started on demand by the other commands.
     Node(node::NodeArgs),
     /// Images in podlab's store.
@@ -237,6 +243,18 @@ struct GetCli {
     /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
     #[arg(long)]
     index: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum TopCommand {
+    /// NAME CPU(cores) MEMORY(bytes) of the namespace's pods, or of one.
+    Pod {
+        name: Option<String>,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// The node's CPU and memory.
+    Node,
 }
 
 #[derive(Subcommand)]
@@ -415,6 +433,11 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             .map(|()| Done)
         }
         Command::Gc => gc::run().map(|()| Done),
+        Command::Top { command } => match command {
+            TopCommand::Pod { name, ns } => top::pods(name.as_deref(), &ns.namespace),
+            TopCommand::Node => top::node(),
+        }
+        .map(|()| Done),
         Command::Node(args) => node::run(args).map(|()| Done),
         Command::Image { command } => match command {
             ImageCommand::Ls { output, no_headers } => image::ls(output.as_deref(), no_headers),

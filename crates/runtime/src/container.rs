@@ -328,6 +328,30 @@ impl Runtime {
         remove_tree(&paths.container(id).dir)
     }
 
+    /// UpdateContainerResources: new values for a container's cgroup, written to the kernel at
+    /// once; fields left at 0 keep the container's current ones (the CRI's rule). Fails when the
+    /// kernel refuses a value (a memory limit below what the container uses now: EBUSY), or
+    /// when the container has no cgroup (cgroups are off).
+    pub fn update_container_resources(
+        &self,
+        id: &ContainerId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        let sandbox = self.sandbox_of(id)?;
+        let paths = self.layout.sandbox(&sandbox);
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        let path = paths.container(id).record();
+        let mut record: ContainerRecord = state::read_record(&path)?
+            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        let cgroup = record.cgroup.clone().ok_or_else(|| Error::InvalidConfig {
+            name: record.config.metadata.name.clone(),
+            message: "the container has no cgroup (cgroups are off on this node)".into(),
+        })?;
+        resources.apply(&cgroup)?;
+        record.config.resources.cgroup = record.config.resources.cgroup.merged(resources);
+        state::write_record(&path, &record)
+    }
+
     /// ContainerStatus. A container recorded as running whose shim is gone is Unknown.
     pub fn container_status(&self, id: &ContainerId) -> Result<ContainerStatus> {
         let sandbox = self.sandbox_of(id)?;

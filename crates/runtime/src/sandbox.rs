@@ -327,6 +327,12 @@ impl Runtime {
         Ok(sandbox_status(record, shim))
     }
 
+    /// The pod cgroup of a sandbox (None when it has none), for its usage.
+    pub fn pod_sandbox_cgroup(&self, id: &SandboxId) -> Result<Option<podlab_cgroups::Cgroup>> {
+        let paths = self.layout.sandbox(id);
+        Ok(self.sandbox_record(id, &paths)?.cgroup)
+    }
+
     pub fn list_pod_sandboxes(&self) -> Result<Vec<SandboxStatus>> {
         self.list_pod_sandboxes_filtered(&SandboxFilter::default())
     }
