@@ -7,6 +7,8 @@
 //! * `bench` — the criterion benches, then their record in `docs/benchmarks/<date>/`.
 //! * `peers [--quick | pause]` — podlab next to the real peers (runc, crun, containerd, dockerd,
 //!   podman, catatonit) in the same run; see `peers.rs`.
+//! * `reliability churn|faults|concurrency` and `fuzz TARGET` — the long forms of the
+//!   reliability tests (see `reliability.rs` and docs/reliability.md).
 //! * `tidy` — formatting and the house rules that are checked by tests (see `tidy.rs`).
 //! * `ci` — `tidy`, then `test`: what `.ci/run` runs.
 //!
@@ -14,6 +16,7 @@
 
 mod peers;
 mod preflight;
+mod reliability;
 mod sandbox;
 #[cfg(test)]
 mod tidy;
@@ -44,6 +47,8 @@ fn run(args: &[String]) -> Result<()> {
         "demo" => demo(rest),
         "bench" => bench(rest),
         "peers" => peers::run(rest),
+        "reliability" => reliability::reliability(rest),
+        "fuzz" => reliability::fuzz(rest),
         sandbox::INIT_TASK => sandbox::init(rest),
         "tidy" => tidy(),
         "ci" => {
@@ -51,7 +56,7 @@ fn run(args: &[String]) -> Result<()> {
             test(rest)
         }
         "help" | "-h" | "--help" => {
-            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause] | tidy | ci");
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause] | reliability churn|faults|concurrency | fuzz TARGET|all [--seconds N] | tidy | ci");
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),

@@ -13,6 +13,11 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 pub fn run_integration_tests(filter: &[String]) -> Result<()> {
+    run_integration_tests_with(filter, &[])
+}
+
+/// [`run_integration_tests`], with more variables for the tests.
+pub fn run_integration_tests_with(filter: &[String], env: &[(&str, String)]) -> Result<()> {
     let root = crate::workspace_root();
     let skip_log = root.join("target/podlab-skips.log");
     let _ = std::fs::remove_file(&skip_log);
@@ -48,6 +53,7 @@ pub fn run_integration_tests(filter: &[String]) -> Result<()> {
     ]);
     unshare.args(filter);
     unshare.current_dir(&root).env("PODLAB_SKIP_LOG", &skip_log);
+    unshare.envs(env.iter().map(|(k, v)| (k, v)));
     let status = unshare.status().context("running unshare (util-linux)")?;
 
     let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();

@@ -84,7 +84,7 @@ fn namespaces_of(root: &Path) -> BTreeSet<String> {
 
 /// Who still holds one of `names`, by the kernel's word: a process in it, a descriptor open on
 /// it, or a bind mount of it anywhere in this mount namespace.
-fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
+pub fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
     let mut holders = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -126,7 +126,7 @@ fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
 }
 
 /// The host ends attached to podlab's bridge in this network namespace.
-fn bridge_ports() -> Vec<String> {
+pub fn bridge_ports() -> Vec<String> {
     let mut netlink = podlab_ns::net::Netlink::open().unwrap();
     let links = netlink.links().unwrap();
     let Some(bridge) = links.iter().find(|l| l.name == "podlab0").map(|l| l.index) else {
@@ -140,7 +140,7 @@ fn bridge_ports() -> Vec<String> {
 }
 
 /// Every veth in this network namespace.
-fn veths() -> Vec<String> {
+pub fn veths() -> Vec<String> {
     let mut netlink = podlab_ns::net::Netlink::open().unwrap();
     netlink
         .links()

@@ -8,7 +8,9 @@ mod support;
 
 mod agent;
 mod cgroups;
+mod churn;
 mod cli;
+mod concurrency;
 mod demos;
 mod errors;
 mod explain;
