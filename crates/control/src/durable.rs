@@ -33,12 +33,38 @@ impl Sync {
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
 /// Replaces `path` with `bytes`; readers see the old file or the new one, never a mix.
 pub(crate) fn replace_file(path: &Path, bytes: &[u8], sync: Sync) -> Result<()> {
+    stage_file(path, bytes, sync)?.install()
+}
+
+/// A file's new content written beside it (`.NAME.tmp`), not yet in its place: the write that
+/// needs space is done, the rename that puts it in place needs none.
+pub(crate) struct Staged {
+    temporary: PathBuf,
+    path: PathBuf,
+    sync: Sync,
+}
+
+impl Staged {
+    /// Renames it over the file it replaces.
+    pub(crate) fn install(self) -> Result<()> {
+        fs::rename(&self.temporary, &self.path).map_err(|e| Error::io("rename", &self.path, e))?;
+        sync_dir(self.path.parent().expect("a folder"), self.sync)
+    }
+
+    /// Removes it: the change it was for did not happen.
+    pub(crate) fn discard(self) {
+        let _ = fs::remove_file(&self.temporary);
+    }
+}
+
+/// Writes `bytes` beside `path`, to be put in its place by [`Staged::install`].
+pub(crate) fn stage_file(path: &Path, bytes: &[u8], sync: Sync) -> Result<Staged> {
     let dir = path.parent().expect("store files live in a folder");
     fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
     let file_name = path.file_name().expect("a file name").to_string_lossy();
@@ -54,14 +80,33 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8], sync: Sync) -> Result<()> 
     )
     .open(&temporary)
     .map_err(|e| Error::io("create", &temporary, e))?;
-    file.write_all(bytes)
-        .map_err(|e| Error::io("write", &temporary, e))?;
-    if sync == Sync::Power {
-        file.sync_all()
-            .map_err(|e| Error::io("fsync", &temporary, e))?;
+    let written = file
+        .write_all(bytes)
+        .map_err(|e| Error::io("write", &temporary, e))
+        .and_then(|()| match sync {
+            Sync::Power => file
+                .sync_all()
+                .map_err(|e| Error::io("fsync", &temporary, e)),
+            Sync::Process => Ok(()),
+        });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temporary);
+        return Err(e);
     }
-    fs::rename(&temporary, path).map_err(|e| Error::io("rename", path, e))?;
-    sync_dir(dir, sync)
+    Ok(Staged {
+        temporary,
+        path: path.to_owned(),
+        sync,
+    })
+}
+
+/// Cuts the log back to `length` bytes: an append that failed part-way leaves nothing.
+pub(crate) fn truncate(path: &Path, length: u64) -> Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|log| log.set_len(length))
+        .map_err(|e| Error::io("truncate", path, e))
 }
 
 /// Removes `path` if it exists.

@@ -507,6 +507,12 @@ impl Store {
 
     /// Makes the object file say what a log record says.
     fn apply(&self, record: &Record) -> Result<()> {
+        self.prepare(record)?.finish()
+    }
+
+    /// What applying `record` writes, written beside the object file (or nothing, for a
+    /// delete): the part of a change that needs space, done before the change is committed.
+    fn prepare(&self, record: &Record) -> Result<Prepared> {
         let kind = Kind::from_name(&record.kind).ok_or_else(|| Error::Corrupt {
             path: self.log_path(),
             message: format!("rv {}: unknown kind {:?}", record.rv, record.kind),
@@ -515,13 +521,13 @@ impl Store {
         let namespace = meta["namespace"].as_str().unwrap_or(DEFAULT_NAMESPACE);
         let name = meta["name"].as_str().unwrap_or_default();
         let path = self.object_path(kind, namespace, name);
-        match record.event_type {
-            EventType::Deleted => durable::remove_file(&path, self.sync),
+        Ok(match record.event_type {
+            EventType::Deleted => Prepared::Remove(path, self.sync),
             EventType::Added | EventType::Modified => {
                 let bytes = serde_json::to_vec(&record.object).expect("a value encodes");
-                durable::replace_file(&path, &bytes, self.sync)
+                Prepared::Write(durable::stage_file(&path, &bytes, self.sync)?)
             }
-        }
+        })
     }
 
     /// A shared lock and a head that matches the log (recovering first if it does not).
@@ -601,11 +607,45 @@ impl Txn<'_> {
             object,
         };
         let line = record.to_line();
-        durable::append_line(&self.store.log_path(), &line, self.store.sync)?;
+        // The object's new file is written before the log line that commits it: on a full
+        // disk the change fails whole, rather than failing for the client and then being
+        // redone from the log by the next reader (a create that said it failed, appearing).
+        let prepared = self.store.prepare(&record)?;
+        let log = self.store.log_path();
+        if let Err(e) = durable::append_line(&log, &line, self.store.sync) {
+            prepared.discard();
+            let _ = durable::truncate(&log, self.head.log_length);
+            return Err(e);
+        }
         self.head.resource_version = record.rv;
         self.head.log_length += line.len() as u64;
-        self.store.apply(&record)?;
-        self.store.write_head(self.head)
+        // Committed. A rename or a head that cannot be written now is redone from the log by
+        // the next reader (the head then lags the log), so the change is not reported failed.
+        if prepared.finish().is_ok() {
+            let _ = self.store.write_head(self.head);
+        }
+        Ok(())
+    }
+}
+
+/// A change's object file, written and waiting for its commit.
+enum Prepared {
+    Write(durable::Staged),
+    Remove(PathBuf, durable::Sync),
+}
+
+impl Prepared {
+    fn finish(self) -> Result<()> {
+        match self {
+            Prepared::Write(staged) => staged.install(),
+            Prepared::Remove(path, sync) => durable::remove_file(&path, sync),
+        }
+    }
+
+    fn discard(self) {
+        if let Prepared::Write(staged) = self {
+            staged.discard();
+        }
     }
 }
 

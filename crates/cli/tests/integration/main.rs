@@ -15,6 +15,7 @@ mod demos;
 mod errors;
 mod explain;
 mod faults;
+mod full_disk;
 mod gc_network;
 mod ipc;
 mod kubectl_errors;
