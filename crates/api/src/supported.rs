@@ -41,6 +41,18 @@ const POD_FIELDS: &[&str] = &[
     "spec.volumes[*].emptyDir",
     "spec.volumes[*].hostPath.path",
     "spec.volumes[*].hostPath.type",
+    "spec.volumes[*].configMap.name",
+    "spec.volumes[*].configMap.items[*].key",
+    "spec.volumes[*].configMap.items[*].path",
+    "spec.volumes[*].configMap.items[*].mode",
+    "spec.volumes[*].configMap.defaultMode",
+    "spec.volumes[*].configMap.optional",
+    "spec.volumes[*].secret.secretName",
+    "spec.volumes[*].secret.items[*].key",
+    "spec.volumes[*].secret.items[*].path",
+    "spec.volumes[*].secret.items[*].mode",
+    "spec.volumes[*].secret.defaultMode",
+    "spec.volumes[*].secret.optional",
     // kubectl and the API server print what they defaulted; reading it back must work.
     "status.*",
 ];

@@ -70,6 +70,28 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
             ));
         }
     }
+    if let Some(map) = &volume.config_map {
+        sources.push("configMap");
+        if map.name.is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.configMap.name"),
+                "Required value",
+            ));
+        }
+        let items = map.items.iter().flatten().map(|i| (&i.key, &i.path));
+        key_to_paths(items, &format!("{path}.configMap"), errors);
+    }
+    if let Some(secret) = &volume.secret {
+        sources.push("secret");
+        if secret.secret_name.as_deref().unwrap_or("").is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.secret.secretName"),
+                "Required value",
+            ));
+        }
+        let items = secret.items.iter().flatten().map(|i| (&i.key, &i.path));
+        key_to_paths(items, &format!("{path}.secret"), errors);
+    }
     match sources.as_slice() {
         [] => errors.push(FieldError::new(
             path,
@@ -80,6 +102,30 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
             format!("{path}.{extra}"),
             "Forbidden: may not specify more than 1 volume type",
         )),
+    }
+}
+
+/// `items[*]` of a configMap or secret volume: a key, and a relative path without `..`.
+fn key_to_paths<'a>(
+    items: impl Iterator<Item = (&'a String, &'a String)>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    for (i, (key, target)) in items.enumerate() {
+        if key.is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.items[{i}].key"),
+                "Required value",
+            ));
+        }
+        if target.is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.items[{i}].path"),
+                "Required value",
+            ));
+        } else {
+            local_descending_path(target, &format!("{path}.items[{i}].path"), errors);
+        }
     }
 }
 

@@ -167,7 +167,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         LABEL_RUN_OWNER.into(),
         format!("{}:{}", me.pid, me.start_time),
     );
-    let made = podlab_kubelet::volume::set_up(&pod, &dirs)
+    let made = podlab_kubelet::volume::set_up(&pod, &dirs, &podlab_kubelet::env::NoObjects)
         .map_err(anyhow::Error::from)
         .and_then(|()| Ok(runtime.run_pod_sandbox(&sandbox_config)?));
     let outcome = match &made {

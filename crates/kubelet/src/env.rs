@@ -41,6 +41,19 @@ impl ConfigSource for podlab_control::Store {
     }
 }
 
+/// No objects at all (`podlab run --rm`, which has no store).
+pub struct NoObjects;
+
+impl ConfigSource for NoObjects {
+    fn config_map(&self, _: &str, _: &str) -> Result<Option<ConfigMap>, String> {
+        Ok(None)
+    }
+
+    fn secret(&self, _: &str, _: &str) -> Result<Option<Secret>, String> {
+        Ok(None)
+    }
+}
+
 /// What the downward API reads besides the pod: its addresses and the node's.
 #[derive(Debug, Clone, Default)]
 pub struct PodRuntimeFacts {

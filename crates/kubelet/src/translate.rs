@@ -303,7 +303,7 @@ pub fn container_config_with_env(
                 host_path: crate::volume::host_path_of(pod, dirs, volume)
                     .unwrap_or_else(|| dirs.empty_dir(volume)),
                 container_path: PathBuf::from(path),
-                readonly: *readonly,
+                readonly: *readonly || crate::volume::always_read_only(pod, volume),
             })
             .collect(),
         run_as_user: view.security.and_then(|s| s.run_as_user).map(|u| u as u32),

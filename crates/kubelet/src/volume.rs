@@ -22,6 +22,10 @@ const LOGS_ROOT_MODE: u32 = 0o700;
 const EMPTY_DIR_MODE: u32 = 0o777;
 
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
+pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+/// kubelet's `defaultMode` of configMap and secret volume files.
+const DEFAULT_FILE_MODE: i32 = 0o644;
 
 /// Why a volume could not be set up (kubelet's `MountVolume.SetUp failed`).
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +38,10 @@ pub enum VolumeError {
     },
     #[error(transparent)]
     Mount(#[from] podlab_ns::Error),
+    /// A ConfigMap or Secret that is not there (`configmap "x" not found`), or a key of an
+    /// item that it lacks (`configmap references non-existent config key: k`).
+    #[error("{0}")]
+    Object(String),
     /// kubelet's `checkType` message (`hostPath type check failed: /x is not a directory`).
     #[error("hostPath type check failed: {path} is not {what}")]
     HostPathType { path: String, what: &'static str },
@@ -84,7 +92,11 @@ pub fn make_container_log_dir(dirs: &PodDirs, container: &str) -> Result<(), Vol
 
 /// Sets up the pod's folders and every volume, in spec order; the first failure is returned
 /// (the pod is retried, as kubelet's volume manager retries).
-pub fn set_up(pod: &Pod, dirs: &PodDirs) -> Result<(), SetUpError> {
+pub fn set_up(
+    pod: &Pod,
+    dirs: &PodDirs,
+    objects: &dyn crate::env::ConfigSource,
+) -> Result<(), SetUpError> {
     let whole_pod = SetUpError::PodDirs;
     make_log_dir(dirs).map_err(whole_pod)?;
     let pod_dir = pod_dir(dirs);
@@ -94,7 +106,8 @@ pub fn set_up(pod: &Pod, dirs: &PodDirs) -> Result<(), SetUpError> {
     make_dir(pod_dir, POD_DIR_MODE).map_err(whole_pod)?;
     make_dir(&dirs.volumes, POD_DIR_MODE).map_err(whole_pod)?;
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        set_up_volume(volume, dirs).map_err(|source| SetUpError::Volume {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        set_up_volume(volume, dirs, namespace, objects).map_err(|source| SetUpError::Volume {
             volume: volume.name.clone(),
             source,
         })?;
@@ -102,7 +115,80 @@ pub fn set_up(pod: &Pod, dirs: &PodDirs) -> Result<(), SetUpError> {
     Ok(())
 }
 
-fn set_up_volume(volume: &Volume, dirs: &PodDirs) -> Result<(), VolumeError> {
+fn set_up_volume(
+    volume: &Volume,
+    dirs: &PodDirs,
+    namespace: &str,
+    objects: &dyn crate::env::ConfigSource,
+) -> Result<(), VolumeError> {
+    if let Some(source) = &volume.config_map {
+        let dir = dirs.volumes.join(CONFIG_MAP_PLUGIN).join(&volume.name);
+        let data = match objects
+            .config_map(namespace, &source.name)
+            .map_err(VolumeError::Object)?
+        {
+            Some(map) => map
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes()))
+                .chain(
+                    map.binary_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0)),
+                )
+                .collect(),
+            None if source.optional == Some(true) => Default::default(),
+            None => {
+                return Err(VolumeError::Object(format!(
+                    "configmap {:?} not found",
+                    source.name
+                )))
+            }
+        };
+        let items = source
+            .items
+            .iter()
+            .flatten()
+            .map(|i| (&i.key, &i.path, i.mode));
+        let files = project(data, items, source.optional == Some(true), "configmap")?;
+        return write_files(
+            &dir,
+            files,
+            source.default_mode.unwrap_or(DEFAULT_FILE_MODE),
+            false,
+        );
+    }
+    if let Some(source) = &volume.secret {
+        let dir = dirs.volumes.join(SECRET_PLUGIN).join(&volume.name);
+        let name = source.secret_name.clone().unwrap_or_default();
+        let data = match objects
+            .secret(namespace, &name)
+            .map_err(VolumeError::Object)?
+        {
+            Some(secret) => secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect(),
+            None if source.optional == Some(true) => Default::default(),
+            None => return Err(VolumeError::Object(format!("secret {name:?} not found"))),
+        };
+        let items = source
+            .items
+            .iter()
+            .flatten()
+            .map(|i| (&i.key, &i.path, i.mode));
+        let files = project(data, items, source.optional == Some(true), "secret")?;
+        return write_files(
+            &dir,
+            files,
+            source.default_mode.unwrap_or(DEFAULT_FILE_MODE),
+            true,
+        );
+    }
     if let Some(empty_dir) = &volume.empty_dir {
         let dir = dirs.empty_dir(&volume.name);
         make_dir(dir.parent().unwrap_or(&dir), POD_DIR_MODE)?;
@@ -127,6 +213,67 @@ fn set_up_volume(volume: &Volume, dirs: &PodDirs) -> Result<(), VolumeError> {
     }
     if let Some(host_path) = &volume.host_path {
         check_host_path(Path::new(&host_path.path), host_path.type_.as_deref())?;
+    }
+    Ok(())
+}
+
+/// The files of a configMap or secret volume: every key, or only the `items` (key → path, own
+/// mode); a missing item key is an error unless the volume is optional.
+fn project<'a>(
+    mut data: std::collections::BTreeMap<String, Vec<u8>>,
+    items: impl Iterator<Item = (&'a String, &'a String, Option<i32>)>,
+    optional: bool,
+    kind: &str,
+) -> Result<Vec<(String, Vec<u8>, Option<i32>)>, VolumeError> {
+    let items: Vec<_> = items.collect();
+    if items.is_empty() {
+        return Ok(data.into_iter().map(|(k, v)| (k, v, None)).collect());
+    }
+    let mut files = Vec::new();
+    for (key, path, mode) in items {
+        match data.remove(key) {
+            Some(bytes) => files.push((path.clone(), bytes, mode)),
+            None if optional => {}
+            None => {
+                return Err(VolumeError::Object(format!(
+                    "{kind} references non-existent config key: {key}"
+                )))
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Writes the projected files (each replaced by rename, so a reader never sees half a file),
+/// with their modes; a secret volume is a tmpfs first, as kubelet keeps secrets off the disk.
+fn write_files(
+    dir: &Path,
+    files: Vec<(String, Vec<u8>, Option<i32>)>,
+    default_mode: i32,
+    in_memory: bool,
+) -> Result<(), VolumeError> {
+    make_dir(dir.parent().unwrap_or(dir), POD_DIR_MODE)?;
+    make_dir(dir, 0o755)?;
+    if in_memory && !podlab_ns::mnt::is_mountpoint(dir).unwrap_or(false) {
+        podlab_ns::mnt::mount_tmpfs(dir, "mode=0755")?;
+    }
+    for (path, bytes, mode) in files {
+        if path.split('/').any(|p| p == ".." || p.is_empty()) {
+            return Err(VolumeError::Object(format!("invalid item path {path:?}")));
+        }
+        let target = dir.join(&path);
+        if let Some(parent) = target.parent() {
+            make_dir(parent, 0o755)?;
+        }
+        let tmp = target.with_file_name(format!(
+            ".{}.tmp",
+            target.file_name().unwrap_or_default().to_string_lossy()
+        ));
+        std::fs::write(&tmp, &bytes).map_err(io("writing", &tmp))?;
+        let mode = (mode.unwrap_or(default_mode) & 0o777) as u32;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            .map_err(io("chmod", &tmp))?;
+        std::fs::rename(&tmp, &target).map_err(io("renaming", &target))?;
     }
     Ok(())
 }
@@ -215,6 +362,17 @@ pub fn unmount_below(dir: &Path) {
     }
 }
 
+/// configMap and secret volumes are mounted read-only whatever the mount says, as kubelet has
+/// done since CVE-2017-1002102 (a container writing them could make the kubelet delete host
+/// files).
+pub fn always_read_only(pod: &Pod, name: &str) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == name)
+        .is_some_and(|v| v.config_map.is_some() || v.secret.is_some())
+}
+
 /// The host path of volume `name` of `pod` (None when the pod has no such volume).
 pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
     let volume = pod
@@ -226,6 +384,12 @@ pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
         .find(|v| v.name == name)?;
     if let Some(host_path) = &volume.host_path {
         return Some(PathBuf::from(&host_path.path));
+    }
+    if volume.config_map.is_some() {
+        return Some(dirs.volumes.join(CONFIG_MAP_PLUGIN).join(name));
+    }
+    if volume.secret.is_some() {
+        return Some(dirs.volumes.join(SECRET_PLUGIN).join(name));
     }
     Some(dirs.empty_dir(name))
 }

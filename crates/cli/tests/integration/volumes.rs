@@ -520,3 +520,90 @@ fn env_from_config_maps_secrets_and_the_downward_api_and_a_missing_one_waits() {
     root.ok(&["delete", "pod", "envpod"]);
     root.assert_nothing_left();
 }
+
+const PROJECTED_POD: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: files}
+data: {a.conf: alpha, b.conf: beta}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: pw-s3cr3t}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: projected}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - {name: all, configMap: {name: files}}
+  - {name: some, configMap: {name: files, items: [{key: b.conf, path: sub/b.txt, mode: 256}]}}
+  - {name: creds, secret: {secretName: creds, defaultMode: 288}}
+  - {name: maybe, configMap: {name: absent, optional: true}}
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, "cat /all/a.conf /some/sub/b.txt; touch /all/x 2>&1; exec sleep 1000"]
+    volumeMounts:
+    - {name: all, mountPath: /all}
+    - {name: some, mountPath: /some}
+    - {name: creds, mountPath: /creds}
+    - {name: maybe, mountPath: /maybe}
+"#;
+
+#[test]
+fn config_map_and_secret_volumes_with_items_modes_and_a_tmpfs_for_secrets() {
+    let root = Root::new("vol-projected").with_env("PODLAB_NODE_ERROR_BACKOFF", "1s");
+    assert_eq!(root.apply(PROJECTED_POD).code, Some(0));
+    let pod = root.wait_pod("projected", "running", LIMIT, running);
+    let uid = pod.metadata.uid.clone().unwrap();
+    let volumes = root.dir.join("pods").join(&uid).join("volumes");
+    let all = volumes.join("kubernetes.io~configmap/all");
+    assert_eq!(
+        std::fs::read_to_string(all.join("a.conf")).unwrap(),
+        "alpha"
+    );
+    assert_eq!(mode(&all.join("a.conf")), 0o644);
+    let some = volumes.join("kubernetes.io~configmap/some");
+    assert_eq!(mode(&some.join("sub/b.txt")), 0o400);
+    assert!(
+        !some.join("a.conf").exists(),
+        "only the items are projected"
+    );
+    let creds = volumes.join("kubernetes.io~secret/creds");
+    assert_eq!(mode(&creds.join("password")), 0o440);
+    let stat = nix::sys::statfs::statfs(&creds).unwrap();
+    assert_eq!(
+        stat.filesystem_type(),
+        nix::sys::statfs::TMPFS_MAGIC,
+        "secrets stay off the disk"
+    );
+    let log = root
+        .dir
+        .join("logs")
+        .join(format!("default_projected_{uid}"))
+        .join("app/0.log");
+    assert!(wait_until(LIMIT, || std::fs::read_to_string(&log)
+        .is_ok_and(|t| t.contains("Read-only file system"))));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("alpha") && text.contains("beta"), "{text}");
+    let (ok, _) = as_nobody("cat", &[&creds.join("password")]);
+    assert!(!ok, "nobody read the secret volume");
+
+    // A volume whose ConfigMap is missing: kubelet's FailedMount, and no sandbox.
+    let missing = "apiVersion: v1\nkind: Pod\nmetadata: {name: missing}\nspec:\n  volumes: [{name: cfg, configMap: {name: nope}}]\n  containers: [{name: a, image: busybox, command: [sleep, '100'], volumeMounts: [{name: cfg, mountPath: /c}]}]\n";
+    assert_eq!(root.apply(missing).code, Some(0));
+    let expected =
+        "MountVolume.SetUp failed for volume \\\"cfg\\\" : configmap \\\"nope\\\" not found";
+    assert!(
+        wait_until(LIMIT, || root
+            .ok(&["get", "events", "-o", "json"])
+            .contains(expected)),
+        "{}",
+        root.ok(&["get", "events"])
+    );
+    root.ok(&["delete", "pod", "projected", "missing"]);
+    root.assert_nothing_left();
+}

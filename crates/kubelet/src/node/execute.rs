@@ -248,10 +248,12 @@ impl Execution<'_> {
         }
         // kubelet re-runs volume setup on every sync; this brings back a folder removed
         // under a running pod.
-        if let Err(e) = crate::volume::set_up(self.pod, self.dirs).and_then(|()| {
-            crate::volume::make_container_log_dir(self.dirs, name)
-                .map_err(crate::volume::SetUpError::PodDirs)
-        }) {
+        if let Err(e) =
+            crate::volume::set_up(self.pod, self.dirs, &self.node.store).and_then(|()| {
+                crate::volume::make_container_log_dir(self.dirs, name)
+                    .map_err(crate::volume::SetUpError::PodDirs)
+            })
+        {
             self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
             return false;
         }
@@ -470,7 +472,7 @@ impl Execution<'_> {
     /// RunPodSandbox with the pod's folders made first; a failure is `FailedCreatePodSandBox`
     /// and a retry after the error backoff (section 7).
     fn create_sandbox(&mut self, attempt: u32, out: &mut Outcome) -> Option<SandboxId> {
-        if let Err(e) = crate::volume::set_up(self.pod, self.dirs) {
+        if let Err(e) = crate::volume::set_up(self.pod, self.dirs, &self.node.store) {
             // kubelet waits for the volumes before RunPodSandbox: nothing is created.
             if !self.spec.deletion_requested {
                 let message = e.to_string();
