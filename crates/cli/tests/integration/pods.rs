@@ -1098,12 +1098,14 @@ pub fn kubectl_annotate(json: &str, args: &[&str]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .expect("kubectl (installed at /usr/bin/kubectl)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(json.as_bytes())
-        .unwrap();
+    // kubectl refuses a bad template before it reads stdin, so it may be gone before the object
+    // is written: a broken pipe then is its answer, judged by its exit status and stderr.
+    match child.stdin.take().unwrap().write_all(json.as_bytes()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            panic!("kubectl's stdin: {err}")
+        }
+        _ => {}
+    }
     Out::of(child.wait_with_output().unwrap())
 }
 
