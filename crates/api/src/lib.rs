@@ -21,6 +21,7 @@ pub mod env;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;
+pub mod security;
 pub mod supported;
 pub mod update;
 pub mod validation;

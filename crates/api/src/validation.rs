@@ -104,6 +104,9 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             validate_container(container, &path, init, &volumes, &mut names, &mut errors);
         }
     }
+    if let Some(context) = &spec.security_context {
+        crate::security::validate_pod(context, "spec.securityContext", &mut errors);
+    }
     for (i, container) in spec.ephemeral_containers.iter().flatten().enumerate() {
         let path = format!("spec.ephemeralContainers[{i}]");
         if container.name.is_empty() {
@@ -116,6 +119,13 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         }
         if container.image.as_deref().unwrap_or("").is_empty() {
             errors.push(FieldError::new(format!("{path}.image"), "Required value"));
+        }
+        if let Some(context) = &container.security_context {
+            crate::security::validate_container(
+                context,
+                &format!("{path}.securityContext"),
+                &mut errors,
+            );
         }
         if container.resources.is_some() {
             errors.push(FieldError::new(
@@ -137,6 +147,9 @@ fn validate_container(
 ) {
     if let Some(resources) = &container.resources {
         crate::resources::validate(resources, &format!("{path}.resources"), errors);
+    }
+    if let Some(context) = &container.security_context {
+        crate::security::validate_container(context, &format!("{path}.securityContext"), errors);
     }
     let mut err = |field: String, message: String| errors.push(FieldError::new(field, message));
     if container.name.is_empty() {

@@ -33,6 +33,7 @@ pub mod qos;
 pub mod restart;
 pub mod rules;
 pub mod sandbox;
+pub mod security;
 pub mod status;
 pub mod subpath;
 pub mod sync;

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
+
+use crate::security::NodeSecurity;
 use podlab_runtime::config::{
     ContainerConfig, ContainerMetadata, EnvVar, HostsConfig, LinuxSandboxConfig, Mount,
     PodSandboxConfig, PodSandboxMetadata,
@@ -178,7 +180,6 @@ struct ContainerView<'a> {
     env: Vec<(String, String)>,
     working_dir: Option<&'a str>,
     mounts: Vec<(&'a str, &'a str, bool)>,
-    security: Option<&'a k8s_openapi::api::core::v1::SecurityContext>,
 }
 
 /// `Container` and `EphemeralContainer` are two types with the same fields; one reading serves
@@ -210,7 +211,6 @@ macro_rules! container_view {
                     )
                 })
                 .collect(),
-            security: c.security_context.as_ref(),
         }
     }};
 }
@@ -225,8 +225,9 @@ impl<'a> ContainerView<'a> {
     }
 }
 
-/// The container config for container `name` of `pod`, started for the `attempt`-th time.
-/// None when the pod has no container of that name.
+/// The container config for container `name` of `pod`, started for the `attempt`-th time, on
+/// a node with the security settings of the environment ([`NodeSecurity::from_env`], podlab's
+/// defaults when they do not read). None when the pod has no container of that name.
 pub fn container_config(
     pod: &Pod,
     dirs: &PodDirs,
@@ -237,7 +238,9 @@ pub fn container_config(
 }
 
 /// [`container_config`] with the environment already built ([`crate::env::container_env`]:
-/// `envFrom` and `valueFrom` resolved); None takes the literal `value`s.
+/// `envFrom` and `valueFrom` resolved); None takes the literal `value`s. The node's security
+/// settings are those of the environment ([`NodeSecurity::from_env`], podlab's defaults when
+/// they do not read).
 pub fn container_config_with_env(
     pod: &Pod,
     dirs: &PodDirs,
@@ -245,7 +248,22 @@ pub fn container_config_with_env(
     attempt: u32,
     env: Option<Vec<(String, String)>>,
 ) -> Option<(ContainerKind, ContainerConfig)> {
+    let root = podlab_runtime::config::default_root();
+    let node = NodeSecurity::from_env(&root).unwrap_or_else(|_| NodeSecurity::new(&root));
+    container_config_for(pod, dirs, name, attempt, env, &node)
+}
+
+/// [`container_config_with_env`] on a node with the security settings `node`.
+pub fn container_config_for(
+    pod: &Pod,
+    dirs: &PodDirs,
+    name: &str,
+    attempt: u32,
+    env: Option<Vec<(String, String)>>,
+    node: &NodeSecurity,
+) -> Option<(ContainerKind, ContainerConfig)> {
     let spec = pod.spec.as_ref()?;
+    let security = crate::security::for_container(pod, name, node)?;
     let (kind, view, resources) = if let Some(c) = spec
         .init_containers
         .iter()
@@ -306,13 +324,10 @@ pub fn container_config_with_env(
                 readonly: *readonly || crate::volume::always_read_only(pod, volume),
             })
             .collect(),
-        run_as_user: view.security.and_then(|s| s.run_as_user).map(|u| u as u32),
-        run_as_group: view.security.and_then(|s| s.run_as_group).map(|g| g as u32),
-        readonly_rootfs: view
-            .security
-            .and_then(|s| s.read_only_root_filesystem)
-            .unwrap_or(false),
-        security: Default::default(),
+        run_as_user: security.run_as_user.map(|u| u as u32),
+        run_as_group: security.run_as_group.map(|g| g as u32),
+        readonly_rootfs: security.readonly_rootfs,
+        security: security.security,
         log_path: Some(PathBuf::from(view.name).join(format!("{attempt}.log"))),
         target_container: None,
         resources,

@@ -71,6 +71,12 @@ impl Runtime {
         })
     }
 
+    /// The USER of an image's config (empty: root), which kubelet reads from the image's
+    /// status for its runAsNonRoot check.
+    pub fn image_user(&self, image: &str) -> Result<String> {
+        Ok(self.images.resolve(image)?.process.user)
+    }
+
     /// Makes containers from a small mount namespace of their own (see
     /// [`crate::mount_template`]) instead of a copy of the node's: for a long-lived caller on a
     /// node with many mounts. When it cannot be made, containers are made as before.

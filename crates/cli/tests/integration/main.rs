@@ -30,6 +30,7 @@ mod pid;
 mod pod_updates;
 mod pods;
 mod printers;
+mod security;
 mod user;
 mod uts;
 mod volumes;

@@ -63,6 +63,8 @@ pub struct NodeConfig {
     pub exit_when_idle: Option<Duration>,
     /// The CNI hook handed to the runtime; None: pods get `lo` only.
     pub network: Option<Arc<dyn NetworkPlugin>>,
+    /// `--seccomp-default` (on in podlab) and the folder of `Localhost` seccomp profiles.
+    pub security: crate::security::NodeSecurity,
 }
 
 impl std::fmt::Debug for NodeConfig {
@@ -78,6 +80,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("verbose", &self.verbose)
             .field("follow_pod", &self.follow_pod)
             .field("exit_when_idle", &self.exit_when_idle)
+            .field("security", &self.security)
             .field(
                 "network",
                 &self.network.as_ref().map(|n| n.name().to_string()),
@@ -97,6 +100,7 @@ impl NodeConfig {
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("images"));
         runtime.root = root.clone();
+        let runtime_root = root.clone();
         NodeConfig {
             root,
             runtime,
@@ -110,6 +114,7 @@ impl NodeConfig {
             follow_pod: None,
             exit_when_idle: None,
             network: None,
+            security: crate::security::NodeSecurity::new(&runtime_root),
         }
     }
 
@@ -138,6 +143,8 @@ impl NodeConfig {
         if let Some(value) = var(ENV_NODE_NAME) {
             config.node_name = value;
         }
+        config.security =
+            crate::security::NodeSecurity::from_env(&config.root).map_err(NodeError::Config)?;
         config.verbose = var(ENV_VERBOSE).is_some_and(|v| v != "0" && v != "false");
         config.check()?;
         Ok(config)

@@ -232,11 +232,16 @@ impl Execution<'_> {
                 return false;
             }
         };
+        let security = &self.node.config.security;
         let Some((_, mut config)) =
-            translate::container_config_with_env(self.pod, self.dirs, name, attempt, env)
+            translate::container_config_for(self.pod, self.dirs, name, attempt, env, security)
         else {
             return false;
         };
+        if let Some((reason, message)) = self.security_refusal(name, &config.image) {
+            self.create_failed(name, reason, &message, None, out);
+            return false;
+        }
         if kind == ContainerKind::Ephemeral {
             match self.ephemeral_target(name) {
                 Ok(target) => config.target_container = target,
@@ -389,6 +394,20 @@ impl Execution<'_> {
 
     /// A create that failed: its reason is cached, `Failed` (and the image event) recorded, and
     /// the next try waits the error backoff.
+    /// What kubelet refuses before CreateContainer: a `Localhost` seccomp profile that is not
+    /// on the node, a runAsNonRoot container whose user would be root (kubelet's
+    /// `CreateContainerConfigError` and message).
+    fn security_refusal(&self, name: &str, image: &str) -> Option<(&'static str, String)> {
+        let effective = crate::security::for_container(self.pod, name, &self.node.config.security)?;
+        if let Some(message) = crate::security::missing_profile(&effective) {
+            return Some(("CreateContainerError", message));
+        }
+        // An image that is not there is reported by CreateContainer itself.
+        let user = self.node.runtime.image_user(image).ok()?;
+        crate::security::verify_run_as_non_root(self.pod, name, &effective, &user)
+            .map(|message| ("CreateContainerConfigError", message))
+    }
+
     fn create_failed(
         &mut self,
         name: &str,

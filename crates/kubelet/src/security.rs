@@ -1,0 +1,371 @@
+//! kubelet's securityContext rules: the pod's and the container's contexts merged into what
+//! the runtime is asked for (`DetermineEffectiveSecurityContext`, `getSeccompProfile`,
+//! `AddNoNewPrivileges`, `ConvertToRuntimeMaskedPaths`), the runAsNonRoot check made before
+//! a container is created, and the node's seccomp settings.
+//!
+//! The container's `runAsUser`, `runAsGroup`, `runAsNonRoot` and `seccompProfile` win over the
+//! pod's; `supplementalGroups` (and `fsGroup`) are the pod's; capabilities, `privileged`,
+//! `allowPrivilegeEscalation`, `procMount` and `readOnlyRootFilesystem` are the container's
+//! alone. A container with no seccomp profile at either level gets the node's default:
+//! kubelet's `--seccomp-default` (RuntimeDefault when set, Unconfined when not). kubelet
+//! leaves that flag off; podlab's node turns it on unless told otherwise
+//! (`PODLAB_NODE_SECCOMP_DEFAULT=false`), so that a container is filtered by default.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Pod, SeccompProfile, SecurityContext};
+use podlab_runtime::seccomp::SeccompProfile as RuntimeProfile;
+use podlab_runtime::SecurityConfig;
+
+/// `PODLAB_NODE_SECCOMP_DEFAULT`: `true` (podlab's default) or `false` (kubelet's).
+pub const ENV_SECCOMP_DEFAULT: &str = "PODLAB_NODE_SECCOMP_DEFAULT";
+/// `PODLAB_NODE_SECCOMP_ROOT`: the folder `Localhost` profiles are read from.
+pub const ENV_SECCOMP_ROOT: &str = "PODLAB_NODE_SECCOMP_ROOT";
+
+/// The node's security settings (kubelet's `--seccomp-default` and its seccomp folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSecurity {
+    /// RuntimeDefault for a container whose pod and container name no profile.
+    pub seccomp_default: bool,
+    /// Where `Localhost` profiles are: kubelet's is `<root-dir>/seccomp`
+    /// (`/var/lib/kubelet/seccomp`), podlab's `$PODLAB_ROOT/seccomp`.
+    pub seccomp_root: PathBuf,
+}
+
+impl NodeSecurity {
+    /// podlab's defaults for a node whose state is under `root`.
+    pub fn new(root: &Path) -> NodeSecurity {
+        NodeSecurity {
+            seccomp_default: true,
+            seccomp_root: root.join("seccomp"),
+        }
+    }
+
+    /// [`NodeSecurity::new`], then `PODLAB_NODE_SECCOMP_DEFAULT` and `PODLAB_NODE_SECCOMP_ROOT`.
+    pub fn from_env(root: &Path) -> Result<NodeSecurity, String> {
+        let mut node = NodeSecurity::new(root);
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(value) = var(ENV_SECCOMP_DEFAULT) {
+            node.seccomp_default = match value.as_str() {
+                "true" | "1" => true,
+                "false" | "0" => false,
+                other => {
+                    return Err(format!(
+                        "{ENV_SECCOMP_DEFAULT}: {other:?} is not true or false"
+                    ))
+                }
+            };
+        }
+        if let Some(value) = var(ENV_SECCOMP_ROOT) {
+            node.seccomp_root = PathBuf::from(value);
+        }
+        Ok(node)
+    }
+}
+
+/// The merged context of one container, as the CRI request carries it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effective {
+    pub run_as_user: Option<i64>,
+    pub run_as_group: Option<i64>,
+    pub run_as_non_root: bool,
+    pub readonly_rootfs: bool,
+    pub security: SecurityConfig,
+    /// The field path of the profile that decided (for errors), if any did.
+    pub seccomp_field: Option<String>,
+}
+
+/// `field_prefix` is the container's path (`spec.containers[0]`).
+pub fn effective(
+    pod: &Pod,
+    container: Option<&SecurityContext>,
+    field_prefix: &str,
+    node: &NodeSecurity,
+) -> Effective {
+    let pod_context = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let from_pod = |f: fn(&k8s_openapi::api::core::v1::PodSecurityContext) -> Option<i64>| {
+        pod_context.and_then(f)
+    };
+    let run_as_user = container
+        .and_then(|c| c.run_as_user)
+        .or_else(|| from_pod(|p| p.run_as_user));
+    let run_as_group = container
+        .and_then(|c| c.run_as_group)
+        .or_else(|| from_pod(|p| p.run_as_group));
+    let run_as_non_root = container
+        .and_then(|c| c.run_as_non_root)
+        .or_else(|| pod_context.and_then(|p| p.run_as_non_root))
+        .unwrap_or(false);
+    let mut supplemental_groups: Vec<u32> = pod_context
+        .and_then(|p| p.supplemental_groups.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g as u32)
+        .collect();
+    if let Some(fs_group) = from_pod(|p| p.fs_group) {
+        supplemental_groups.push(fs_group as u32);
+    }
+    let (profile, seccomp_field) = match (
+        container.and_then(|c| c.seccomp_profile.as_ref()),
+        pod_context.and_then(|p| p.seccomp_profile.as_ref()),
+    ) {
+        (Some(own), _) => (
+            Some(own),
+            Some(format!("{field_prefix}.securityContext.seccompProfile")),
+        ),
+        (None, Some(pods)) => (
+            Some(pods),
+            Some("spec.securityContext.seccompProfile".to_string()),
+        ),
+        (None, None) => (None, None),
+    };
+    let seccomp = match profile {
+        Some(profile) => runtime_profile(profile, node),
+        None if node.seccomp_default => RuntimeProfile::RuntimeDefault,
+        None => RuntimeProfile::Unconfined,
+    };
+    let capabilities = container.and_then(|c| c.capabilities.as_ref());
+    let unmasked = container.and_then(|c| c.proc_mount.as_deref()) == Some("Unmasked");
+    Effective {
+        run_as_user,
+        run_as_group,
+        run_as_non_root,
+        readonly_rootfs: container
+            .and_then(|c| c.read_only_root_filesystem)
+            .unwrap_or(false),
+        security: SecurityConfig {
+            // procMount: Unmasked asks for neither list; Default for the runtime's.
+            masked_paths: unmasked.then(Vec::new),
+            readonly_paths: unmasked.then(Vec::new),
+            privileged: container.and_then(|c| c.privileged).unwrap_or(false),
+            add_capabilities: capabilities.and_then(|c| c.add.clone()).unwrap_or_default(),
+            drop_capabilities: capabilities
+                .and_then(|c| c.drop.clone())
+                .unwrap_or_default(),
+            no_new_privs: container.and_then(|c| c.allow_privilege_escalation) == Some(false),
+            seccomp,
+            supplemental_groups,
+        },
+        seccomp_field,
+    }
+}
+
+/// [`effective`] for the container `name` of `pod` (init, regular or ephemeral); None when
+/// the pod has no container of that name.
+pub fn for_container(pod: &Pod, name: &str, node: &NodeSecurity) -> Option<Effective> {
+    let spec = pod.spec.as_ref()?;
+    fn find<'p>(
+        name: &str,
+        list: &str,
+        contexts: Vec<(&str, Option<&'p SecurityContext>)>,
+    ) -> Option<(String, Option<&'p SecurityContext>)> {
+        contexts
+            .into_iter()
+            .enumerate()
+            .find(|(_, (n, _))| *n == name)
+            .map(|(i, (_, context))| (format!("{list}[{i}]"), context))
+    }
+    let (path, context) = find(
+        name,
+        "spec.initContainers",
+        spec.init_containers
+            .iter()
+            .flatten()
+            .map(|c| (c.name.as_str(), c.security_context.as_ref()))
+            .collect(),
+    )
+    .or_else(|| {
+        find(
+            name,
+            "spec.containers",
+            spec.containers
+                .iter()
+                .map(|c| (c.name.as_str(), c.security_context.as_ref()))
+                .collect(),
+        )
+    })
+    .or_else(|| {
+        find(
+            name,
+            "spec.ephemeralContainers",
+            spec.ephemeral_containers
+                .iter()
+                .flatten()
+                .map(|c| (c.name.as_str(), c.security_context.as_ref()))
+                .collect(),
+        )
+    })?;
+    Some(effective(pod, context, &path, node))
+}
+
+fn runtime_profile(profile: &SeccompProfile, node: &NodeSecurity) -> RuntimeProfile {
+    match profile.type_.as_str() {
+        "RuntimeDefault" => RuntimeProfile::RuntimeDefault,
+        "Localhost" => RuntimeProfile::Localhost(
+            node.seccomp_root
+                .join(profile.localhost_profile.as_deref().unwrap_or_default()),
+        ),
+        _ => RuntimeProfile::Unconfined,
+    }
+}
+
+/// kubelet's `format.Pod`: `name_namespace(uid)`.
+pub fn pod_full_name(pod: &Pod) -> String {
+    let (namespace, name, uid) = crate::translate::identity(pod);
+    format!("{name}_{namespace}({uid})")
+}
+
+/// kubelet's `verifyRunAsNonRoot`, with its messages: None when the container may start.
+/// `image_user` is the image config's USER (`uid`, `name`, `uid:gid`; empty is root).
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    container: &str,
+    effective: &Effective,
+    image_user: &str,
+) -> Option<String> {
+    if !effective.run_as_non_root {
+        return None;
+    }
+    let pod = pod_full_name(pod);
+    if let Some(uid) = effective.run_as_user {
+        return (uid == 0).then(|| {
+            format!("container's runAsUser breaks non-root policy (pod: {pod:?}, container: {container})")
+        });
+    }
+    let user = image_user.split(':').next().unwrap_or("");
+    match user.parse::<i64>() {
+        _ if user.is_empty() => Some(format!(
+            "container has runAsNonRoot and image will run as root (pod: {pod:?}, container: {container})"
+        )),
+        Ok(0) => Some(format!(
+            "container has runAsNonRoot and image will run as root (pod: {pod:?}, container: {container})"
+        )),
+        Ok(_) => None,
+        Err(_) => Some(format!(
+            "container has runAsNonRoot and image has non-numeric user ({user}), cannot verify user is non-root (pod: {pod:?}, container: {container})"
+        )),
+    }
+}
+
+/// A `Localhost` profile that is not there, said with the field that names it.
+pub fn missing_profile(effective: &Effective) -> Option<String> {
+    let RuntimeProfile::Localhost(path) = &effective.security.seccomp else {
+        return None;
+    };
+    if effective.security.privileged || path.is_file() {
+        return None;
+    }
+    let field = effective
+        .seccomp_field
+        .as_deref()
+        .unwrap_or("seccompProfile");
+    Some(format!(
+        "{field}.localhostProfile: cannot load seccomp profile {:?}: no such file",
+        path.display().to_string()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        let mut pod = podlab_api::decode_pod(yaml, "test").unwrap();
+        pod.metadata.uid = Some("u-1".into());
+        pod
+    }
+
+    fn effective_of(pod: &Pod, node: &NodeSecurity) -> Effective {
+        let spec = pod.spec.as_ref().unwrap();
+        effective(
+            pod,
+            spec.containers[0].security_context.as_ref(),
+            "spec.containers[0]",
+            node,
+        )
+    }
+
+    const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  securityContext:
+    runAsUser: 1000
+    runAsNonRoot: true
+    supplementalGroups: [4000]
+    seccompProfile: {type: Localhost, localhostProfile: profiles/audit.json}
+  containers:
+  - name: app
+    image: busybox
+    securityContext:
+      runAsUser: 2000
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+      procMount: Unmasked
+"#;
+
+    #[test]
+    fn the_container_wins_over_the_pod_and_groups_come_from_the_pod() {
+        let node = NodeSecurity::new(Path::new("/r"));
+        let e = effective_of(&pod(POD), &node);
+        assert_eq!(e.run_as_user, Some(2000));
+        assert!(e.run_as_non_root);
+        assert_eq!(e.security.supplemental_groups, [4000]);
+        assert!(e.security.no_new_privs);
+        assert_eq!(e.security.drop_capabilities, ["ALL"]);
+        assert_eq!(e.security.masked_paths, Some(Vec::new()));
+        assert_eq!(
+            e.security.seccomp,
+            RuntimeProfile::Localhost("/r/seccomp/profiles/audit.json".into())
+        );
+        assert_eq!(
+            e.seccomp_field.as_deref(),
+            Some("spec.securityContext.seccompProfile")
+        );
+        assert!(missing_profile(&e).unwrap().starts_with(
+            "spec.securityContext.seccompProfile.localhostProfile: cannot load seccomp profile \"/r/seccomp/profiles/audit.json\""
+        ));
+    }
+
+    #[test]
+    fn without_a_profile_the_node_default_decides() {
+        let plain = pod("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: busybox}]}}");
+        let mut node = NodeSecurity::new(Path::new("/r"));
+        assert_eq!(
+            effective_of(&plain, &node).security.seccomp,
+            RuntimeProfile::RuntimeDefault
+        );
+        node.seccomp_default = false;
+        let e = effective_of(&plain, &node);
+        assert_eq!(e.security.seccomp, RuntimeProfile::Unconfined);
+        assert_eq!(e.security.masked_paths, None, "the runtime's defaults");
+        assert!(!e.security.no_new_privs, "allowPrivilegeEscalation unset");
+    }
+
+    #[test]
+    fn run_as_non_root_reads_like_kubelet() {
+        let mut p = pod(POD);
+        let node = NodeSecurity::new(Path::new("/r"));
+        let mut e = effective_of(&p, &node);
+        assert_eq!(
+            verify_run_as_non_root(&p, "app", &e, ""),
+            None,
+            "runAsUser 2000"
+        );
+        e.run_as_user = None;
+        p.metadata.namespace = Some("default".into());
+        assert_eq!(
+            verify_run_as_non_root(&p, "app", &e, "").unwrap(),
+            "container has runAsNonRoot and image will run as root (pod: \"web_default(u-1)\", container: app)"
+        );
+        assert_eq!(verify_run_as_non_root(&p, "app", &e, "1000:1000"), None);
+        assert!(verify_run_as_non_root(&p, "app", &e, "www")
+            .unwrap()
+            .contains("non-numeric user (www)"));
+        e.run_as_user = Some(0);
+        assert!(verify_run_as_non_root(&p, "app", &e, "1000")
+            .unwrap()
+            .starts_with("container's runAsUser breaks non-root policy"));
+    }
+}
