@@ -269,11 +269,7 @@ pub fn missing_profile(effective: &Effective) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn pod(yaml: &str) -> Pod {
-        let mut pod = podlab_api::decode_pod(yaml, "test").unwrap();
-        pod.metadata.uid = Some("u-1".into());
-        pod
-    }
+    use crate::testkit::pod;
 
     fn effective_of(pod: &Pod, node: &NodeSecurity) -> Effective {
         let spec = pod.spec.as_ref().unwrap();

@@ -49,3 +49,10 @@ pub fn runtime(records: Vec<ContainerRecord>) -> RuntimeView {
         containers: records,
     }
 }
+
+/// A pod decoded from `yaml` as the API server would, with uid `u-1`.
+pub fn pod(yaml: &str) -> k8s_openapi::api::core::v1::Pod {
+    let mut pod = podlab_api::decode_pod(yaml, "test").unwrap();
+    pod.metadata.uid = Some("u-1".into());
+    pod
+}

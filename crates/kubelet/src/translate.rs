@@ -393,11 +393,7 @@ pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
 mod tests {
     use super::*;
 
-    fn pod(yaml: &str) -> Pod {
-        let mut pod = podlab_api::decode_pod(yaml, "test").unwrap();
-        pod.metadata.uid = Some("u-1".into());
-        pod
-    }
+    use crate::testkit::pod;
 
     const POD: &str = r#"
 apiVersion: v1
