@@ -12,6 +12,7 @@ mod cni;
 mod indexer;
 mod interrupt;
 mod ipc;
+mod isolation;
 mod kit;
 mod lab;
 mod layers;
@@ -119,6 +120,12 @@ pub const DEMOS: &[Demo] = &[
         about: "kill -9 of the pause process: a new sandbox, and the rule that decided it",
         needs: Needs::Root,
         run: sandbox::run,
+    },
+    Demo {
+        name: "isolation",
+        about: "a container's escapes tried from inside, each blocked, and by what",
+        needs: Needs::Root,
+        run: isolation::run,
     },
     Demo {
         name: "indexer",
