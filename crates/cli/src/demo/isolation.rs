@@ -87,7 +87,8 @@ const ESCAPES: &[Escape] = &[
     Escape {
         what: "mount a filesystem (the way to undo every mount above)",
         script: "mount -t tmpfs none /mnt",
-        blocked: Blocked::Refused("Operation not permitted"),
+        // busybox's words for the EPERM.
+        blocked: Blocked::Refused("permission denied"),
         held_by: "seccomp: mount is not in the profile (and no CAP_SYS_ADMIN either)",
     },
     Escape {
