@@ -29,6 +29,7 @@ fn steady_pod() -> (PodSpecView, RuntimeView) {
             created: 2 + i as i64,
             exit_code: 0,
             reason: String::new(),
+            message: String::new(),
             restart_count: 0,
             sandbox_id: "s1".into(),
             hash: c.hash,
