@@ -7,7 +7,14 @@
 //! process left in it and frees its namespaces and mounts: a test that leaks cannot leak onto
 //! the host. Tests that skip for a missing kernel feature append their reason to the file named
 //! by `PODLAB_SKIP_LOG`; they are counted and printed at the end.
+//!
+//! Control groups are the one thing the sandbox cannot take with it: the v1 hierarchies are the
+//! host's. So the `podlab-*` cgroups that appeared during the run are removed after it, once
+//! every process in the sandbox is dead ([`CgroupSweep`]); a populated cgroup cannot be removed,
+//! so one that another podlab on the host made and uses meanwhile is left alone.
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -54,7 +61,9 @@ pub fn run_integration_tests_with(filter: &[String], env: &[(&str, String)]) -> 
     unshare.args(filter);
     unshare.current_dir(&root).env("PODLAB_SKIP_LOG", &skip_log);
     unshare.envs(env.iter().map(|(k, v)| (k, v)));
+    let sweep = CgroupSweep::before_the_run();
     let status = unshare.status().context("running unshare (util-linux)")?;
+    sweep.after_the_run();
 
     let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
     let skips: Vec<&str> = skips.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -71,6 +80,66 @@ pub fn run_integration_tests_with(filter: &[String], env: &[(&str, String)]) -> 
         bail!("integration tests failed ({status})");
     }
     Ok(())
+}
+
+/// The `podlab-*` cgroups of every hierarchy under `/sys/fs/cgroup` before the tests ran.
+struct CgroupSweep {
+    before: HashSet<PathBuf>,
+}
+
+impl CgroupSweep {
+    const ROOT: &'static str = "/sys/fs/cgroup";
+
+    fn podlab_cgroups() -> HashSet<PathBuf> {
+        let Ok(hierarchies) = std::fs::read_dir(Self::ROOT) else {
+            return HashSet::new();
+        };
+        hierarchies
+            .flatten()
+            .filter_map(|h| std::fs::read_dir(h.path()).ok())
+            .flat_map(|entries| entries.flatten())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("podlab-"))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    }
+
+    fn before_the_run() -> Self {
+        CgroupSweep {
+            before: Self::podlab_cgroups(),
+        }
+    }
+
+    /// Removes, deepest first, the cgroups the run made; says which could not go.
+    fn after_the_run(&self) {
+        let mut left = Vec::new();
+        for made in Self::podlab_cgroups().difference(&self.before) {
+            remove_cgroup_tree(made);
+            if made.exists() {
+                left.push(made.display().to_string());
+            }
+        }
+        if !left.is_empty() {
+            left.sort();
+            println!(
+                "cgroups the tests made that are still in use: {}",
+                left.join(", ")
+            );
+        }
+    }
+}
+
+/// rmdir of a cgroup and its children, children first (a cgroup's files cannot be unlinked;
+/// rmdir of an empty cgroup removes them with it).
+fn remove_cgroup_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// The hidden task that runs as the sandbox's PID 1.
