@@ -162,7 +162,7 @@ fn lab_list_shows_every_lab_and_an_unknown_lab_is_a_usage_error() {
     // Resetting every lab when none was started removes nothing and fails nowhere.
     run.step_ok(&["reset"]);
     let status = run.step_ok(&["status"]);
-    assert!(status.starts_with("0 of 16 labs passed"), "{status}");
+    assert!(status.starts_with("0 of 17 labs passed"), "{status}");
     assert!(
         status.contains("08-phase"),
         "hints are progress too: {status}"
@@ -319,4 +319,21 @@ fn lab_15_layers() {
 #[test]
 fn lab_16_security() {
     LabRun::new("security", false).cycle(|| {});
+}
+
+#[test]
+fn lab_17_oom() {
+    let run = LabRun::new("oom", false);
+    let memory_cgroup = run.root.runtime().cgroups().is_some_and(|node| {
+        node.hierarchy.version == podlab_cgroups::Version::V1
+            && node
+                .hierarchy
+                .mounts
+                .contains_key(&podlab_cgroups::Controller::Memory)
+    });
+    crate::skip_unless!(
+        memory_cgroup,
+        "lab 17 needs a writable cgroup v1 memory hierarchy (needs root)"
+    );
+    run.cycle(|| {});
 }

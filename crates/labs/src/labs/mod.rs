@@ -7,6 +7,7 @@ mod informer;
 mod init_order;
 mod ipc;
 mod layers;
+mod oom;
 mod phase;
 mod pid_zombies;
 mod pod_by_hand;
@@ -41,4 +42,5 @@ pub static ALL: &[&Lab] = &[
     &docker::LAB,
     &layers::LAB,
     &security::LAB,
+    &oom::LAB,
 ];
