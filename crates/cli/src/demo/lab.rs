@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use podlab_kubelet::node::view::PodRuntime;
 use podlab_runtime::{Runtime, SandboxId};
 
@@ -154,38 +154,14 @@ pub fn sandboxes_of(runtime: &Runtime, pod: &Pod) -> Result<Vec<SandboxId>> {
     Ok(sandboxes.into_iter().map(|s| s.id).collect())
 }
 
-/// The API status of container `name` (init, regular or ephemeral).
-pub fn container(pod: &Pod, name: &str) -> Option<ContainerStatus> {
-    let status = pod.status.clone().unwrap_or_default();
-    status
-        .init_container_statuses
-        .into_iter()
-        .flatten()
-        .chain(status.container_statuses.into_iter().flatten())
-        .chain(status.ephemeral_container_statuses.into_iter().flatten())
-        .find(|s| s.name == name)
-}
-
-pub fn phase(pod: &Pod) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_default()
-}
+// The pod-status readers the labs check with are the demos' too.
+pub use podlab_labs::kit::pods::{container, phase};
 
 pub fn restarts(pod: &Pod, name: &str) -> i32 {
     container(pod, name).map_or(0, |c| c.restart_count)
 }
 
-/// The status (`True`, `False`) of the pod's condition `kind` (`Ready`, `ContainersReady`...).
-pub fn condition(pod: &Pod, kind: &str) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == kind))
-        .map(|c| c.status.clone())
-        .unwrap_or_default()
-}
+pub use podlab_labs::kit::pods::condition;
 
 /// The STATUS column of `get pods` for the pod.
 pub fn status_column(pod: &Pod) -> String {
