@@ -335,6 +335,8 @@ fn eval_field<'a>(
 }
 
 fn eval_array<'a>(input: &[JVal<'a>], node_params: &[Param; 3]) -> Result<Vec<JVal<'a>>, String> {
+    // Index arithmetic wraps as Go's int does (client-go's evalArray), so that indices at the
+    // ends of int64 give kubectl's out-of-bounds errors rather than an overflow.
     let mut result = Vec::new();
     for value in input {
         let Some(value) = value.indirect() else {
@@ -350,13 +352,13 @@ fn eval_array<'a>(input: &[JVal<'a>], node_params: &[Param; 3]) -> Result<Vec<JV
             params[0].value = 0;
         }
         if params[0].value < 0 {
-            params[0].value += len;
+            params[0].value = params[0].value.wrapping_add(len);
         }
         if !params[1].known {
             params[1].value = len;
         }
         if params[1].value < 0 || (params[1].value == 0 && params[1].derived) {
-            params[1].value += len;
+            params[1].value = params[1].value.wrapping_add(len);
         }
         if params[1].value == params[0].value {
             return Ok(result);
@@ -370,7 +372,7 @@ fn eval_array<'a>(input: &[JVal<'a>], node_params: &[Param; 3]) -> Result<Vec<JV
         if params[1].value > len || params[1].value < 0 {
             return Err(format!(
                 "array index out of bounds: index {}, length {}",
-                params[1].value - 1,
+                params[1].value.wrapping_sub(1),
                 len
             ));
         }

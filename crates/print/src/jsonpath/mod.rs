@@ -147,6 +147,44 @@ mod tests {
         );
     }
 
+    /// An index at the ends of Go's int (`{.a[9223372036854775807]}`, `[-9223372036854775808]`)
+    /// overflowed the derived end index (`start + 1`) and panicked; client-go's ints wrap, so
+    /// kubectl answers these with its out-of-bounds errors, and so does podlab.
+    #[test]
+    fn slice_indices_at_the_ends_of_int64_give_kubectls_errors_not_a_panic() {
+        let pod = json!({"a": [1, 2]});
+        let reason = |t: &str| match JsonPath::parse(t).unwrap().execute(&pod) {
+            Ok(out) => format!("ok: {out}"),
+            Err(PrintError::JsonPathExec { reason, .. }) => reason,
+            Err(other) => panic!("{t}: {other}"),
+        };
+        let max = i64::MAX;
+        let min = i64::MIN;
+        assert_eq!(
+            reason(&format!("{{.a[{max}]}}")),
+            format!("array index out of bounds: index {max}, length 2")
+        );
+        assert_eq!(
+            reason(&format!("{{.a[{min}]}}")),
+            format!("array index out of bounds: index {}, length 2", min + 2)
+        );
+        assert_eq!(
+            reason(&format!("{{.a[0:{max}:{max}]}}")),
+            format!("array index out of bounds: index {}, length 2", max - 1)
+        );
+        assert_eq!(
+            reason(&format!("{{.a[0:{min}]}}")),
+            format!("array index out of bounds: index {}, length 2", min + 1)
+        );
+        assert_eq!(
+            reason(&format!("{{.a[{min}:{max}]}}")),
+            format!("array index out of bounds: index {}, length 2", min + 2)
+        );
+        assert_eq!(reason(&format!("{{.a[0:2:{max}]}}")), "ok: 1");
+        assert_eq!(reason(&format!("{{.a[{max}:{max}]}}")), "ok: ");
+        assert!(JsonPath::parse("{.a[9223372036854775808]}").is_err());
+    }
+
     #[test]
     fn relaxed_expressions() {
         assert_eq!(

@@ -301,7 +301,9 @@ impl Parser<'_> {
                 }
             } else if i == 1 {
                 params[i].known = true;
-                params[i].value = params[0].value + 1;
+                // Go's int wraps: `[9223372036854775807]` ends at math.MinInt64, which the
+                // evaluation then reports as out of bounds, as kubectl does.
+                params[i].value = params[0].value.wrapping_add(1);
                 params[i].derived = true;
             } else {
                 params[i].known = false;
