@@ -301,9 +301,16 @@ fn save(dir: &Path, kind: &str, input: &[u8]) -> String {
 
 /// A private mount namespace chrooted into a fresh tmpfs: a layer that escapes its folder can
 /// only reach that tmpfs, which goes with this process. Needs root (or a user namespace).
+///
+/// The tmpfs is mounted over the temporary folder itself, in the private namespace only: a
+/// mount point made for it (`/tmp/podlab-fuzz-PID`) would be a folder on the host's file system
+/// that nothing could remove from inside (a mount point is busy in the namespace that has the
+/// mount, and the chroot hides it), and it stayed after every run. So nothing is made outside,
+/// and Ctrl-C or a crash has nothing to clean up either.
 fn private_scratch(out: &Path) -> Result<(Scratch, PathBuf)> {
     use nix::mount::{mount, MsFlags};
     use nix::sched::{unshare, CloneFlags};
+    use std::os::fd::AsRawFd;
     let root = nix::unistd::geteuid().is_root();
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let flags = if root {
@@ -325,8 +332,15 @@ fn private_scratch(out: &Path) -> Result<(Scratch, PathBuf)> {
         None::<&str>,
     )
     .context("making / private")?;
-    let dir = std::env::temp_dir().join(format!("podlab-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    // The output folder may lie below the folder the tmpfs covers: held open, it is bound in
+    // through /proc/self/fd once the tmpfs hides its path.
+    let out_dir = nix::fcntl::open(
+        out,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .with_context(|| format!("opening {}", out.display()))?;
+    let dir = std::env::temp_dir();
     mount(
         Some("tmpfs"),
         &dir,
@@ -334,20 +348,26 @@ fn private_scratch(out: &Path) -> Result<(Scratch, PathBuf)> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("size=64m"),
     )
-    .context("mounting the scratch tmpfs")?;
+    .with_context(|| {
+        format!(
+            "mounting the scratch tmpfs on {} (privately)",
+            dir.display()
+        )
+    })?;
     // Crashes and hangs are saved below `out`: it is bound into the tmpfs before the chroot.
     let inner_out = dir.join("out");
     std::fs::create_dir_all(&inner_out)?;
+    let out_source = PathBuf::from(format!("/proc/self/fd/{}", out_dir.as_raw_fd()));
     mount(
-        Some(out),
+        Some(&out_source),
         &inner_out,
         None::<&str>,
         MsFlags::MS_BIND,
         None::<&str>,
     )
     .context("binding the output folder into the scratch tmpfs")?;
+    drop(out_dir);
     nix::unistd::chroot(&dir).context("chroot into the scratch tmpfs")?;
-    let _ = std::fs::remove_dir(&dir);
     nix::unistd::chdir("/")?;
     std::fs::create_dir_all("/work")?;
     Ok((
