@@ -17,6 +17,7 @@ mod explain;
 mod gc;
 mod get;
 mod image;
+mod image_pull;
 mod index;
 mod logs;
 mod network;
@@ -280,6 +281,13 @@ enum ImageCommand {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Pull an image from a registry (hosts and TLS from $PODLAB_REGISTRY_CONFIG or
+    /// /etc/podlab/certs.d, credentials from $REGISTRY_AUTH_FILE or ~/.docker/config.json).
+    Pull(image_pull::PullArgs),
+    /// Remove every image no running container uses.
+    Prune,
+    /// Check the store: every blob's digest, every image's blobs and snapshots.
+    Verify,
 }
 
 #[derive(Subcommand)]
@@ -444,6 +452,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             ImageCommand::Import { path, name } => image::import(&path, name.as_deref()),
             ImageCommand::Inspect { name } => image::inspect(&name),
             ImageCommand::Rm { names } => image::remove(&names),
+            ImageCommand::Pull(args) => image_pull::run_pull(&args),
+            ImageCommand::Prune => image_pull::run_prune(),
+            ImageCommand::Verify => image_pull::run_verify(),
         }
         .map(|()| Done),
         Command::Explain {

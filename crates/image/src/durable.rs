@@ -60,6 +60,21 @@ pub struct StoreLock {
 }
 
 impl StoreLock {
+    /// An exclusive lock if no one holds one; `None` when it would have to wait.
+    pub fn try_acquire(path: &Path) -> Result<Option<Self>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("opening lock file", path, e))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Some(StoreLock { _lock: lock })),
+            Err((_, nix::Error::EWOULDBLOCK)) => Ok(None),
+            Err((_, errno)) => Err(Error::sys("flock", path, errno)),
+        }
+    }
+
     /// Shared for readers, exclusive for writers; blocks until granted.
     pub fn acquire(path: &Path, exclusive: bool) -> Result<Self> {
         let mut file = OpenOptions::new()

@@ -9,12 +9,15 @@
 //!   snapshots/<chainid>/  one read-only folder per unpacked layer (overlay lowerdirs)
 //!   snapshots/empty/      the lower folder of images without layers
 //!   tmp/                  staging folders of imports in progress, and snapshots being deleted
+//!   ingest/               pulls' downloads: <hex>.partial (resumable), <hex> (verified), <hex>.lock
+//!   used/<manifest hex>   its mtime is when a container last resolved the image (for image GC)
 //!   lock                  flock: shared for readers, exclusive for changes
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +46,38 @@ pub struct GcReport {
     pub snapshots_in_use: Vec<PathBuf>,
     /// Why nothing was collected: an image that cannot be read might need any blob.
     pub skipped: Option<String>,
+}
+
+/// One named image as image garbage collection sees it (kubelet's `imageRecord`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageUsage {
+    pub name: String,
+    pub digest: Digest,
+    /// Bytes of content (manifest, config, layer blobs).
+    pub size: u64,
+    /// When a container last resolved it, else when it was pulled or imported; `None` for an
+    /// image stored before podlab kept the time.
+    pub last_used: Option<SystemTime>,
+    /// A snapshot of it is a lower folder of a mounted overlay (a running container).
+    pub in_use: bool,
+}
+
+/// What `podlab image prune` removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    pub removed: Vec<String>,
+    /// Downloads left by interrupted pulls that were dropped.
+    pub partial_downloads_removed: usize,
+    pub gc: GcReport,
+}
+
+/// What `podlab image verify` found: nothing in `problems` means the store is consistent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub images: usize,
+    pub blobs: usize,
+    pub snapshots: usize,
+    pub problems: Vec<String>,
 }
 
 /// An image store rooted at one folder. Cheap to open; every call takes the store's lock, so
@@ -103,6 +138,37 @@ impl Store {
     /// The folder holding all snapshots.
     pub fn snapshots_dir(&self) -> &Path {
         &self.snapshots
+    }
+
+    /// Where pulls keep their downloads (see [`crate::pull`]).
+    pub(crate) fn ingest_dir(&self) -> PathBuf {
+        self.root.join("ingest")
+    }
+
+    pub(crate) fn blobs_dir(&self) -> PathBuf {
+        self.blobs[0].dir().to_owned()
+    }
+
+    fn used_path(&self, manifest: &Digest) -> PathBuf {
+        self.root.join("used").join(manifest.hex())
+    }
+
+    /// Records that `manifest` was used now (best effort: a missed mark only makes the image
+    /// look older to garbage collection).
+    fn mark_used(&self, manifest: &Digest) {
+        let path = self.used_path(manifest);
+        let touch = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?
+                .set_modified(SystemTime::now())
+        };
+        let _ = touch();
     }
 
     fn lock(&self, exclusive: bool) -> Result<StoreLock> {
@@ -270,6 +336,10 @@ impl Store {
                 .ok_or_else(not_found);
         }
         let reference = Reference::parse(name)?;
+        if let Some(target) = index.names.get(&reference.to_string()) {
+            // A pull by digest names the image REPO@sha256:… (the digest may be an index's).
+            return Ok((reference.to_string(), target.clone()));
+        }
         if let Some(digest) = &reference.digest {
             let repository = reference.repository();
             return index
@@ -298,6 +368,7 @@ impl Store {
             staging.unpack_layers(&loaded)?;
             staging.commit()?;
         }
+        self.mark_used(&loaded.manifest_digest);
         Ok(loaded.image(&full))
     }
 
@@ -355,6 +426,191 @@ impl Store {
             self.blobs[0].verify(&layer.digest)?;
         }
         Ok(())
+    }
+
+    /// Names the pulled image `manifest` `name`: its blobs, verified and complete in `ingest/`
+    /// or already in the store, are moved into a staging folder, its layers unpacked, and the
+    /// whole committed as an import is. On any error nothing is named and the store is as it was.
+    pub(crate) fn commit_pulled(
+        &self,
+        blobs: &[Digest],
+        manifest: &Digest,
+        name: &str,
+    ) -> Result<ImageSummary> {
+        let _lock = self.lock(true)?;
+        self.remove_stale_staging();
+        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
+        let ingest = self.ingest_dir();
+        for digest in blobs {
+            if staging.content().contains(digest) {
+                continue;
+            }
+            let file = ingest.join(digest.hex());
+            if !file.is_file() {
+                return Err(Error::BlobMissing {
+                    digest: digest.clone(),
+                    path: file,
+                });
+            }
+            staging.blobs().adopt(&file, digest)?;
+        }
+        let replaced = self
+            .index()?
+            .names
+            .get(name)
+            .is_some_and(|t| &t.digest != manifest);
+        let mut summaries = self.commit(staging, vec![(name.to_owned(), manifest.clone())])?;
+        self.mark_used(manifest);
+        if replaced {
+            // The tag moved: the old image may be garbage now (best effort, as for imports).
+            let _ = self.index().and_then(|index| self.collect_garbage(&index));
+        }
+        Ok(summaries.remove(0))
+    }
+
+    /// Every named image with its size, last use and whether a container uses it, for image
+    /// garbage collection (kubelet: least recently used unused images first).
+    pub fn usage(&self) -> Result<Vec<ImageUsage>> {
+        let _lock = self.lock(false)?;
+        let used = snapshot::in_use(&self.snapshots);
+        let mut images = Vec::new();
+        for (name, target) in &self.index()?.names {
+            let image = self.load(&target.digest)?;
+            let last_used = fs::metadata(self.used_path(&target.digest))
+                .and_then(|m| m.modified())
+                .ok();
+            images.push(ImageUsage {
+                name: name.clone(),
+                digest: target.digest.clone(),
+                size: image.size(),
+                last_used,
+                in_use: image
+                    .layers
+                    .iter()
+                    .any(|l| used.contains_key(l.chain_id.hex())),
+            });
+        }
+        Ok(images)
+    }
+
+    /// Removes every image no mounted container uses and whose name is not in `keep` (the
+    /// images of containers that exist but do not run), then their blobs and snapshots, and
+    /// the downloads of interrupted pulls.
+    pub fn prune(&self, keep: &[String]) -> Result<PruneReport> {
+        let keep: BTreeSet<String> = keep
+            .iter()
+            .map(|k| {
+                Reference::parse(k)
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|_| k.clone())
+            })
+            .collect();
+        let unused: Vec<String> = self
+            .usage()?
+            .into_iter()
+            .filter(|i| !i.in_use && !keep.contains(&i.name))
+            .map(|i| i.name)
+            .collect();
+        let mut report = PruneReport::default();
+        let _lock = self.lock(true)?;
+        let mut index = self.index()?;
+        for name in unused {
+            if index.names.remove(&name).is_some() {
+                report.removed.push(name);
+            }
+        }
+        index.save(&self.index_path)?;
+        self.remove_stale_staging();
+        report.gc = self.collect_garbage(&index)?;
+        report.partial_downloads_removed = self.remove_idle_downloads();
+        let names: BTreeSet<Digest> = index.names.values().map(|t| t.digest.clone()).collect();
+        if let Ok(entries) = fs::read_dir(self.root.join("used")) {
+            for entry in entries.flatten() {
+                let named = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| Digest::from_hex(n).ok())
+                    .is_some_and(|d| names.contains(&d));
+                if !named {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Ingest files no pull is downloading now (their lock is free).
+    fn remove_idle_downloads(&self) -> usize {
+        let ingest = self.ingest_dir();
+        let Ok(entries) = fs::read_dir(&ingest) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".lock") {
+                continue;
+            }
+            let hex = name.split('.').next().unwrap_or("");
+            let lock = ingest.join(format!("{hex}.lock"));
+            if let Ok(Some(_held)) = StoreLock::try_acquire(&lock) {
+                if fs::remove_file(entry.path()).is_ok() {
+                    removed += 1;
+                }
+                let _ = fs::remove_file(&lock);
+            }
+        }
+        removed
+    }
+
+    /// Checks the whole store: every blob hashes to its name, every named image's manifest,
+    /// config and layer blobs are there, every snapshot they need is there, and no import or
+    /// pull left a staging folder.
+    pub fn verify_all(&self) -> Result<VerifyReport> {
+        let _lock = self.lock(false)?;
+        let mut report = VerifyReport::default();
+        for digest in self.blobs[0].list()? {
+            report.blobs += 1;
+            if let Err(e) = self.blobs[0].verify(&digest) {
+                report.problems.push(e.to_string());
+            }
+        }
+        for (name, target) in &self.index()?.names {
+            report.images += 1;
+            let image = match self.load(&target.digest) {
+                Ok(image) => image,
+                Err(e) => {
+                    report.problems.push(format!("image {name}: {e}"));
+                    continue;
+                }
+            };
+            for layer in &image.layers {
+                if !self.blobs[0].contains(&layer.digest) {
+                    report.problems.push(format!(
+                        "image {name}: layer blob {} is missing",
+                        layer.digest
+                    ));
+                }
+                if layer.snapshot.is_dir() {
+                    report.snapshots += 1;
+                } else {
+                    report.problems.push(format!(
+                        "image {name}: snapshot {} of layer {} is missing",
+                        layer.snapshot.display(),
+                        layer.digest
+                    ));
+                }
+            }
+        }
+        if let Ok(entries) = fs::read_dir(&self.tmp) {
+            for entry in entries.flatten() {
+                report.problems.push(format!(
+                    "{}: left by an import or pull that did not finish",
+                    entry.path().display()
+                ));
+            }
+        }
+        Ok(report)
     }
 
     /// Removes the name `name`; blobs and snapshots no other name needs are deleted. Refused while
