@@ -10,7 +10,14 @@ use crate::FieldError;
 /// dot- or slash-separated lowercase segments.
 const SYSCTL_MAX_LENGTH: usize = 253;
 
-pub fn validate_pod(context: &PodSecurityContext, path: &str, errors: &mut Vec<FieldError>) {
+/// `host_network`: the pod's `spec.hostNetwork` (a `net.` sysctl cannot be set in the
+/// node's network namespace).
+pub fn validate_pod(
+    context: &PodSecurityContext,
+    host_network: bool,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
     validate_ids(
         [
             ("runAsUser", context.run_as_user),
@@ -29,16 +36,43 @@ pub fn validate_pod(context: &PodSecurityContext, path: &str, errors: &mut Vec<F
     if let Some(profile) = &context.seccomp_profile {
         validate_seccomp(profile, &format!("{path}.seccompProfile"), errors);
     }
+    validate_sysctls(context, host_network, path, errors);
+}
+
+/// The API server's `validateSysctls`: each name valid and given once, and none of the
+/// node's network namespace when the pod has `hostNetwork` (`ValidateHostSysctl`).
+fn validate_sysctls(
+    context: &PodSecurityContext,
+    host_network: bool,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let mut seen = std::collections::HashSet::new();
     for (i, sysctl) in context.sysctls.iter().flatten().enumerate() {
-        if !is_valid_sysctl_name(&sysctl.name) {
+        let at = format!("{path}.sysctls[{i}].name");
+        let name = sysctl.name.as_str();
+        if name.is_empty() {
+            errors.push(FieldError::new(at.clone(), "Required value"));
+        } else if !is_valid_sysctl_name(name) {
             errors.push(FieldError::new(
-                format!("{path}.sysctls[{i}].name"),
+                at.clone(),
                 format!(
-                    "Invalid value: {:?}: must have at most {SYSCTL_MAX_LENGTH} characters and match regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$",
-                    sysctl.name
+                    "Invalid value: {name:?}: must have at most {SYSCTL_MAX_LENGTH} characters and match regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"
                 ),
             ));
+        } else if seen.contains(name) {
+            errors.push(FieldError::new(
+                at.clone(),
+                format!("Duplicate value: {name:?}"),
+            ));
         }
+        if host_network && podlab_ns::sysctl::namespace_of(name) == Some(podlab_ns::NsKind::Net) {
+            errors.push(FieldError::new(
+                at,
+                format!("Invalid value: {name:?}: may not be specified when 'hostNetwork' is true"),
+            ));
+        }
+        seen.insert(name);
     }
 }
 
@@ -223,6 +257,32 @@ mod tests {
     fn privileged_without_escalation_is_a_contradiction() {
         let errors = errors_of("{privileged: true, allowPrivilegeEscalation: false}");
         assert_eq!(errors, ["spec.containers[0].securityContext: Invalid value: cannot set `allowPrivilegeEscalation` to false and `privileged` to true"]);
+    }
+
+    #[test]
+    fn sysctls_are_unique_and_none_of_the_nodes_network_with_host_network() {
+        let context: PodSecurityContext = serde_yaml_ng::from_str(
+            "sysctls: [{name: net.ipv4.tcp_syncookies, value: '0'}, {name: kernel.shm_rmid_forced, value: '1'}, {name: net.ipv4.tcp_syncookies, value: '1'}]",
+        )
+        .unwrap();
+        let errors_with = |host_network: bool| {
+            let mut errors = Vec::new();
+            validate_pod(&context, host_network, "spec.securityContext", &mut errors);
+            errors
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            errors_with(false),
+            ["spec.securityContext.sysctls[2].name: Duplicate value: \"net.ipv4.tcp_syncookies\""]
+        );
+        let errors = errors_with(true);
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(
+            errors[0],
+            "spec.securityContext.sysctls[0].name: Invalid value: \"net.ipv4.tcp_syncookies\": may not be specified when 'hostNetwork' is true"
+        );
     }
 
     #[test]

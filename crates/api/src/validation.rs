@@ -105,7 +105,12 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         }
     }
     if let Some(context) = &spec.security_context {
-        crate::security::validate_pod(context, "spec.securityContext", &mut errors);
+        crate::security::validate_pod(
+            context,
+            spec.host_network.unwrap_or(false),
+            "spec.securityContext",
+            &mut errors,
+        );
     }
     for (i, container) in spec.ephemeral_containers.iter().flatten().enumerate() {
         let path = format!("spec.ephemeralContainers[{i}]");

@@ -28,9 +28,14 @@ pub struct NodeArgs {
     /// Crash-loop backoff `INITIAL[,MAX[,RESET]]`, e.g. `1s,8s,60s` (kubelet: `10s,300s,600s`).
     #[arg(long)]
     backoff: Option<String>,
+    /// Unsafe sysctls pods may set besides kubelet's safe ones: names and `prefix*` patterns,
+    /// comma-separated, each of a net or ipc namespace (kubelet's `--allowed-unsafe-sysctls`;
+    /// also `PODLAB_NODE_ALLOWED_UNSAFE_SYSCTLS`).
+    #[arg(long, value_name = "LIST")]
+    allowed_unsafe_sysctls: Option<String>,
     /// Stop the agent of this root (SIGTERM; it removes the pod network it kept, if no pod uses
     /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
-    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod"])]
+    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod", "allowed_unsafe_sysctls"])]
     stop: bool,
 }
 
@@ -62,6 +67,12 @@ pub fn run(args: NodeArgs) -> Result<()> {
     if let Some(backoff) = &args.backoff {
         config.backoff =
             podlab_kubelet::node::parse_backoff(backoff).map_err(|e| anyhow!("--backoff: {e}"))?;
+    }
+    if let Some(list) = &args.allowed_unsafe_sysctls {
+        config
+            .security
+            .allow_unsafe_sysctls(list)
+            .map_err(|e| anyhow!("--allowed-unsafe-sysctls: {e}"))?;
     }
     config.verbose |= args.verbose || !args.background || args.pod.is_some();
     config.follow_pod = args.pod;

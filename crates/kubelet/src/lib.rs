@@ -37,6 +37,7 @@ pub mod security;
 pub mod status;
 pub mod subpath;
 pub mod sync;
+pub mod sysctl;
 #[cfg(test)]
 mod testkit;
 pub mod translate;

@@ -30,6 +30,10 @@ pub struct NodeSecurity {
     /// Where `Localhost` profiles are: kubelet's is `<root-dir>/seccomp`
     /// (`/var/lib/kubelet/seccomp`), podlab's `$PODLAB_ROOT/seccomp`.
     pub seccomp_root: PathBuf,
+    /// kubelet's `--allowed-unsafe-sysctls`: names or `prefix*` patterns, each namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
+    /// The safe sysctls and the allowed unsafe ones ([`crate::sysctl`]).
+    pub sysctls: crate::sysctl::Allowlist,
 }
 
 impl NodeSecurity {
@@ -38,10 +42,28 @@ impl NodeSecurity {
         NodeSecurity {
             seccomp_default: true,
             seccomp_root: root.join("seccomp"),
+            allowed_unsafe_sysctls: Vec::new(),
+            sysctls: crate::sysctl::Allowlist::for_node::<&str>(&[])
+                .expect("the safe sysctls are namespaced"),
         }
     }
 
-    /// [`NodeSecurity::new`], then `PODLAB_NODE_SECCOMP_DEFAULT` and `PODLAB_NODE_SECCOMP_ROOT`.
+    /// Allows these unsafe sysctls too (kubelet's `--allowed-unsafe-sysctls`): a
+    /// comma-separated list of names and `prefix*` patterns, each of a namespace.
+    pub fn allow_unsafe_sysctls(&mut self, list: &str) -> Result<(), String> {
+        let patterns: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+        self.sysctls = crate::sysctl::Allowlist::for_node(&patterns)?;
+        self.allowed_unsafe_sysctls = patterns;
+        Ok(())
+    }
+
+    /// [`NodeSecurity::new`], then `PODLAB_NODE_SECCOMP_DEFAULT`, `PODLAB_NODE_SECCOMP_ROOT`
+    /// and `PODLAB_NODE_ALLOWED_UNSAFE_SYSCTLS`.
     pub fn from_env(root: &Path) -> Result<NodeSecurity, String> {
         let mut node = NodeSecurity::new(root);
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -58,6 +80,10 @@ impl NodeSecurity {
         }
         if let Some(value) = var(ENV_SECCOMP_ROOT) {
             node.seccomp_root = PathBuf::from(value);
+        }
+        if let Some(value) = var(crate::sysctl::ENV_ALLOWED_UNSAFE_SYSCTLS) {
+            node.allow_unsafe_sysctls(&value)
+                .map_err(|e| format!("{}: {e}", crate::sysctl::ENV_ALLOWED_UNSAFE_SYSCTLS))?;
         }
         Ok(node)
     }

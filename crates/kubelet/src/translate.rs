@@ -167,6 +167,7 @@ pub fn sandbox_config(pod: &Pod, dirs: &PodDirs, attempt: u32) -> PodSandboxConf
         linux: LinuxSandboxConfig {
             cgroup_parent: crate::qos::pod_cgroup_parent(pod),
             resources: crate::qos::pod_resources(pod),
+            sysctls: crate::sysctl::sandbox_sysctls(pod),
         },
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! This crate is podlab's bottom layer, the twin of util-linux's `unshare`/`nsenter`/`lsns` and
 //! of `ip netns`. It has the operations that every kind shares ([`kind`], [`ops`]: create, join,
-//! pin, unpin, inspect, list) and one module per kind for what is particular to it.
+//! pin, unpin, inspect, list), one module per kind for what is particular to it, and [`sysctl`]
+//! for the kernel parameters a namespace isolates.
 //!
 //! ## Threads
 //! `setns(CLONE_NEWNS)` and `unshare(CLONE_NEWUSER)` fail with `EINVAL` in a process that has more
@@ -27,6 +28,7 @@ pub mod mnt;
 pub mod net;
 pub mod ops;
 pub mod pid;
+pub mod sysctl;
 pub mod user;
 pub mod uts;
 

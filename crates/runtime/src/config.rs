@@ -135,6 +135,11 @@ pub struct LinuxSandboxConfig {
     /// The pod cgroup's values, as kubelet's pod container manager computes them.
     #[serde(default)]
     pub resources: podlab_cgroups::Resources,
+    /// Namespaced sysctls to set in the sandbox's own net and ipc namespaces (CRI `sysctls`),
+    /// by their dotted names. A global one, or a net one with `host_network`, fails
+    /// RunPodSandbox, as runc refuses it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// A container's resources (CRI `LinuxContainerResources`): its cgroup's values and its

@@ -99,6 +99,7 @@ impl Runtime {
                 share_pid: config.share_process_namespace,
                 host_network: config.host_network,
                 placement,
+                sysctls: config.linux.sysctls.clone(),
             },
         )?;
         podlab_fault::point_reached("sandbox.after-shim");

@@ -112,3 +112,109 @@ fn a_missing_localhost_profile_is_refused_with_its_field_path() {
     );
     assert!(message.contains("seccomp/profiles/none.json"), "{message}");
 }
+
+/// A sysctl as this test process's namespaces see it (the host's, for a pod).
+fn host_sysctl(name: &str) -> String {
+    podlab_ns::sysctl::read(name).unwrap()
+}
+
+/// A value that differs from `now` (an integer sysctl; 0 and 1 swap, for a boolean).
+fn another_value(now: &str) -> String {
+    let n: u64 = now.trim().parse().unwrap();
+    if n == 0 { 1 } else { n - 1 }.to_string()
+}
+
+#[test]
+fn safe_and_allowed_unsafe_sysctls_are_set_in_the_pods_namespaces_and_never_on_the_host() {
+    let names = [
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_keepalive_time",
+        "kernel.shm_rmid_forced",
+        "kernel.msgmax",
+        "net.core.somaxconn",
+        "fs.mqueue.msg_max",
+    ];
+    let host_before: Vec<String> = names.iter().map(|n| host_sysctl(n)).collect();
+    let port_range = if host_before[0].split_whitespace().next() == Some("20000") {
+        "20001 30001"
+    } else {
+        "20000 30000"
+    };
+    let wanted: Vec<String> = std::iter::once(port_range.to_string())
+        .chain(host_before[1..].iter().map(|v| another_value(v)))
+        .collect();
+    let root = Root::new("sysctls").with_env(
+        "PODLAB_NODE_ALLOWED_UNSAFE_SYSCTLS",
+        "kernel.msg*,net.core.somaxconn,fs.mqueue.*",
+    );
+    let sysctls: Vec<String> = names
+        .iter()
+        .zip(&wanted)
+        .map(|(n, v)| format!("    - {{name: {n}, value: '{v}'}}\n"))
+        .collect();
+    let out = root.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: tuned}}\nspec:\n  securityContext:\n    sysctls:\n{}  containers:\n  - {{name: app, image: busybox, command: [sleep, '1000']}}\n",
+        sysctls.concat()
+    ));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.wait_pod("tuned", "running", LIMIT, running);
+    for (name, want) in names.iter().zip(&wanted) {
+        let path = podlab_ns::sysctl::proc_path(name);
+        let inside = root.ok(&["exec", "tuned", "--", "cat", &path.display().to_string()]);
+        assert_eq!(
+            inside.split_whitespace().collect::<Vec<_>>().join(" "),
+            *want,
+            "{name} inside the pod"
+        );
+    }
+    let host_after: Vec<String> = names.iter().map(|n| host_sysctl(n)).collect();
+    assert_eq!(host_after, host_before, "the host's values never move");
+}
+
+#[test]
+fn an_unsafe_sysctl_the_node_does_not_allow_is_rejected_with_sysctl_forbidden() {
+    let root = Root::new("sysctl-forbidden");
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  securityContext:\n    sysctls:\n    - {name: net.ipv4.tcp_syncookies, value: '1'}\n    - {name: kernel.msgmax, value: '65536'}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("greedy", "rejected", LIMIT, |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    });
+    let status = pod.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("SysctlForbidden"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted")
+    );
+    assert!(
+        root.runtime().list_pod_sandboxes().unwrap().is_empty(),
+        "no sandbox is made for a rejected pod"
+    );
+    let events = root.ok(&["get", "events"]);
+    assert!(
+        events.contains("Warning   SysctlForbidden")
+            && events.contains("forbidden sysctl: \"kernel.msgmax\" not allowlisted"),
+        "{events}"
+    );
+    let rows = root.pod_rows();
+    assert_eq!(rows["greedy"][2], "SysctlForbidden", "{rows:?}");
+    root.ok(&["delete", "pod", "greedy"]);
+    root.assert_nothing_left();
+}
+
+#[test]
+fn a_net_sysctl_with_host_network_is_refused_at_apply_with_its_field_path() {
+    let root = Root::new("sysctl-hostnet");
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hostnet}\nspec:\n  hostNetwork: true\n  securityContext:\n    sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: '0'}]\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("spec.securityContext.sysctls[0].name: Invalid value: \"net.ipv4.ip_unprivileged_port_start\": may not be specified when 'hostNetwork' is true"),
+        "{}",
+        out.stderr
+    );
+    assert!(root.pod("hostnet").is_none(), "nothing stored");
+    root.assert_nothing_left();
+}

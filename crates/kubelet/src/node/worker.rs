@@ -72,6 +72,8 @@ pub struct PodWorker {
     found_at_start: bool,
     /// The pod reached a terminal phase: no more runtime passes.
     finished: bool,
+    /// The pod passed kubelet's admission (checked once, before its first pass).
+    admitted: bool,
 }
 
 impl PodWorker {
@@ -103,6 +105,7 @@ impl PodWorker {
             relist,
             found_at_start,
             finished: false,
+            admitted: false,
         }
     }
 
@@ -198,6 +201,15 @@ impl PodWorker {
             self.terminate();
             return Pass::Done;
         }
+        if !self.admitted {
+            match self.admit() {
+                Admission::Admitted => self.admitted = true,
+                Admission::Rejected { changed } => {
+                    self.finished = true;
+                    return if changed { Pass::Changed } else { Pass::Idle };
+                }
+            }
+        }
         let stamp = self.relist().stamp(&self.node.runtime, &self.sandboxes);
         let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
@@ -261,6 +273,49 @@ impl PodWorker {
         Pass::Changed
     }
 
+    /// kubelet's admission of a new pod (`canAdmitPod`, here its sysctl handler): a pod
+    /// that is not allowed is rejected before anything is made for it (`rejectPod`): phase
+    /// Failed with the handler's reason, "Pod was rejected: " and its message, and a Warning
+    /// event. A pod that already has sandboxes or a terminal phase was admitted before (or
+    /// rejected: that is not done again).
+    fn admit(&mut self) -> Admission {
+        let status = self.pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Failed" | "Succeeded")) {
+            let rejected =
+                status.and_then(|s| s.reason.as_deref()) == Some(crate::sysctl::FORBIDDEN_REASON);
+            return if rejected && self.sandboxes.is_empty() {
+                Admission::Rejected { changed: false }
+            } else {
+                Admission::Admitted
+            };
+        }
+        if !self.sandboxes.is_empty() {
+            return Admission::Admitted;
+        }
+        let Some(message) = self.node.config.security.sysctls.admit(&self.pod) else {
+            return Admission::Admitted;
+        };
+        let reason = crate::sysctl::FORBIDDEN_REASON;
+        self.say(|| format!("rejected ({reason}): {message}"));
+        self.node
+            .recorder
+            .pod_event(&self.pod, super::events::WARNING, reason, &message);
+        let old = self.pod.status.as_ref();
+        let status = PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some(reason.into()),
+            message: Some(format!("Pod was rejected: {message}")),
+            qos_class: Some(podlab_api::resources::pod_qos(&self.pod).into()),
+            start_time: old
+                .and_then(|s| s.start_time.clone())
+                .or_else(|| Some(podlab_control::names::now())),
+            ..PodStatus::default()
+        };
+        let changed = self.store_status(status);
+        Admission::Rejected { changed }
+    }
+
     /// The caches that feed a pass.
     fn context(&self, pod_is_terminal: bool) -> PassContext {
         let status = self.last_status.as_ref().or(self.pod.status.as_ref());
@@ -285,6 +340,12 @@ impl PodWorker {
                 now: podlab_control::names::now(),
             },
         );
+        self.store_status(status)
+    }
+
+    /// Writes `status` unless the API holds it already (retrying on a Conflict); true when
+    /// written.
+    fn store_status(&mut self, status: PodStatus) -> bool {
         if self.last_status.as_ref() == Some(&status) || self.pod.status.as_ref() == Some(&status) {
             self.last_status = Some(status);
             return false;
@@ -503,6 +564,15 @@ impl PodWorker {
             println!("{key}: {line}");
         }
     }
+}
+
+/// What admission decided for a new pod.
+enum Admission {
+    Admitted,
+    /// Rejected; `changed` when its status was written now.
+    Rejected {
+        changed: bool,
+    },
 }
 
 /// How a pass ended.

@@ -54,6 +54,8 @@ pub struct ShimArgs {
     pub host_network: bool,
     /// The pause process's cgroup and oom_score_adj.
     pub placement: Option<crate::cgroups::Placement>,
+    /// Sysctls written in the pod's namespaces before pause starts.
+    pub sysctls: std::collections::BTreeMap<String, String>,
 }
 
 impl ShimArgs {
@@ -80,6 +82,14 @@ impl ShimArgs {
             args.push("--placement".into());
             args.push(serde_json::to_string(placement).unwrap_or_default().into());
         }
+        if !self.sysctls.is_empty() {
+            args.push("--sysctls".into());
+            args.push(
+                serde_json::to_string(&self.sysctls)
+                    .unwrap_or_default()
+                    .into(),
+            );
+        }
         args
     }
 
@@ -92,6 +102,7 @@ impl ShimArgs {
         let mut share_pid = false;
         let mut host_network = false;
         let mut placement = None;
+        let mut sysctls = Default::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -113,6 +124,10 @@ impl ShimArgs {
                         serde_json::from_str(&value()?).map_err(|e| format!("--placement: {e}"))?,
                     )
                 }
+                "--sysctls" => {
+                    sysctls =
+                        serde_json::from_str(&value()?).map_err(|e| format!("--sysctls: {e}"))?
+                }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -125,6 +140,7 @@ impl ShimArgs {
             share_pid,
             host_network,
             placement,
+            sysctls,
         })
     }
 }
@@ -539,6 +555,7 @@ mod tests {
                 cgroup: None,
                 oom_score_adj: Some(-998),
             }),
+            sysctls: [("net.ipv4.tcp_syncookies".into(), "0".into())].into(),
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

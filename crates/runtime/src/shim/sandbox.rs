@@ -1,7 +1,8 @@
 //! The sandbox itself: the pause process in the pod's new namespaces, and their pins.
 //!
 //! The pause process is forked from the shim; in the child it unshares uts+ipc+net, sets the
-//! hostname and domainname, brings `lo` up and `execve`s podlab-pause. With
+//! hostname and domainname, brings `lo` up, writes the pod's sysctls (into those new namespaces)
+//! and `execve`s podlab-pause. With
 //! `shareProcessNamespace` the shim first gives its children a new pid namespace, so that pause
 //! is its PID 1. Then the shim pins every namespace under `ns/`, so they outlive the pause
 //! process if it dies, and keeps them open for the containers to join.
@@ -233,6 +234,12 @@ fn pause_child(args: &ShimArgs, exec: &ExecPlan) -> Step<Infallible> {
         podlab_ns::net::Netlink::open()
             .and_then(|mut netlink| netlink.loopback_up())
             .map_err(|e| ns_failure("bring lo up", None, e))?;
+    }
+    // As runc sets the sandbox container's sysctls: from inside its namespaces, so that the
+    // kernel applies each to the pod's net or ipc namespace and never to the host's.
+    for (name, value) in &args.sysctls {
+        podlab_ns::sysctl::write(name, value, !args.host_network)
+            .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
     init::reset_signals();
     nix::unistd::chdir("/").map_err(|e| sys_failure("chdir", Some(Path::new("/")), e))?;
