@@ -32,6 +32,9 @@ pub const TEST_TOOLS: &[Tool] = &[
     tool("/usr/sbin/dockerd", "docker.io"),
     // The HTTPS server (and its certificate) of the HTTPS probe test.
     tool("/usr/bin/openssl", "openssl"),
+    // The registry the pull tests start (TLS, htpasswd auth), and its htpasswd file.
+    tool("/usr/bin/docker-registry", "docker-registry"),
+    tool("/usr/bin/htpasswd", "apache2-utils"),
 ];
 
 /// Fails with the exact install line when something is missing. `scripts/run` installs these

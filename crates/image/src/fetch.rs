@@ -361,6 +361,20 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         downloads.push((digest, descriptor.clone()));
     }
     let reference = plan.oci_reference(&host, Some(manifest.to_string().as_str()));
+    // The config first: it says the image's platform, checked before any layer is fetched.
+    let (config_digest, config_descriptor) = downloads.remove(0);
+    let config_bytes = fetch_blob(
+        plan,
+        &client,
+        &reference,
+        &auth,
+        &host,
+        who.clone(),
+        &config_digest,
+        &config_descriptor,
+    )
+    .await?;
+    check_platform(plan, &config_digest, index.is_some())?;
     let downloaded: Vec<u64> = futures_util::stream::iter(downloads)
         .map(|(digest, descriptor)| {
             let (client, reference, auth, host, who) =
@@ -382,13 +396,53 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         .buffer_unordered(plan.concurrency)
         .try_collect()
         .await?;
+    let downloaded = config_bytes + downloaded.iter().sum::<u64>();
     Ok(Fetched {
         manifest,
         index,
         blobs,
-        downloaded: downloaded.iter().sum(),
+        downloaded,
         host: host.url(),
     })
+}
+
+/// An image that did not come out of an index must still be for the wanted platform, as
+/// containerd checks a single manifest's config (its OS and architecture; variants vary too
+/// much in configs to be compared).
+fn check_platform(plan: &Plan<'_>, config: &Digest, from_index: bool) -> Result<(), Failure> {
+    if from_index {
+        return Ok(());
+    }
+    #[derive(Deserialize)]
+    struct ConfigPlatform {
+        #[serde(default)]
+        os: String,
+        #[serde(default)]
+        architecture: String,
+    }
+    let path = [&plan.ingest, &plan.store_blobs]
+        .iter()
+        .map(|dir| dir.join(config.hex()))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| plan.ingest.join(config.hex()));
+    let bytes =
+        fs::read(&path).map_err(|e| (Some(config.clone()), ingest_io("reading", &path, e)))?;
+    let found: ConfigPlatform = serde_json::from_slice(&bytes).map_err(|e| {
+        (
+            Some(config.clone()),
+            PullErrorKind::Unsupported(format!("the image config does not parse: {e}")),
+        )
+    })?;
+    if found.os == plan.platform.os && found.architecture == plan.platform.architecture {
+        return Ok(());
+    }
+    Err((
+        None,
+        PullErrorKind::NoMatchingPlatform {
+            wanted: plan.platform.to_string(),
+            offered: vec![format!("{}/{}", found.os, found.architecture)],
+        },
+    ))
 }
 
 fn parse_shape(bytes: &[u8]) -> Result<Shape, Failure> {
@@ -463,8 +517,16 @@ async fn resolve(
             Ok((bytes, digest)) => return Ok((host.clone(), client, auth, bytes.to_vec(), digest)),
             Err(err) => {
                 let kind = classify(host, plan.who(&auth), &what, err);
-                // A mirror that fails or lacks the image is skipped, as containerd does.
-                last = Some(kind);
+                // A mirror that fails or lacks the image is skipped, as containerd does. What
+                // a host that answered said (not found, unauthorized) says more than a later
+                // host that could not be reached.
+                let answered = |k: &Option<PullErrorKind>| {
+                    k.as_ref()
+                        .is_some_and(|k| !matches!(k, PullErrorKind::Unreachable { .. }))
+                };
+                if !answered(&last) {
+                    last = Some(kind);
+                }
             }
         }
     }
@@ -492,9 +554,14 @@ fn write_ingest(plan: &Plan<'_>, digest: &Digest, bytes: &[u8]) -> Result<(), Fa
     fs::create_dir_all(&plan.ingest)
         .map_err(|e| (None, ingest_io("creating folder", &plan.ingest, e)))?;
     let done = plan.ingest.join(digest.hex());
-    let tmp = plan
-        .ingest
-        .join(format!("{}.{}.manifest", digest.hex(), std::process::id()));
+    // Unique per call: two pulls in one process may write the same manifest at once.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = plan.ingest.join(format!(
+        "{}.{}-{n}.manifest",
+        digest.hex(),
+        std::process::id()
+    ));
     let write = || -> std::io::Result<()> {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;

@@ -279,20 +279,10 @@ pub fn pull(
     };
     let summary = store
         .commit_pulled(&fetched.blobs, &fetched.manifest, &stored_name)
-        .map_err(|e| {
-            let layer = match &e {
-                Error::DigestMismatch { expected, .. } => Some(expected.clone()),
-                Error::SizeMismatch { digest, .. } => Some(digest.clone()),
-                Error::UnsafeEntry { layer, .. } => {
-                    Digest::parse(layer.split(' ').next().unwrap_or("")).ok()
-                }
-                _ => None,
-            };
-            PullError {
-                reference: name.clone(),
-                layer,
-                kind: PullErrorKind::Store(e),
-            }
+        .map_err(|(layer, e)| PullError {
+            reference: name.clone(),
+            layer,
+            kind: PullErrorKind::Store(e),
         })?;
     Ok(PulledImage {
         name: stored_name,

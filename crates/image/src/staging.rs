@@ -20,6 +20,8 @@ pub(crate) struct Staging {
     folders: [Blobs; 2],
     snapshots: PathBuf,
     store_snapshots: PathBuf,
+    /// The blob of the layer whose unpacking failed, for errors that name it.
+    failed_layer: std::cell::RefCell<Option<crate::Digest>>,
 }
 
 impl Staging {
@@ -31,6 +33,7 @@ impl Staging {
             folders: [Blobs::new(dir.join("blobs/sha256")), store_blobs.clone()],
             snapshots: dir.join("snapshots"),
             store_snapshots: store_snapshots.to_owned(),
+            failed_layer: Default::default(),
             dir,
         };
         // From here on, Drop cleans up whatever part of the folder was made.
@@ -74,13 +77,20 @@ impl Staging {
                 Some(folder) => folder,
                 None => {
                     let folder = snapshot::path(&self.snapshots, &layer.chain_id);
-                    snapshot::unpack(self.content(), layer, &folder, &lowers)?;
+                    snapshot::unpack(self.content(), layer, &folder, &lowers).inspect_err(
+                        |_| *self.failed_layer.borrow_mut() = Some(layer.digest.clone()),
+                    )?;
                     folder
                 }
             };
             lowers.insert(0, folder);
         }
         Ok(())
+    }
+
+    /// The blob of the layer that [`Staging::unpack_layers`] failed on.
+    pub fn failed_layer(&self) -> Option<crate::Digest> {
+        self.failed_layer.borrow().clone()
     }
 
     /// Moves the new blobs and snapshots into the store. The data is flushed first (one syncfs

@@ -212,14 +212,33 @@ impl Store {
 
     /// Unpacks, moves into place and names the staged images; the index write is the commit.
     fn commit(&self, staging: Staging, names: Vec<(String, Digest)>) -> Result<Vec<ImageSummary>> {
+        let loaded = self.unpack_staged(&staging, &names)?;
+        self.commit_unpacked(staging, loaded, names)
+    }
+
+    /// Reads and unpacks the staged images `names` point at.
+    fn unpack_staged(
+        &self,
+        staging: &Staging,
+        names: &[(String, Digest)],
+    ) -> Result<BTreeMap<Digest, Loaded>> {
         let mut loaded: BTreeMap<Digest, Loaded> = BTreeMap::new();
-        for (_, digest) in &names {
+        for (_, digest) in names {
             if !loaded.contains_key(digest) {
                 let image = Loaded::read(staging.content(), digest, &self.snapshots)?;
                 staging.unpack_layers(&image)?;
                 loaded.insert(digest.clone(), image);
             }
         }
+        Ok(loaded)
+    }
+
+    fn commit_unpacked(
+        &self,
+        staging: Staging,
+        loaded: BTreeMap<Digest, Loaded>,
+        names: Vec<(String, Digest)>,
+    ) -> Result<Vec<ImageSummary>> {
         staging.commit()?;
         let mut index = self.index()?;
         let mut summaries = Vec::new();
@@ -431,15 +450,17 @@ impl Store {
     /// Names the pulled image `manifest` `name`: its blobs, verified and complete in `ingest/`
     /// or already in the store, are moved into a staging folder, its layers unpacked, and the
     /// whole committed as an import is. On any error nothing is named and the store is as it was.
+    /// On error, the layer at fault when there was one.
     pub(crate) fn commit_pulled(
         &self,
         blobs: &[Digest],
         manifest: &Digest,
         name: &str,
-    ) -> Result<ImageSummary> {
-        let _lock = self.lock(true)?;
+    ) -> std::result::Result<ImageSummary, (Option<Digest>, Error)> {
+        let none = |e: Error| (None, e);
+        let _lock = self.lock(true).map_err(none)?;
         self.remove_stale_staging();
-        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
+        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots).map_err(none)?;
         let ingest = self.ingest_dir();
         for digest in blobs {
             if staging.content().contains(digest) {
@@ -447,19 +468,30 @@ impl Store {
             }
             let file = ingest.join(digest.hex());
             if !file.is_file() {
-                return Err(Error::BlobMissing {
-                    digest: digest.clone(),
-                    path: file,
-                });
+                return Err((
+                    Some(digest.clone()),
+                    Error::BlobMissing {
+                        digest: digest.clone(),
+                        path: file,
+                    },
+                ));
             }
-            staging.blobs().adopt(&file, digest)?;
+            staging
+                .blobs()
+                .adopt(&file, digest)
+                .map_err(|e| (Some(digest.clone()), e))?;
         }
         let replaced = self
-            .index()?
+            .index()
+            .map_err(none)?
             .names
             .get(name)
             .is_some_and(|t| &t.digest != manifest);
-        let mut summaries = self.commit(staging, vec![(name.to_owned(), manifest.clone())])?;
+        let names = vec![(name.to_owned(), manifest.clone())];
+        let loaded = self
+            .unpack_staged(&staging, &names)
+            .map_err(|e| (staging.failed_layer(), e))?;
+        let mut summaries = self.commit_unpacked(staging, loaded, names).map_err(none)?;
         self.mark_used(manifest);
         if replaced {
             // The tag moved: the old image may be garbage now (best effort, as for imports).

@@ -1,0 +1,588 @@
+//! Pulls from a real registry: Debian's `docker-registry` (the CNCF distribution registry),
+//! started by each test on 127.0.0.1 on a free port, with TLS from a CA the test makes (openssl)
+//! and htpasswd auth (apache2-utils' htpasswd), images pushed by `skopeo copy` from OCI layouts
+//! the test writes (so every byte of every layer is known). A small proxy in front of the
+//! registry corrupts or cuts off one blob. Each test stops its registry and proxy when it ends,
+//! failed or not. Needs root (whiteouts, chown in the snapshots).
+
+mod kit;
+
+use std::fs;
+use std::sync::{mpsc, Arc, Mutex};
+
+use kit::{Compression, Layout, Mischief, Proxy, Registry};
+use podlab_image::credentials::Credentials;
+use podlab_image::platform::Platform;
+use podlab_image::pull::{pull, Progress, ProgressEvent, PullErrorKind, PullOptions};
+use podlab_image::reference::Reference;
+use podlab_image::{Digest, Store};
+
+fn options(registry: &Registry) -> PullOptions {
+    PullOptions {
+        registry_config_dir: Some(registry.certs_d()),
+        credentials: registry.credentials(),
+        ..PullOptions::default()
+    }
+}
+
+fn reference(text: &str) -> Reference {
+    Reference::parse(text).unwrap()
+}
+
+/// The file `path` of the image's merged view: the top-most snapshot that has it.
+fn read_in_image(store: &Store, name: &str, path: &str) -> Option<Vec<u8>> {
+    let image = store.resolve(name).unwrap();
+    store
+        .lowerdirs(&image)
+        .iter()
+        .map(|dir| dir.join(path))
+        .find(|p| p.exists())
+        .map(|p| fs::read(p).unwrap())
+}
+
+fn assert_consistent(store: &Store) {
+    let report = store.verify_all().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Records every progress event.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<ProgressEvent>>);
+
+impl Progress for Recorder {
+    fn report(&self, event: &ProgressEvent) {
+        self.0.lock().unwrap().push(event.clone());
+    }
+}
+
+#[test]
+fn a_multi_platform_image_is_pulled_over_tls_with_htpasswd_auth() {
+    let Some(registry) = Registry::start(true, true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let amd64 = layout.image(
+        &[
+            &[("etc/os", b"amd64 base\n")],
+            &[("etc/os", b"amd64 top\n"), ("bin/tool", b"#!/bin/sh\n")],
+        ],
+        Compression::Gzip,
+        "amd64",
+    );
+    let arm64 = layout.image(
+        &[&[("etc/os", b"arm64 zstd\n")]],
+        Compression::Zstd,
+        "arm64",
+    );
+    let index = layout.index(&[amd64.clone(), arm64.clone()]);
+    layout.tag(&index, "multi");
+    layout.save();
+    registry.push(&layout, "multi", "demo/multi:1");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let name = format!("{}/demo/multi:1", registry.host());
+
+    // Without credentials: the registry's 401, naming the image; no password in any message.
+    let anonymous = PullOptions {
+        credentials: None,
+        ..options(&registry)
+    };
+    let err = pull(&store, &reference(&name), &anonymous).unwrap_err();
+    assert!(err.is_unauthorized(), "{err}");
+    assert!(err.to_string().contains(&name), "{err}");
+    let wrong = PullOptions {
+        credentials: Some(Credentials::Basic {
+            username: "podlab".into(),
+            password: "not-the-password".into(),
+        }),
+        ..options(&registry)
+    };
+    let err = pull(&store, &reference(&name), &wrong).unwrap_err();
+    assert!(err.is_unauthorized(), "{err}");
+    assert!(
+        !format!("{err} {err:?}").contains("not-the-password"),
+        "{err:?}"
+    );
+
+    // This machine's platform (the test images are amd64 and arm64).
+    let host = Platform::host();
+    let (expected, wanted) = match host.architecture.as_str() {
+        "arm64" => (&arm64, "arm64 zstd\n"),
+        _ => (&amd64, "amd64 top\n"),
+    };
+    let recorder = Arc::new(Recorder::default());
+    let pulled = pull(
+        &store,
+        &reference(&name),
+        &PullOptions {
+            progress: Some(recorder.clone()),
+            ..options(&registry)
+        },
+    )
+    .unwrap();
+    assert_eq!(pulled.name, name);
+    assert_eq!(pulled.manifest_digest, expected.digest);
+    assert_eq!(pulled.index_digest, Some(index.digest.clone()));
+    assert_eq!(pulled.host, format!("https://{}", registry.host()));
+    assert_eq!(
+        read_in_image(&store, &name, "etc/os").as_deref(),
+        Some(wanted.as_bytes())
+    );
+    let events = recorder.0.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ProgressEvent::Resolved { manifest, .. } if manifest == &expected.digest)),
+        "{events:?}"
+    );
+    let fetched: u64 = expected.blob_sizes();
+    assert_eq!(pulled.downloaded, fetched, "config and layers, once each");
+
+    // Pulled again: nothing is downloaded.
+    let again = pull(&store, &reference(&name), &options(&registry)).unwrap();
+    assert_eq!(again.downloaded, 0);
+
+    // The other platform, with its zstd layer.
+    let arm = pull(
+        &store,
+        &reference(&format!("{}/demo/multi:arm", registry.host())),
+        &options(&registry),
+    );
+    assert!(arm.unwrap_err().is_not_found(), "no tag arm was pushed");
+    let by_digest = format!("{}/demo/multi@{}", registry.host(), index.digest);
+    let pulled = pull(
+        &store,
+        &reference(&by_digest),
+        &PullOptions {
+            platform: Some(Platform::parse("linux/arm64/v8").unwrap()),
+            ..options(&registry)
+        },
+    )
+    .unwrap();
+    assert_eq!(pulled.name, by_digest);
+    assert_eq!(pulled.manifest_digest, arm64.digest);
+    assert_eq!(
+        read_in_image(&store, &by_digest, "etc/os").as_deref(),
+        Some(&b"arm64 zstd\n"[..])
+    );
+    assert_eq!(store.resolve(&by_digest).unwrap().architecture, "arm64");
+
+    // A tag and a digest: fetched by the digest, named by the tag.
+    let tag_and_digest = format!("{}/demo/multi:1@{}", registry.host(), index.digest);
+    let pulled = pull(&store, &reference(&tag_and_digest), &options(&registry)).unwrap();
+    assert_eq!(pulled.name, name);
+    let wrong_digest = format!(
+        "{}/demo/multi:1@{}",
+        registry.host(),
+        Digest::of(b"nothing")
+    );
+    let err = pull(&store, &reference(&wrong_digest), &options(&registry)).unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+
+    let err = pull(
+        &store,
+        &reference(&name),
+        &PullOptions {
+            platform: Some(Platform::parse("linux/s390x").unwrap()),
+            ..options(&registry)
+        },
+    )
+    .unwrap_err();
+    match &err.kind {
+        PullErrorKind::NoMatchingPlatform { wanted, offered } => {
+            assert_eq!(wanted, "linux/s390x");
+            assert_eq!(offered, &["linux/amd64", "linux/arm64"]);
+        }
+        other => panic!("{other}"),
+    }
+    assert_consistent(&store);
+}
+
+#[test]
+fn plain_http_is_used_only_for_hosts_configured_so_and_docker_schema2_pulls() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("hello", b"docker v2.2\n")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push_with(&layout, "t", "demo/docker:1", &["--format", "v2s2"]);
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let name = format!("{}/demo/docker:1", registry.host());
+
+    let unconfigured = PullOptions {
+        registry_config_dir: Some(dir.path().join("no-certs.d")),
+        ..PullOptions::default()
+    };
+    let err = pull(&store, &reference(&name), &unconfigured).unwrap_err();
+    assert!(
+        matches!(&err.kind, PullErrorKind::Unreachable { host, .. } if host.starts_with("https://")),
+        "HTTPS unless configured: {err}"
+    );
+
+    // A single-platform image is checked against the wanted platform too, as containerd does.
+    let err = pull(
+        &store,
+        &reference(&name),
+        &PullOptions {
+            platform: Some(Platform::parse("linux/arm64").unwrap()),
+            ..options(&registry)
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err.kind, PullErrorKind::NoMatchingPlatform { offered, .. } if offered == &["linux/amd64"]),
+        "{err}"
+    );
+    assert!(store.list().unwrap().is_empty());
+
+    let pulled = pull(&store, &reference(&name), &options(&registry)).unwrap();
+    let details = store.inspect(&name).unwrap();
+    assert_eq!(
+        details
+            .manifest
+            .media_type()
+            .as_ref()
+            .map(|m| m.to_string())
+            .as_deref(),
+        Some("application/vnd.docker.distribution.manifest.v2+json"),
+        "skopeo converted it to Docker schema 2"
+    );
+    assert_ne!(pulled.manifest_digest, image.digest, "a new manifest");
+    assert_eq!(
+        read_in_image(&store, &name, "hello").as_deref(),
+        Some(&b"docker v2.2\n"[..])
+    );
+    assert_consistent(&store);
+}
+
+#[test]
+fn mirrors_are_tried_in_order_and_a_dead_one_is_skipped() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("m", b"from the mirror\n")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "library/app:1");
+    // registry.example has no address; its mirrors do: a closed port first, then the registry.
+    let certs = dir.path().join("certs.d");
+    fs::create_dir_all(certs.join("registry.example")).unwrap();
+    fs::write(
+        certs.join("registry.example/hosts.toml"),
+        format!(
+            "server = \"https://registry.example\"\n\
+             [host.\"http://127.0.0.1:{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n\
+             [host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+            kit::closed_port(),
+            registry.host()
+        ),
+    )
+    .unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let pulled = pull(
+        &store,
+        &reference("registry.example/library/app:1"),
+        &PullOptions {
+            registry_config_dir: Some(certs),
+            ..PullOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(pulled.host, format!("http://{}", registry.host()));
+    assert_eq!(pulled.name, "registry.example/library/app:1");
+    assert_eq!(
+        read_in_image(&store, "registry.example/library/app:1", "m").as_deref(),
+        Some(&b"from the mirror\n"[..])
+    );
+}
+
+#[test]
+fn a_corrupted_blob_is_refused_naming_the_layer_and_nothing_is_imported() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("a", b"bottom\n")], &[("b", &[7u8; 20_000][..])]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/corrupt:1");
+    let top = image.layers[1].clone();
+    let proxy = Proxy::start(&registry, Mischief::Corrupt(top.clone()));
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let name = format!("{}/demo/corrupt:1", proxy.host());
+    let err = pull(&store, &reference(&name), &proxy.options()).unwrap_err();
+    assert_eq!(err.layer.as_ref(), Some(&top), "{err}");
+    assert!(
+        matches!(err.kind, PullErrorKind::DigestMismatch { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&name) && text.contains(&top.to_string()),
+        "{text}"
+    );
+    assert!(store.list().unwrap().is_empty(), "nothing is named");
+    assert!(
+        !store_dir
+            .path()
+            .join(format!("ingest/{}.partial", top.hex()))
+            .exists(),
+        "a corrupt download is not kept for resuming"
+    );
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_cut_off_download_is_kept_and_resumed_by_the_next_pull() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let big: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let image = layout.image(&[&[("big", &big[..])]], Compression::Gzip, "amd64");
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/cut:1");
+    let layer = image.layers[0].clone();
+    const CUT: usize = 10_000;
+    let proxy = Proxy::start(&registry, Mischief::CutOff(layer.clone(), CUT));
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let via_proxy = format!("{}/demo/cut:1", proxy.host());
+    let err = pull(&store, &reference(&via_proxy), &proxy.options()).unwrap_err();
+    assert_eq!(err.layer.as_ref(), Some(&layer), "{err}");
+    assert!(err.to_string().contains("broke off"), "{err}");
+    let partial = store_dir
+        .path()
+        .join(format!("ingest/{}.partial", layer.hex()));
+    let kept = fs::metadata(&partial).unwrap().len();
+    assert_eq!(
+        kept,
+        3 * CUT as u64,
+        "each of three attempts resumed where the last ended"
+    );
+    assert!(store.list().unwrap().is_empty());
+    assert_consistent(&store);
+
+    // The same blob from the registry itself: the download goes on from the partial file.
+    let recorder = Arc::new(Recorder::default());
+    let direct = format!("{}/demo/cut:1", registry.host());
+    let pulled = pull(
+        &store,
+        &reference(&direct),
+        &PullOptions {
+            progress: Some(recorder.clone()),
+            ..options(&registry)
+        },
+    )
+    .unwrap();
+    let events = recorder.0.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| matches!(e,
+            ProgressEvent::BlobStarted { digest, from, .. } if digest == &layer && *from == kept)),
+        "{events:?}"
+    );
+    assert_eq!(
+        pulled.downloaded,
+        image.layer_sizes[0] - kept,
+        "the rest of the layer only (the config came whole the first time)"
+    );
+    assert!(!partial.exists());
+    assert_eq!(read_in_image(&store, &direct, "big").unwrap(), big);
+    assert_consistent(&store);
+}
+
+#[test]
+fn two_pulls_of_one_image_fetch_each_blob_once() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("one", b"1")], &[("two", b"2")], &[("three", b"3")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/twice:1");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let name = format!("{}/demo/twice:1", registry.host());
+    // Hold the top layer's download lock, as a pull in another process would: both pulls
+    // must wait for it, whatever the timing.
+    let top = image.layers[2].clone();
+    fs::create_dir_all(store_dir.path().join("ingest")).unwrap();
+    let lock = kit::hold_lock(&store_dir.path().join(format!("ingest/{}.lock", top.hex())));
+    let (waiting_tx, waiting_rx) = mpsc::channel();
+    let pulls: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, name, tx) = (store.clone(), name.clone(), waiting_tx.clone());
+            let mut options = options(&registry);
+            options.progress = Some(Arc::new(Waiting(Mutex::new(tx), top.clone())));
+            std::thread::spawn(move || pull(&store, &reference(&name), &options))
+        })
+        .collect();
+    for _ in 0..2 {
+        waiting_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("both pulls wait for the held blob");
+    }
+    drop(lock);
+    let pulled: Vec<_> = pulls
+        .into_iter()
+        .map(|p| p.join().unwrap().unwrap())
+        .collect();
+    assert_eq!(
+        pulled.iter().map(|p| p.downloaded).sum::<u64>(),
+        image.blob_sizes(),
+        "every blob was downloaded by one of the two"
+    );
+    assert_eq!(pulled[0].manifest_digest, pulled[1].manifest_digest);
+    assert_consistent(&store);
+}
+
+/// Tells the test when the pull waits for `digest`.
+struct Waiting(Mutex<mpsc::Sender<()>>, Digest);
+
+impl Progress for Waiting {
+    fn report(&self, event: &ProgressEvent) {
+        if matches!(event, ProgressEvent::BlobWaiting { digest } if digest == &self.1) {
+            let _ = self.0.lock().unwrap().send(());
+        }
+    }
+}
+
+#[test]
+fn missing_images_unknown_hosts_artifacts_and_escaping_layers_are_clear_errors() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let host = registry.host();
+
+    let err = pull(
+        &store,
+        &reference(&format!("{host}/no/such:1")),
+        &options(&registry),
+    )
+    .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    assert!(
+        err.to_string().contains(&format!("{host}/no/such:1")),
+        "{err}"
+    );
+
+    let refused = format!("127.0.0.1:{}/a:1", kit::closed_port());
+    let err = pull(&store, &reference(&refused), &PullOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind, PullErrorKind::Unreachable { .. }),
+        "{err}"
+    );
+
+    let unknown = "no-such-registry.invalid/a:1";
+    let err = pull(&store, &reference(unknown), &PullOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind, PullErrorKind::Unreachable { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("no-such-registry.invalid"),
+        "{err}"
+    );
+
+    // An artifact: a manifest whose config is not an image config.
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let artifact = layout.artifact("application/vnd.example.thing.config.v1+json");
+    layout.tag(&artifact, "art");
+    let escaping = layout.image(
+        &[&[("ok", b"fine"), ("../../escaped", b"out")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&escaping, "escape");
+    layout.save();
+    registry.push(&layout, "art", "demo/artifact:1");
+    registry.push(&layout, "escape", "demo/escape:1");
+    let err = pull(
+        &store,
+        &reference(&format!("{host}/demo/artifact:1")),
+        &options(&registry),
+    )
+    .unwrap_err();
+    assert!(matches!(err.kind, PullErrorKind::Unsupported(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("application/vnd.example.thing.config.v1+json"),
+        "{err}"
+    );
+
+    let err = pull(
+        &store,
+        &reference(&format!("{host}/demo/escape:1")),
+        &options(&registry),
+    )
+    .unwrap_err();
+    assert_eq!(err.layer.as_ref(), Some(&escaping.layers[0]), "{err}");
+    assert!(err.to_string().contains("escaped"), "{err}");
+    assert!(!store_dir.path().parent().unwrap().join("escaped").exists());
+    assert!(store.list().unwrap().is_empty());
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_full_disk_fails_the_pull_whole_and_the_store_stays_consistent() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    // Compresses to a few kB, unpacks to 4 MB: the download fits, the snapshot does not.
+    let zeros = vec![0u8; 4 << 20];
+    let image = layout.image(
+        &[&[("small", b"s")], &[("zeros", &zeros[..])]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/full:1");
+    let tmpfs = kit::Tmpfs::mount(&dir.path().join("small"), "2m");
+    let store = Store::open(&tmpfs.path().join("store")).unwrap();
+    let name = format!("{}/demo/full:1", registry.host());
+    let err = pull(&store, &reference(&name), &options(&registry)).unwrap_err();
+    assert_eq!(err.layer.as_ref(), Some(&image.layers[1]), "{err}");
+    assert!(err.to_string().contains("No space left on device"), "{err}");
+    assert!(store.list().unwrap().is_empty());
+    assert_consistent(&store);
+}
