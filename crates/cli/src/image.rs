@@ -60,7 +60,11 @@ pub fn list(ctx: &Ctx, format: &Format, query: &Query) -> Result<()> {
     let rows: Vec<Vec<String>> = images
         .iter()
         .map(|i| {
-            let (repo, tag) = i.name.rsplit_once(':').unwrap_or((&i.name, "latest"));
+            // A pull by digest names the image REPO@sha256:…: no tag, as crictl shows it.
+            let (repo, tag) = match i.name.split_once('@') {
+                Some((repo, _)) => (repo, "<none>"),
+                None => i.name.rsplit_once(':').unwrap_or((&i.name, "latest")),
+            };
             let id = i.id.to_string();
             let short = id.trim_start_matches("sha256:").chars().take(13).collect();
             vec![

@@ -750,6 +750,61 @@ mod tests {
     }
 
     #[test]
+    fn absolute_paths_are_confined_to_the_snapshot() {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("absolute");
+        let tar = LayerTar::new()
+            .file(&victim.display().to_string(), 0o644, b"inside")
+            .bytes();
+        let (dir, result) = unpack_into(&tar, &[]);
+        result.unwrap();
+        assert!(!victim.exists(), "nothing was written at the absolute path");
+        let confined = dir.path().join(victim.strip_prefix("/").unwrap());
+        assert_eq!(fs::read(confined).unwrap(), b"inside");
+    }
+
+    #[test]
+    fn a_file_over_a_symlink_replaces_the_link_not_its_target() {
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("shadow");
+        fs::write(&target, "host secret").unwrap();
+        let tar = LayerTar::new()
+            .symlink("etc-shadow", &target.display().to_string())
+            .file("etc-shadow", 0o600, b"layer content")
+            .bytes();
+        let (dir, result) = unpack_into(&tar, &[]);
+        result.unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "host secret");
+        let written = dir.path().join("etc-shadow");
+        assert!(fs::symlink_metadata(&written).unwrap().is_file());
+        assert_eq!(fs::read(written).unwrap(), b"layer content");
+    }
+
+    #[test]
+    fn hardlinks_to_absolute_paths_only_reach_files_of_this_layer() {
+        let outside = tempfile::tempdir().unwrap();
+        let host_file = outside.path().join("passwd");
+        fs::write(&host_file, "host").unwrap();
+        let tar = LayerTar::new()
+            .hardlink("stolen", &host_file.display().to_string())
+            .bytes();
+        let (_dir, result) = unpack_into(&tar, &[]);
+        assert!(
+            matches!(result, Err(Error::UnsafeEntry { .. })),
+            "{result:?}"
+        );
+        assert_eq!(fs::symlink_metadata(&host_file).unwrap().nlink(), 1);
+        // The same absolute name, given earlier in the layer, is the layer's own file.
+        let tar = LayerTar::new()
+            .file("etc/passwd", 0o644, b"layer")
+            .hardlink("copy", "/etc/passwd")
+            .bytes();
+        let (dir, result) = unpack_into(&tar, &[]);
+        result.unwrap();
+        assert_eq!(fs::read(dir.path().join("copy")).unwrap(), b"layer");
+    }
+
+    #[test]
     fn the_root_can_only_be_a_folder() {
         let tar = LayerTar::new()
             .dir("./", 0o700)

@@ -17,6 +17,7 @@ mod explain;
 mod faults;
 mod full_disk;
 mod gc_network;
+mod image_pull;
 mod ipc;
 mod kubectl_errors;
 mod labs;

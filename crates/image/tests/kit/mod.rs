@@ -17,8 +17,8 @@ use podlab_image::pull::PullOptions;
 use podlab_image::Digest;
 use serde_json::{json, Value};
 
-const USER: &str = "podlab";
-const PASSWORD: &str = "pull-test-secret";
+pub const USER: &str = "podlab";
+pub const PASSWORD: &str = "pull-test-secret";
 
 /// A tool from PATH, or None with the reason printed (the test then checks nothing more).
 pub fn tool(name: &str, package: &str) -> Option<PathBuf> {
