@@ -56,7 +56,7 @@ fn run(args: &[String]) -> Result<()> {
             test(rest)
         }
         "help" | "-h" | "--help" => {
-            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause] | reliability churn|faults|concurrency | fuzz TARGET|all [--seconds N] | tidy | ci");
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause|pull] | reliability churn|faults|concurrency | fuzz TARGET|all [--seconds N] | tidy | ci");
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),

@@ -6,6 +6,9 @@
 //!   missing (`scripts/peers/install.sh`, as root), builds `peers-bench` and podlab in release
 //!   mode, runs it, and it writes `docs/benchmarks/<date>/peers.{csv,md}` and `peers-*.svg`.
 //!   `--quick` finishes in under 3 minutes, the full run in under 20. See docs/peers.md.
+//! * `peers pull` — `podlab image pull` next to containerd's `ctr image pull` of a ~50 MB,
+//!   5-layer image from a private docker-registry: wall time and peak RSS, one run each
+//!   (`scripts/peers/pull.sh`, with a release build of podlab).
 //! * `peers pause` — resident memory of an idle `podlab-pause` next to an idle `catatonit -P`
 //!   (podman's pod infra process), each started fresh and read from `/proc/PID/status` and
 //!   `/proc/PID/smaps_rollup` once they sleep.
@@ -18,11 +21,27 @@ use anyhow::{bail, Context, Result};
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("pause") => pause(),
+        Some("pull") => pull(),
         None | Some("--quick") | Some("--full") => bench(args),
         Some(other) => {
-            bail!("unknown peer comparison {other:?} (expected: --quick, --full or pause)")
+            bail!("unknown peer comparison {other:?} (expected: --quick, --full, pause or pull)")
         }
     }
+}
+
+/// `scripts/peers/pull.sh` with a release build of podlab.
+fn pull() -> Result<()> {
+    let root = crate::workspace_root();
+    crate::cargo(&["build", "--release", "-p", "podlab"], &[])?;
+    let status = Command::new("bash")
+        .arg(root.join("scripts/peers/pull.sh"))
+        .arg(root.join("target/release/podlab"))
+        .status()
+        .context("running scripts/peers/pull.sh")?;
+    if !status.success() {
+        bail!("the pull benchmark failed ({status})");
+    }
+    Ok(())
 }
 
 /// Installs the peers if needed, builds, and runs `peers-bench` with `args`.
