@@ -1,16 +1,25 @@
-//! `podlab exec POD [-c C] -- CMD...`: a command inside a running container's namespaces,
-//! with this terminal's stdin, stdout and stderr; its exit status is podlab's.
+//! `podlab exec POD [-c C] [-i] [-t] -- CMD...`: a command inside a running container's
+//! namespaces, with this terminal's stdout and stderr, its stdin with `-i`, and with `-it` a
+//! pty of its own in the container; its exit status is podlab's.
 
 use std::os::fd::AsFd;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use podlab_runtime::id::ContainerId;
+use podlab_runtime::tty::WindowSize;
 use podlab_runtime::ExecStdio;
 
 use crate::context::Ctx;
+use crate::terminal::Streams;
 
-pub fn run(pod: &str, container: Option<&str>, namespace: &str, cmd: &[String]) -> Result<i32> {
+pub fn run(
+    pod: &str,
+    container: Option<&str>,
+    namespace: &str,
+    cmd: &[String],
+    streams: crate::terminal::Streams,
+) -> Result<i32> {
     let ctx = Ctx::open()?;
     let pod_object: Pod = ctx.store.get(namespace, pod)?;
     let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
@@ -31,9 +40,21 @@ pub fn run(pod: &str, container: Option<&str>, namespace: &str, cmd: &[String]) 
         })?;
     let runtime = ctx.runtime()?;
     let id = ContainerId::parse(id.trim_start_matches("podlab://"))?;
+    if streams == Streams::Tty {
+        let size = crate::terminal::size().unwrap_or(WindowSize { rows: 24, cols: 80 });
+        return match runtime.exec_tty(&id, cmd, size) {
+            Ok(exec) => crate::terminal::run_console(&exec),
+            Err(podlab_runtime::Error::StartFailed { failure, .. }) => cannot_run(&failure),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let null = std::fs::File::open("/dev/null")?;
     let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
     let stdio = ExecStdio {
-        stdin: stdin.as_fd(),
+        stdin: match streams {
+            Streams::NoStdin => null.as_fd(),
+            _ => stdin.as_fd(),
+        },
         stdout: stdout.as_fd(),
         stderr: stderr.as_fd(),
     };

@@ -27,6 +27,7 @@ mod nsrun;
 mod output;
 mod privilege;
 mod run;
+mod terminal;
 mod top;
 mod wait;
 
@@ -122,6 +123,8 @@ enum Command {
         pod: String,
         #[arg(short = 'c', long = "container")]
         container: Option<String>,
+        #[command(flatten)]
+        streams: StreamArgs,
         #[command(flatten)]
         ns: NamespaceArg,
         #[arg(last = true, required = true)]
@@ -244,6 +247,26 @@ struct GetCli {
     /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
     #[arg(long)]
     index: Option<String>,
+}
+
+/// `-i` and `-t`, as kubectl's exec, run, attach and debug take them.
+#[derive(Args, Clone, Copy)]
+struct StreamArgs {
+    /// Pass stdin to the container.
+    #[arg(short = 'i', long = "stdin")]
+    stdin: bool,
+    /// Stdin is a TTY (with `-i`: a terminal in the container, this one in raw mode).
+    #[arg(short = 't', long = "tty")]
+    tty: bool,
+    /// Print nothing but the container's output (no TTY warnings).
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+}
+
+impl StreamArgs {
+    fn streams(self) -> terminal::Streams {
+        terminal::streams(self.stdin, self.tty, self.quiet)
+    }
 }
 
 #[derive(Subcommand)]
@@ -386,9 +409,17 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Exec {
             pod,
             container,
+            streams,
             ns,
             cmd,
-        } => exec::run(&pod, container.as_deref(), &ns.namespace, &cmd).map(Outcome::Status),
+        } => exec::run(
+            &pod,
+            container.as_deref(),
+            &ns.namespace,
+            &cmd,
+            streams.streams(),
+        )
+        .map(Outcome::Status),
         Command::Debug {
             pod,
             image,

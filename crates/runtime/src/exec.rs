@@ -16,6 +16,7 @@ use crate::protocol::{Request, Response, ShimClient};
 use crate::runtime::Runtime;
 use crate::sandbox::unexpected;
 use crate::status::{ContainerState, ExecResult};
+use crate::tty::WindowSize;
 use crate::{Error, Result};
 
 /// How long output may still arrive after the exec'd process has exited (a child of it may
@@ -155,12 +156,40 @@ impl Runtime {
         }
     }
 
-    fn start_exec(
+    /// Runs `cmd` in the container with a terminal of `size` (`exec -it`, the CRI's Exec with
+    /// `tty`): the process makes a pty in the container's own devpts and takes it as its
+    /// controlling terminal; the master comes back here, for the caller to relay
+    /// ([`crate::tty::relay`]) and resize.
+    pub fn exec_tty(&self, id: &ContainerId, cmd: &[String], size: WindowSize) -> Result<TtyExec> {
+        let (receiver, sender) = crate::tty::console_socket_pair()?;
+        let (sandbox, client, pid) =
+            self.start_exec(id, cmd, ExecIo::Console(sender.as_fd(), size))?;
+        drop(sender);
+        // The process sent the master before its execve, and the shim answered after that.
+        match crate::tty::receive_fd(receiver.as_fd())? {
+            Some(master) => Ok(TtyExec {
+                master,
+                client,
+                sandbox,
+                pid,
+                what: format!("exec {cmd:?} in container {id}"),
+            }),
+            None => {
+                self.kill_exec(&sandbox, pid);
+                Err(Error::Invalid(format!(
+                    "exec {cmd:?} in container {id}: no console came back from the process"
+                )))
+            }
+        }
+    }
+
+    fn start_exec<'a>(
         &self,
         id: &ContainerId,
         cmd: &[String],
-        stdio: ExecStdio<'_>,
+        io: impl Into<ExecIo<'a>>,
     ) -> Result<(SandboxId, ShimClient, i32)> {
+        let io = io.into();
         if cmd.is_empty() {
             return Err(Error::Invalid("exec needs a command".into()));
         }
@@ -174,16 +203,24 @@ impl Runtime {
         }
         let sandbox = status.sandbox_id;
         let client = self.shim(&sandbox)?;
+        let (terminal, fds) = match io {
+            ExecIo::Stdio(stdio) => (
+                None,
+                vec![
+                    stdio.stdin.as_raw_fd(),
+                    stdio.stdout.as_raw_fd(),
+                    stdio.stderr.as_raw_fd(),
+                ],
+            ),
+            ExecIo::Console(socket, size) => (Some(size), vec![socket.as_raw_fd()]),
+        };
         client.send(
             &Request::Exec {
                 container: id.clone(),
                 argv: cmd.to_vec(),
+                terminal,
             },
-            &[
-                stdio.stdin.as_raw_fd(),
-                stdio.stdout.as_raw_fd(),
-                stdio.stderr.as_raw_fd(),
-            ],
+            &fds,
         )?;
         match client.receive(None)? {
             Response::ExecStarted { pid } => Ok((sandbox, client, pid)),
@@ -197,6 +234,75 @@ impl Runtime {
                 pid,
                 signal: libc::SIGKILL,
             });
+        }
+    }
+}
+
+/// What an exec'd process is given: descriptors, or a console socket and the terminal's size.
+enum ExecIo<'a> {
+    Stdio(ExecStdio<'a>),
+    Console(BorrowedFd<'a>, WindowSize),
+}
+
+impl<'a> From<ExecStdio<'a>> for ExecIo<'a> {
+    fn from(stdio: ExecStdio<'a>) -> ExecIo<'a> {
+        ExecIo::Stdio(stdio)
+    }
+}
+
+/// A process exec'd with a terminal: the pty's master and the shim connection that reports
+/// its exit. Dropping it hangs up that connection, and the shim then kills the process if it
+/// still runs (nobody would be left to hear its exit).
+#[derive(Debug)]
+pub struct TtyExec {
+    /// The pty's master: what the process writes is read here, what is written here is its
+    /// input (through the container's line discipline: a Ctrl-C byte signals its foreground
+    /// process group).
+    pub master: OwnedFd,
+    client: ShimClient,
+    sandbox: SandboxId,
+    pid: i32,
+    what: String,
+}
+
+impl TtyExec {
+    /// The process's pid (in the shim's pid namespace).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Readable once the process has exited (its exit code is then [`TtyExec::wait`]'s).
+    pub fn ended(&self) -> BorrowedFd<'_> {
+        self.client.as_fd()
+    }
+
+    /// Sets the terminal's size; the process's foreground group gets SIGWINCH.
+    pub fn resize(&self, size: WindowSize) -> Result<()> {
+        crate::tty::set_window_size(self.master.as_fd(), size)
+    }
+
+    /// Waits for the process's exit code (128+N for signal N), at most `timeout`.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<i32> {
+        match self.client.receive(timeout) {
+            Ok(Response::ExecExited { exit_code }) => Ok(exit_code),
+            Ok(other) => Err(unexpected(&self.sandbox, None, "Exec", other)),
+            Err(Error::Timeout { .. }) => Err(Error::Timeout {
+                what: self.what.clone(),
+                seconds: timeout.unwrap_or_default().as_secs_f64(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, runtime: &Runtime, signal: i32) -> Result<()> {
+        let client = runtime.shim(&self.sandbox)?;
+        match client.call(&Request::SignalExec {
+            pid: self.pid,
+            signal,
+        })? {
+            Response::Ok => Ok(()),
+            other => Err(unexpected(&self.sandbox, None, "SignalExec", other)),
         }
     }
 }

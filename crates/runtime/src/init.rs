@@ -60,12 +60,23 @@ pub struct ContainerPlan<'a> {
     pub placement: crate::cgroups::Placement,
 }
 
-/// The three descriptors the process gets as 0, 1 and 2.
+/// The three descriptors the process gets as 0, 1 and 2, or a console made for it.
 #[derive(Debug, Clone, Copy)]
 pub struct Stdio {
     pub stdin: RawFd,
     pub stdout: RawFd,
     pub stderr: RawFd,
+    /// A terminal instead: the process makes a pty in its own mount namespace, takes the slave
+    /// as its controlling terminal and 0, 1, 2, and sends the master over this socket
+    /// ([`crate::tty::open_console`]); the three descriptors above are then not used.
+    pub console: Option<Console>,
+}
+
+/// Where a process sends the master of the console it makes, and the size to give it.
+#[derive(Debug, Clone, Copy)]
+pub struct Console {
+    pub socket: RawFd,
+    pub size: Option<crate::tty::WindowSize>,
 }
 
 pub type Step<T> = Result<T, InitFailure>;
@@ -104,7 +115,7 @@ pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) ->
         plan.placement.enter()?;
         trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;
-        finish(&plan.process, trace)
+        finish(&plan.process, stdio.console, trace)
     })
 }
 
@@ -121,7 +132,7 @@ pub fn run_exec(
         placement.enter()?;
         join_all(join)?;
         trace.lap("join the container's namespaces");
-        finish(process, trace)
+        finish(process, stdio.console, trace)
     })
 }
 
@@ -157,6 +168,10 @@ fn seal_from_container() -> Step<()> {
 }
 
 fn set_stdio(stdio: Stdio) -> Step<()> {
+    if stdio.console.is_some() {
+        // 0, 1 and 2 become the console's slave once the process is in its mount namespace.
+        return Ok(());
+    }
     for (from, to) in [(stdio.stdin, 0), (stdio.stdout, 1), (stdio.stderr, 2)] {
         if from == to {
             continue;
@@ -494,9 +509,19 @@ fn io_failure(step: &str, path: &Path, err: std::io::Error) -> InitFailure {
     )
 }
 
-/// Capabilities, user, signals, working directory, `execve`.
-pub fn finish(process: &ProcessSpec, trace: &mut Trace) -> Step<Infallible> {
+/// The console (when asked for), capabilities, user, signals, working directory, `execve`.
+pub fn finish(
+    process: &ProcessSpec,
+    console: Option<Console>,
+    trace: &mut Trace,
+) -> Step<Infallible> {
     let exec = ExecPlan::new(process)?;
+    if let Some(console) = console {
+        // In the container's mount namespace already: /dev/ptmx is its own devpts's.
+        crate::tty::open_console(console.socket, process.uid, console.size)
+            .map_err(|(step, errno)| sys_failure(step, None, errno))?;
+        trace.lap("console");
+    }
     let keep = crate::capabilities::keep_set(process.capabilities.as_deref());
     let filters = match &process.seccomp {
         Some(profile) => crate::seccomp::compile(profile)

@@ -61,6 +61,7 @@
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
 //! | [`bundle`] | a container as an OCI bundle for runc |
+//! | [`tty`] | ptys: a container's console, the user's terminal in raw mode, the relay |
 
 pub mod bundle;
 pub mod capabilities;
@@ -89,13 +90,14 @@ pub mod seccomp;
 pub mod shim;
 pub mod state;
 pub mod status;
+pub mod tty;
 
 pub use config::{
     ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
     PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};
-pub use exec::ExecStdio;
+pub use exec::{ExecStdio, TtyExec};
 pub use gc::GcReport;
 pub use id::{ContainerId, SandboxId};
 pub use image::{ImageService, ResolvedImage, StoreImages};

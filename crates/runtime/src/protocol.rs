@@ -44,10 +44,14 @@ pub enum Request {
     /// Drop a container that is not running from the shim's table (before its folder goes).
     Forget { container: ContainerId },
     /// Run `argv` in a running container's namespaces, as its user, with the three file
-    /// descriptors of the message as stdin, stdout and stderr.
+    /// descriptors of the message as stdin, stdout and stderr; or, with `terminal`, with a
+    /// console it makes, whose master it sends over the one descriptor of the message (a
+    /// unix socket: runc's `--console-socket`), at that size.
     Exec {
         container: ContainerId,
         argv: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        terminal: Option<crate::tty::WindowSize>,
     },
     /// Signal a process started by `Exec` on this shim.
     SignalExec { pid: i32, signal: i32 },
@@ -296,6 +300,7 @@ mod tests {
         let request = Request::Exec {
             container: ContainerId::generate(),
             argv: vec!["echo".into(), "hi".into()],
+            terminal: None,
         };
         send_message(a.as_fd(), &request, &[pipe_w.as_raw_fd()]).unwrap();
         drop(pipe_w);

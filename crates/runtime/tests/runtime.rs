@@ -1201,6 +1201,7 @@ fn an_exec_whose_caller_hangs_up_is_killed() {
             &Request::Exec {
                 container: id.clone(),
                 argv: strings(&["sleep", "999"]),
+                terminal: None,
             },
             &[fd, fd, fd],
         )

@@ -32,6 +32,7 @@ mod pod_updates;
 mod pods;
 mod printers;
 mod security;
+mod terminals;
 mod user;
 mod uts;
 mod volumes;

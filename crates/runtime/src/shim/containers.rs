@@ -16,11 +16,12 @@ use super::{raw, save, Shim};
 use crate::cri_log::{LineSplitter, Stream};
 use crate::error::InitFailure;
 use crate::id::ContainerId;
-use crate::init::{self, ContainerPlan, Stdio};
+use crate::init::{self, Console, ContainerPlan, Stdio};
 use crate::liveness::{now_ns, ProcessIdentity};
 use crate::protocol::Response;
 use crate::state::{self, ContainerRecord, PidMode};
 use crate::status::ContainerState;
+use crate::tty::WindowSize;
 
 /// containerd's exit code and reason for a container whose start failed.
 pub(crate) const START_ERROR_EXIT_CODE: i32 = 128;
@@ -209,6 +210,7 @@ impl Shim {
             stdin: raw(&null),
             stdout: raw(&out_w),
             stderr: raw(&err_w),
+            console: None,
         };
         let forked_at = crate::report::monotonic_ns();
         let pid = fork_in(self.own_pid_ns(), pid_ns, || {
@@ -447,9 +449,10 @@ impl Shim {
         token: u64,
         id: &ContainerId,
         argv: Vec<String>,
+        terminal: Option<WindowSize>,
         fds: Vec<OwnedFd>,
     ) -> Response {
-        match self.try_exec(id, argv, fds) {
+        match self.try_exec(id, argv, terminal, fds) {
             Ok(Ok(pid)) => {
                 self.execs.insert(pid, token);
                 Response::ExecStarted { pid }
@@ -463,11 +466,25 @@ impl Shim {
         &mut self,
         id: &ContainerId,
         argv: Vec<String>,
+        terminal: Option<WindowSize>,
         fds: Vec<OwnedFd>,
     ) -> Result<Result<i32, InitFailure>, String> {
-        let [stdin, stdout, stderr]: [OwnedFd; 3] = fds.try_into().map_err(|_| {
-            "an Exec request carries exactly three descriptors (stdin, stdout, stderr)".to_string()
-        })?;
+        let stdio_fds = match terminal {
+            Some(size) => {
+                let [socket]: [OwnedFd; 1] = fds.try_into().map_err(|_| {
+                    "an Exec request with a terminal carries one descriptor (its console socket)"
+                        .to_string()
+                })?;
+                ExecFds::Console(socket, size)
+            }
+            None => {
+                let [stdin, stdout, stderr]: [OwnedFd; 3] = fds.try_into().map_err(|_| {
+                    "an Exec request carries exactly three descriptors (stdin, stdout, stderr)"
+                        .to_string()
+                })?;
+                ExecFds::Stdio(stdin, stdout, stderr)
+            }
+        };
         let pid = self
             .running_pid(id)
             .ok_or_else(|| format!("container {id} is not running"))?;
@@ -492,17 +509,29 @@ impl Shim {
             .map(|(fd, kind)| (fd.as_fd(), *kind))
             .collect();
         let (report_r, report_w) = pipe()?;
-        let stdio = Stdio {
-            stdin: raw(&stdin),
-            stdout: raw(&stdout),
-            stderr: raw(&stderr),
+        let stdio = match &stdio_fds {
+            ExecFds::Stdio(stdin, stdout, stderr) => Stdio {
+                stdin: raw(stdin),
+                stdout: raw(stdout),
+                stderr: raw(stderr),
+                console: None,
+            },
+            ExecFds::Console(socket, size) => Stdio {
+                stdin: -1,
+                stdout: -1,
+                stderr: -1,
+                console: Some(Console {
+                    socket: raw(socket),
+                    size: Some(*size),
+                }),
+            },
         };
         let child = fork_in(
             self.own_pid_ns(),
             PidNamespace::Join(pid_ns.as_fd()),
             || init::run_exec(&placement, &join, &process, stdio, report_w),
         )?;
-        drop((stdin, stdout, stderr));
+        drop(stdio_fds);
         match crate::report::read_report(report_r).failure {
             None => Ok(Ok(child.as_raw())),
             Some(failure) => {
@@ -528,6 +557,12 @@ impl Shim {
             },
         }
     }
+}
+
+/// What an exec'd process gets: the caller's three descriptors, or a console socket.
+enum ExecFds {
+    Stdio(OwnedFd, OwnedFd, OwnedFd),
+    Console(OwnedFd, WindowSize),
 }
 
 /// Where a container's processes (its own and those exec'd into it) go first.

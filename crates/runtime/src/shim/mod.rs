@@ -401,7 +401,11 @@ impl Shim {
             Request::Wait { container } => self.wait_container(token, container),
             Request::ReopenLog { container } => Some(self.reopen_log(&container)),
             Request::Forget { container } => Some(self.forget(&container)),
-            Request::Exec { container, argv } => Some(self.exec(token, &container, argv, fds)),
+            Request::Exec {
+                container,
+                argv,
+                terminal,
+            } => Some(self.exec(token, &container, argv, terminal, fds)),
             Request::SignalExec { pid, signal } => Some(self.signal_exec(pid, signal)),
             Request::StopContainers => {
                 self.stop_containers();

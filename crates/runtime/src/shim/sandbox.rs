@@ -202,6 +202,7 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         stdin: super::raw(&null),
         stdout: 2,
         stderr: 2,
+        console: None,
     };
     let pid = fork_in(own_pid, pid_ns, || {
         init::run_child(stdio, report_w, |_| pause_child(args, &exec))

@@ -174,6 +174,7 @@ fn enter_and_hold(pid_ns: &std::fs::File, hold: OwnedFd, tell: OwnedFd, report: 
                     stdin: 0,
                     stdout: 1,
                     stderr: 2,
+                    console: None,
                 };
                 podlab_runtime::init::run_child(stdio, report, |_| {
                     // Where the window is widest: the capabilities are already the
