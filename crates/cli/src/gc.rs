@@ -3,6 +3,9 @@
 //! processes), sandboxes of pods that are no longer in the store, the volume and log folders
 //! of pods that have neither, and unreferenced image content.
 //!
+//! The pod network state of network namespaces that are gone (`/run/podlab-net/<inode>`) goes
+//! too (see `network::identity`).
+//!
 //! A sandbox that died while Ready has its network torn down (CNI DEL: its IP lease is
 //! released). With no node agent running, the pods whose status still shows a running
 //! container get the status kubelet would give them now that their sandbox is gone (their
@@ -26,11 +29,7 @@ pub fn run() -> Result<()> {
     let root = podlab_runtime::config::RuntimeConfig::from_env().root;
     if !root.exists() {
         // Nothing of a root was ever made here, and collecting must not make one.
-        if crate::network::gc()? {
-            println!(
-                "removed the pod network state of this network namespace (no pod was attached)"
-            );
-        }
+        collect_network()?;
         println!("gc done (no podlab root at {})", root.display());
         return Ok(());
     }
@@ -171,10 +170,17 @@ fn refresh_stale_statuses(ctx: &Ctx, runtime: &podlab_runtime::Runtime) -> Resul
     Ok(())
 }
 
-/// The pod network of this network namespace, if no pod is attached to it any more.
+/// The pod network of this network namespace, if no pod is attached to it any more, and the
+/// state folders of network namespaces that are gone.
 fn collect_network() -> Result<()> {
     if crate::network::gc()? {
         println!("removed the pod network state of this network namespace (no pod was attached)");
+    }
+    for folder in crate::network::collect_gone()? {
+        println!(
+            "removed {} (its network namespace is gone)",
+            folder.display()
+        );
     }
     Ok(())
 }

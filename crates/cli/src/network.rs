@@ -16,8 +16,16 @@
 //! network): the agent removes it, if no port is left, when it stops. A one-shot command
 //! (`podlab run --rm` without an agent) removes it at its detach. `podlab gc` removes an
 //! unused one either way.
+//!
+//! The folder records which namespace it is for (its cookie: inode numbers are reused), so that
+//! a later namespace with the same number never inherits an earlier one's leases, and `podlab
+//! gc` and the node agent remove the folders of namespaces that are gone ([`identity`]).
 
-use std::os::fd::OwnedFd;
+mod identity;
+
+pub use identity::collect_gone;
+
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,6 +120,9 @@ impl NetworkPlugin for PodlabNetwork {
     ) -> Result<NetworkAttachment, podlab_runtime::network::PluginError> {
         let attachment = Self::attachment(pod);
         let status = self.locked(|| {
+            identity::claim(&self.net_root).map_err(|e| {
+                podlab_cni::Error::Invalid(format!("the pod network's state folder: {e:#}"))
+            })?;
             // The bridge plugin turns on IPv4 forwarding for the node whenever it makes the
             // bridge a gateway. Pods on podlab0 reach each other and the node on-link, so
             // forwarding is not needed, and podlab forwards nothing towards the host's network:
@@ -151,6 +162,7 @@ impl NetworkPlugin for PodlabNetwork {
     fn node_stopping(&self) -> Result<(), podlab_runtime::network::PluginError> {
         if self.keep_bridge {
             gc().map_err(|e| format!("{e:#}"))?;
+            collect_gone().map_err(|e| format!("{e:#}"))?;
         }
         Ok(())
     }
@@ -170,10 +182,28 @@ fn remove_bridge_if_unused(bridge: &str) -> bool {
     !links.iter().any(|l| l.master == Some(index)) && netlink.delete_link(bridge).is_ok()
 }
 
-/// Where this network namespace's conflist and leases live.
+/// Where this network namespace's conflist and leases live (with the namespace's identity: see
+/// [`identity`]).
 pub fn network_root() -> Result<PathBuf> {
     let inode = podlab_ns::ops::self_inode(podlab_ns::NsKind::Net)?;
-    Ok(PathBuf::from("/run/podlab-net").join(inode.to_string()))
+    Ok(PathBuf::from(identity::BASE).join(inode.to_string()))
+}
+
+/// [`lock_network_namespace`] for another network namespace, taken only if it is free at once.
+fn try_lock_network_namespace_of(netns: BorrowedFd<'_>) -> Result<OwnedFd> {
+    use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let locked = podlab_ns::net::socket_in(netns, "bind(@podlab-network)", || {
+        let address = UnixAddr::new_abstract(b"podlab-network")?;
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address)?;
+        Ok(fd)
+    })?;
+    Ok(locked)
 }
 
 /// A lock held while the returned socket lives: the abstract unix socket `podlab-network`,

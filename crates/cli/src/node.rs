@@ -77,6 +77,21 @@ pub fn run(args: NodeArgs) -> Result<()> {
     config.verbose |= args.verbose || !args.background || args.pod.is_some();
     config.follow_pod = args.pod;
     config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
+    if config.network.is_some() {
+        // What kill -9 of every process of a network namespace left (see network::identity);
+        // the agent collects it again when it stops.
+        match crate::network::collect_gone() {
+            Ok(removed) => {
+                for folder in removed {
+                    eprintln!(
+                        "removed {} (its network namespace is gone)",
+                        folder.display()
+                    );
+                }
+            }
+            Err(e) => eprintln!("collecting the state of gone network namespaces: {e:#}"),
+        }
+    }
     let stop = podlab_kubelet::node::stop_on_signals()?;
 
     let controller_stop = stop.clone();

@@ -12,6 +12,7 @@
 //! calling thread's, [`Netlink::open_in`] for another one (the thread steps in to make the socket
 //! and steps back out, or a forked child makes it and hands it over: [`socket_in`]).
 
+pub mod cookie;
 mod netns;
 mod wire;
 

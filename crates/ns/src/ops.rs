@@ -12,6 +12,8 @@
 //!   that the namespace outlives its processes ([`pin`], [`unpin`]);
 //! * **inspect/list**: read the inode ids of one process ([`inspect`]) or of all of them, the way
 //!   `lsns` does ([`list`]);
+//! * **find**: which live namespace has a given inode number, whatever keeps it alive (a
+//!   process, an open file, a pin) ([`find`]);
 //! * **hold**: a [`Holder`] is a sleeping child that keeps fresh namespaces alive, like a pod's
 //!   pause process, for demos, tests and benchmarks.
 //!
@@ -32,7 +34,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Target;
 use crate::{Error, NsKind, Result};
 
+mod find;
 mod holder;
+pub use find::{find, sees_every_process};
 pub use holder::Holder;
 
 /// `/proc/PID/ns/KIND`: the file that stands for the namespace of `kind` that `pid` is in.

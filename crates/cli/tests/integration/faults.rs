@@ -6,7 +6,6 @@
 //! And a node agent killed and restarted loses no pod and restarts no healthy container.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -36,24 +35,7 @@ spec:
 fn run_with(root: &Root, args: &[&str], env: &[(&str, &str)], stdin: &str) -> crate::pods::Out {
     let mut command = root.command(args);
     command.envs(env.iter().copied());
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    crate::pods::Out {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    crate::pods::Out::with_stdin(command, stdin)
 }
 
 /// The namespaces processes of `root` are in and that are pinned below it, as the kernel

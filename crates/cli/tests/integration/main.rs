@@ -23,6 +23,7 @@ mod kubectl_errors;
 mod labs;
 mod mnt;
 mod net;
+mod netns_folders;
 mod network_curve;
 mod ns;
 mod nsrun;

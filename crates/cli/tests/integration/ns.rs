@@ -169,6 +169,17 @@ fn a_pinned_namespace_outlives_its_holder() {
     let fd = ops::open(&pin, NsKind::Net).unwrap();
     assert_eq!(nix::sys::stat::fstat(&fd).unwrap().st_ino, inode);
     drop(fd);
+    // Found by its inode through the pin alone (no process is in it any more).
+    let inodes = std::collections::BTreeSet::from([inode]);
+    let found = ops::find(NsKind::Net, &inodes);
+    let through = found.get(&inode).expect("found through its pin");
+    assert!(
+        through.ends_with(pin.strip_prefix("/").unwrap()),
+        "{through:?}"
+    );
+    let fd = ops::open(through, NsKind::Net).unwrap();
+    assert_eq!(nix::sys::stat::fstat(&fd).unwrap().st_ino, inode);
+    drop(fd);
     let joined: u64 = run_in_child(|| {
         ops::join_path(&pin, NsKind::Net)?;
         ops::self_inode(NsKind::Net)
@@ -183,6 +194,10 @@ fn a_pinned_namespace_outlives_its_holder() {
     assert!(!pin.exists(), "the pin file is removed");
     assert!(!mounted_at(&pin), "the bind mount is gone");
     assert!(!ops::is_pinned(&pin));
+    assert!(
+        ops::find(NsKind::Net, &inodes).is_empty(),
+        "found once gone"
+    );
     ops::unpin(&pin).unwrap();
 }
 

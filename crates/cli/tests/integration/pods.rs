@@ -37,6 +37,23 @@ impl Out {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
     }
+
+    /// Runs `command` with `stdin` fed in, and waits for it.
+    pub fn with_stdin(mut command: Command, stdin: &str) -> Out {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        Out::of(child.wait_with_output().unwrap())
+    }
 }
 
 /// A private `$PODLAB_ROOT` for one test. Dropping it stops the root's node agent, removes
@@ -113,20 +130,7 @@ impl Root {
 
     /// `podlab apply -f -` with `manifest` on stdin.
     pub fn apply(&self, manifest: &str) -> Out {
-        let mut child = self
-            .command(&["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.as_bytes())
-            .unwrap();
-        Out::of(child.wait_with_output().unwrap())
+        Out::with_stdin(self.command(&["apply", "-f", "-"]), manifest)
     }
 
     pub fn store(&self) -> podlab_control::Store {
