@@ -3,7 +3,7 @@
 //! changes bump `metadata.generation`, and whether `status` is a subresource that only
 //! [`Store::update_status`](crate::Store::update_status) may change.
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -14,6 +14,8 @@ use serde::Serialize;
 pub enum Kind {
     Pod,
     ReplicaSet,
+    /// apps/v1; its controller (kube-controller-manager's `deployment`) makes ReplicaSets.
+    Deployment,
     Event,
     ConfigMap,
     /// Stored 0600 like every object file (the store folder is 0700); never printed but by
@@ -22,9 +24,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Pod,
         Kind::ReplicaSet,
+        Kind::Deployment,
         Kind::Event,
         Kind::ConfigMap,
         Kind::Secret,
@@ -35,6 +38,7 @@ impl Kind {
         match self {
             Kind::Pod => "Pod",
             Kind::ReplicaSet => "ReplicaSet",
+            Kind::Deployment => "Deployment",
             Kind::Event => "Event",
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
@@ -46,6 +50,7 @@ impl Kind {
         match self {
             Kind::Pod => "pods",
             Kind::ReplicaSet => "replicasets",
+            Kind::Deployment => "deployments",
             Kind::Event => "events",
             Kind::ConfigMap => "configmaps",
             Kind::Secret => "secrets",
@@ -55,19 +60,19 @@ impl Kind {
     pub fn api_version(self) -> &'static str {
         match self {
             Kind::Pod | Kind::Event | Kind::ConfigMap | Kind::Secret => "v1",
-            Kind::ReplicaSet => "apps/v1",
+            Kind::ReplicaSet | Kind::Deployment => "apps/v1",
         }
     }
 
     /// Whether the API server keeps `metadata.generation` (bumped on every spec change).
     /// Pods have it since Kubernetes 1.33.
     pub fn has_generation(self) -> bool {
-        matches!(self, Kind::Pod | Kind::ReplicaSet)
+        matches!(self, Kind::Pod | Kind::ReplicaSet | Kind::Deployment)
     }
 
     /// Whether `status` is a subresource: a plain update keeps the stored status.
     pub fn has_status_subresource(self) -> bool {
-        matches!(self, Kind::Pod | Kind::ReplicaSet)
+        matches!(self, Kind::Pod | Kind::ReplicaSet | Kind::Deployment)
     }
 
     /// Parses what kubectl accepts for these resources: `pod`, `pods`, `po`, `rs`, `Pod`...
@@ -75,6 +80,7 @@ impl Kind {
         match word.to_ascii_lowercase().as_str() {
             "pod" | "pods" | "po" => Some(Kind::Pod),
             "replicaset" | "replicasets" | "rs" | "replicasets.apps" => Some(Kind::ReplicaSet),
+            "deployment" | "deployments" | "deploy" | "deployments.apps" => Some(Kind::Deployment),
             "event" | "events" | "ev" => Some(Kind::Event),
             "configmap" | "configmaps" | "cm" => Some(Kind::ConfigMap),
             "secret" | "secrets" => Some(Kind::Secret),
@@ -112,6 +118,10 @@ impl StoreObject for Pod {
 
 impl StoreObject for ReplicaSet {
     const STORE_KIND: Kind = Kind::ReplicaSet;
+}
+
+impl StoreObject for Deployment {
+    const STORE_KIND: Kind = Kind::Deployment;
 }
 
 impl StoreObject for Event {

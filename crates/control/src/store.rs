@@ -663,6 +663,7 @@ fn reset_status_on_create(kind: Kind, value: &mut Value) {
             value["status"] = to_value(&status);
         }
         Kind::ReplicaSet => value["status"] = serde_json::json!({"replicas": 0}),
+        Kind::Deployment => value["status"] = serde_json::json!({}),
         Kind::Event | Kind::ConfigMap | Kind::Secret => {}
     }
 }
