@@ -36,5 +36,6 @@ mod security;
 mod terminals;
 mod user;
 mod uts;
+mod verbs;
 mod volumes;
 mod wait;
