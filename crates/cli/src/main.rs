@@ -7,6 +7,7 @@
 
 mod apply;
 mod columns;
+mod completion;
 mod context;
 mod debug;
 mod delete;
@@ -19,22 +20,26 @@ mod get;
 mod image;
 mod image_pull;
 mod index;
+mod label;
 mod logs;
 mod network;
 mod node;
 mod nsls;
 mod nsrun;
+mod objects;
 mod output;
 mod privilege;
 mod run;
+mod scale;
 mod terminal;
 mod top;
+mod verbs;
 mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -212,6 +217,8 @@ enum Command {
     },
     /// Self-checking exercises: list, start ID, check, hint, solve, reset, status.
     Lab(podlab_labs::cli::LabArgs),
+    #[command(flatten)]
+    Verb(verbs::Verb),
 }
 
 #[derive(Args)]
@@ -505,6 +512,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             command: NsCommand::Run(args),
         } => nsrun::run(args).map(Outcome::Status),
         Command::Lab(args) => podlab_labs::cli::run(args).map(Outcome::Status),
+        Command::Verb(verb) => verbs::run(verb, Cli::command).map(|()| Done),
     }
 }
 
