@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, SeccompProfile, SecurityContext};
 use podlab_runtime::seccomp::SeccompProfile as RuntimeProfile;
-use podlab_runtime::SecurityConfig;
+use podlab_runtime::{SandboxSecurity, SecurityConfig};
 
 /// `PODLAB_NODE_SECCOMP_DEFAULT`: `true` (podlab's default) or `false` (kubelet's).
 pub const ENV_SECCOMP_DEFAULT: &str = "PODLAB_NODE_SECCOMP_DEFAULT";
@@ -235,6 +235,55 @@ fn runtime_profile(profile: &SeccompProfile, node: &NodeSecurity) -> RuntimeProf
     }
 }
 
+/// What kubelet asks for the sandbox (`applySandboxSecurityContext`): the pod's `runAsUser`
+/// and `runAsGroup`, its `fsGroup` and `supplementalGroups`, privileged when any container is
+/// (`HasPrivilegedContainer`), and the pod-level seccomp profile or the node's default
+/// (`getSeccompProfile` with no container).
+pub fn for_sandbox(pod: &Pod, node: &NodeSecurity) -> SandboxSecurity {
+    let spec = pod.spec.as_ref();
+    let context = spec.and_then(|s| s.security_context.as_ref());
+    let id = |value: Option<i64>| value.and_then(|v| u32::try_from(v).ok());
+    let mut supplemental_groups: Vec<u32> = context
+        .and_then(|c| c.fs_group)
+        .and_then(|g| u32::try_from(g).ok())
+        .into_iter()
+        .collect();
+    supplemental_groups.extend(
+        context
+            .and_then(|c| c.supplemental_groups.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|g| u32::try_from(*g).ok()),
+    );
+    let privileged = spec.is_some_and(|spec| {
+        let contexts = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .map(|c| c.security_context.as_ref())
+            .chain(
+                spec.ephemeral_containers
+                    .iter()
+                    .flatten()
+                    .map(|c| c.security_context.as_ref()),
+            );
+        contexts.flatten().any(|c| c.privileged == Some(true))
+    });
+    let seccomp = match context.and_then(|c| c.seccomp_profile.as_ref()) {
+        Some(profile) => runtime_profile(profile, node),
+        None if node.seccomp_default => RuntimeProfile::RuntimeDefault,
+        None => RuntimeProfile::Unconfined,
+    };
+    SandboxSecurity {
+        seccomp,
+        run_as_user: id(context.and_then(|c| c.run_as_user)),
+        run_as_group: id(context.and_then(|c| c.run_as_group)),
+        supplemental_groups,
+        privileged,
+    }
+}
+
 /// kubelet's `format.Pod`: `name_namespace(uid)`.
 pub fn pod_full_name(pod: &Pod) -> String {
     let (namespace, name, uid) = crate::translate::identity(pod);
@@ -363,6 +412,34 @@ spec:
         assert_eq!(e.security.seccomp, RuntimeProfile::Unconfined);
         assert_eq!(e.security.masked_paths, None, "the runtime's defaults");
         assert!(!e.security.no_new_privs, "allowPrivilegeEscalation unset");
+    }
+
+    #[test]
+    fn the_sandbox_gets_the_pod_level_context_and_privileged_from_any_container() {
+        let node = NodeSecurity::new(Path::new("/r"));
+        let sandbox = for_sandbox(&pod(POD), &node);
+        assert_eq!(
+            sandbox.seccomp,
+            RuntimeProfile::Localhost("/r/seccomp/profiles/audit.json".into()),
+            "the pod's profile, not the container's"
+        );
+        assert_eq!(
+            sandbox.run_as_user,
+            Some(1000),
+            "the pod's, not the container's"
+        );
+        assert_eq!(sandbox.run_as_group, None);
+        assert_eq!(sandbox.supplemental_groups, vec![4000]);
+        assert!(!sandbox.privileged);
+        let privileged = pod("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {securityContext: {supplementalGroups: [5, 6]}, initContainers: [{name: i, image: busybox, securityContext: {privileged: true}}], containers: [{name: c, image: busybox}]}}");
+        let sandbox = for_sandbox(&privileged, &node);
+        assert!(sandbox.privileged, "an init container is privileged");
+        assert_eq!(sandbox.supplemental_groups, vec![5, 6]);
+        assert_eq!(
+            sandbox.seccomp,
+            RuntimeProfile::RuntimeDefault,
+            "the node's default"
+        );
     }
 
     #[test]

@@ -134,7 +134,21 @@ pub fn domain(pod: &Pod) -> Option<String> {
     Some(format!("{subdomain}.{namespace}.svc.{CLUSTER_DOMAIN}"))
 }
 
+/// The sandbox config of `pod`'s `attempt`-th sandbox, on a node with the security settings
+/// of the environment ([`NodeSecurity::from_env`], podlab's defaults when they do not read).
 pub fn sandbox_config(pod: &Pod, dirs: &PodDirs, attempt: u32) -> PodSandboxConfig {
+    let root = podlab_runtime::config::default_root();
+    let node = NodeSecurity::from_env(&root).unwrap_or_else(|_| NodeSecurity::new(&root));
+    sandbox_config_for(pod, dirs, attempt, &node)
+}
+
+/// [`sandbox_config`] on a node with the security settings `node`.
+pub fn sandbox_config_for(
+    pod: &Pod,
+    dirs: &PodDirs,
+    attempt: u32,
+    node: &NodeSecurity,
+) -> PodSandboxConfig {
     let (namespace, name, uid) = identity(pod);
     let spec = pod.spec.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = pod.metadata.labels.clone().unwrap_or_default();
@@ -168,6 +182,7 @@ pub fn sandbox_config(pod: &Pod, dirs: &PodDirs, attempt: u32) -> PodSandboxConf
             cgroup_parent: crate::qos::pod_cgroup_parent(pod),
             resources: crate::qos::pod_resources(pod),
             sysctls: crate::sysctl::sandbox_sysctls(pod),
+            security: crate::security::for_sandbox(pod, node),
         },
     }
 }

@@ -140,6 +140,28 @@ pub struct LinuxSandboxConfig {
     /// RunPodSandbox, as runc refuses it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, String>,
+    /// The pause process's security context (CRI `LinuxSandboxSecurityContext`).
+    #[serde(default)]
+    pub security: SandboxSecurity,
+}
+
+/// What kubelet asks for the sandbox itself (CRI `LinuxSandboxSecurityContext`): the pod-level
+/// seccomp profile, user and groups, and whether any container is privileged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxSecurity {
+    /// The pod's `seccompProfile`, or the node's default (kubelet's `getSeccompProfile` with
+    /// no container).
+    pub seccomp: crate::seccomp::SeccompProfile,
+    /// The pod's `runAsUser`; None: the pause image's user, 65535.
+    pub run_as_user: Option<u32>,
+    /// The pod's `runAsGroup`; None: the pause image's group (65535), or 0 with a `run_as_user`.
+    pub run_as_group: Option<u32>,
+    /// The pod's `supplementalGroups` and `fsGroup`.
+    pub supplemental_groups: Vec<u32>,
+    /// kubelet's `HasPrivilegedContainer`: every capability and no seccomp filter, as
+    /// containerd gives a privileged sandbox.
+    pub privileged: bool,
 }
 
 /// A container's resources (CRI `LinuxContainerResources`): its cgroup's values and its

@@ -1,8 +1,9 @@
 //! # podlab-runtime: the CRI runtime, containerd's CRI plugin + shim + runc in one crate
 //!
-//! A pod sandbox is a pause process in new uts, ipc and net namespaces (and pid, with
-//! `shareProcessNamespace`), started by a per-pod shim (`podlab-shim`, a subreaper daemon like
-//! `containerd-shim-runc-v2`) and held by bind mounts in the sandbox folder. Containers are
+//! A pod sandbox is a pause process in new uts, ipc, net and pid namespaces (the pid one the
+//! pod's with `shareProcessNamespace`), with a read-only root of its own, started by a per-pod
+//! shim (`podlab-shim`, a subreaper daemon like `containerd-shim-runc-v2`) and held by bind
+//! mounts in the sandbox folder. Containers are
 //! children of that shim: each joins the pod's namespaces, gets a mount namespace of its own with
 //! an overlay rootfs of its image, and `execve`s its process. The shim keeps the containers'
 //! stdout/stderr pipes and writes them to CRI log files, reaps them and records their exit codes,
@@ -37,7 +38,7 @@
 //!
 //! ```text
 //! podlab-shim --id 4b21… --sandbox-dir …/sandboxes/4b21…    subreaper, session leader
-//!  \_ podlab-pause sandbox=…/sandboxes/4b21…                 holds uts, ipc, net, pid
+//!  \_ /podlab-pause sandbox=…/sandboxes/4b21…                holds uts, ipc, net, pid
 //!  \_ httpd -f -p 8080                                      joined them, own mnt
 //!  \_ sleep 1000                                            joined them, own mnt
 //! ```
@@ -94,7 +95,7 @@ pub mod tty;
 
 pub use config::{
     ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
-    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SecurityConfig,
+    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SandboxSecurity, SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};
 pub use exec::{ExecStdio, TtyExec};

@@ -1,7 +1,7 @@
 //! RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus, ListPodSandbox.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -100,6 +100,12 @@ impl Runtime {
                 host_network: config.host_network,
                 placement,
                 sysctls: config.linux.sysctls.clone(),
+                security: config.linux.security.clone(),
+                // The shim opens the caller's descriptor of it while the caller waits for it.
+                mount_template: self.mount_template.as_ref().map(|t| {
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&t.fd());
+                    PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
+                }),
             },
         )?;
         podlab_fault::point_reached("sandbox.after-shim");

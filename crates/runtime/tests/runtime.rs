@@ -316,6 +316,13 @@ fn a_shared_pid_namespace_has_pause_as_pid_1() {
         ps.contains("sleep 1000") && ps.contains("sleep 1001"),
         "{ps}"
     );
+    // PID 1's mount table is pause's own, not the node's (issue 14).
+    let (mounts, _) = root.exec(&a, &["cat", "/proc/1/mountinfo"]);
+    assert_eq!(mounts.lines().count(), 2, "{mounts}");
+    assert!(
+        !mounts.contains(&*root.state_dir().to_string_lossy()),
+        "{mounts}"
+    );
 }
 
 #[test]

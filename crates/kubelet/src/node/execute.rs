@@ -506,7 +506,8 @@ impl Execution<'_> {
             out.wake(at);
             return None;
         }
-        let config = translate::sandbox_config(self.pod, self.dirs, attempt);
+        let config =
+            translate::sandbox_config_for(self.pod, self.dirs, attempt, &self.node.config.security);
         match self.node.runtime.run_pod_sandbox(&config) {
             Ok(id) => {
                 self.trace

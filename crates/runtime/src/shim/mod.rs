@@ -56,6 +56,11 @@ pub struct ShimArgs {
     pub placement: Option<crate::cgroups::Placement>,
     /// Sysctls written in the pod's namespaces before pause starts.
     pub sysctls: std::collections::BTreeMap<String, String>,
+    /// The pause process's seccomp profile, user, groups and privilege.
+    pub security: crate::config::SandboxSecurity,
+    /// The mount template (`/proc/<caller>/fd/<n>`) to make the pause process's mount namespace
+    /// from ([`crate::mount_template`]); None: a copy of the node's.
+    pub mount_template: Option<PathBuf>,
 }
 
 impl ShimArgs {
@@ -90,6 +95,16 @@ impl ShimArgs {
                     .into(),
             );
         }
+        args.push("--security".into());
+        args.push(
+            serde_json::to_string(&self.security)
+                .unwrap_or_default()
+                .into(),
+        );
+        if let Some(template) = &self.mount_template {
+            args.push("--template-ns".into());
+            args.push(template.clone().into());
+        }
         args
     }
 
@@ -103,6 +118,8 @@ impl ShimArgs {
         let mut host_network = false;
         let mut placement = None;
         let mut sysctls = Default::default();
+        let mut security = Default::default();
+        let mut mount_template = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -128,6 +145,11 @@ impl ShimArgs {
                     sysctls =
                         serde_json::from_str(&value()?).map_err(|e| format!("--sysctls: {e}"))?
                 }
+                "--security" => {
+                    security =
+                        serde_json::from_str(&value()?).map_err(|e| format!("--security: {e}"))?
+                }
+                "--template-ns" => mount_template = Some(PathBuf::from(value()?)),
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -141,6 +163,8 @@ impl ShimArgs {
             host_network,
             placement,
             sysctls,
+            security,
+            mount_template,
         })
     }
 }
@@ -560,6 +584,12 @@ mod tests {
                 oom_score_adj: Some(-998),
             }),
             sysctls: [("net.ipv4.tcp_syncookies".into(), "0".into())].into(),
+            security: crate::config::SandboxSecurity {
+                seccomp: crate::seccomp::SeccompProfile::RuntimeDefault,
+                run_as_user: Some(1000),
+                ..Default::default()
+            },
+            mount_template: Some("/proc/1/fd/7".into()),
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

@@ -1,24 +1,35 @@
 //! The sandbox itself: the pause process in the pod's new namespaces, and their pins.
 //!
-//! The pause process is forked from the shim; in the child it unshares uts+ipc+net, sets the
-//! hostname and domainname, brings `lo` up, writes the pod's sysctls (into those new namespaces)
-//! and `execve`s podlab-pause. With
-//! `shareProcessNamespace` the shim first gives its children a new pid namespace, so that pause
-//! is its PID 1. Then the shim pins every namespace under `ns/`, so they outlive the pause
-//! process if it dies, and keeps them open for the containers to join.
+//! The pause process is forked from the shim into a new pid namespace, whose PID 1 it is (the
+//! pod's, which the containers join, with `shareProcessNamespace`; else its own, as containerd
+//! gives the sandbox container one). In the child it unshares uts+ipc+net, sets the hostname and
+//! domainname, brings `lo` up, writes the pod's sysctls (into those new namespaces), and makes
+//! the sandbox container containerd makes of the pause image: a mount namespace of its own whose
+//! root is a read-only tmpfs holding nothing but the pause binary (bound read-only on its one
+//! file), then no_new_privs, the pod's seccomp profile, containerd's default capability
+//! bounding set and the pause image's user 65535 (which leaves it no effective capability), and
+//! `execve`s podlab-pause. Then the shim pins every pod namespace under `ns/`, so they outlive
+//! the pause process if it dies, and keeps them open for the containers to join.
 
 use std::convert::Infallible;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use nix::unistd::{ForkResult, Pid};
+use podlab_ns::mnt::{
+    self,
+    detached::{Detached, Source},
+};
 use podlab_ns::{ops, NsKind};
 
 use super::ShimArgs;
-use crate::init::{self, ns_failure, sys_failure, ExecPlan, Stdio, Step};
+use crate::init::{self, ns_failure, sys_failure, Stdio, Step};
 use crate::liveness::ProcessIdentity;
 use crate::process::ProcessSpec;
+use crate::report::Trace;
+use crate::seccomp::{self, SeccompProfile};
 use crate::state::{SandboxPaths, ShimRecord};
 use crate::status::PinnedNamespace;
 
@@ -49,8 +60,6 @@ impl PodNamespaces {
 
 /// Which pid namespace a forked child is born in.
 pub(crate) enum PidNamespace<'a> {
-    /// The shim's own (the host's).
-    Shim,
     /// A new one, the child its PID 1.
     New,
     /// An existing one (the pod's, or a target container's).
@@ -66,7 +75,6 @@ pub(crate) fn fork_in(
     child: impl FnOnce(),
 ) -> Result<Pid, String> {
     match &pid_ns {
-        PidNamespace::Shim => {}
         PidNamespace::New => nix::sched::unshare(CloneFlags::CLONE_NEWPID)
             .map_err(|e| format!("unshare(CLONE_NEWPID): {e}"))?,
         PidNamespace::Join(fd) => nix::sched::setns(fd, CloneFlags::CLONE_NEWPID)
@@ -79,15 +87,13 @@ pub(crate) fn fork_in(
         // SAFETY: the child bodies end in execve or _exit; this is only a backstop.
         unsafe { libc::_exit(127) }
     }
-    if !matches!(pid_ns, PidNamespace::Shim) {
-        if let Err(e) = nix::sched::setns(namespaces_own_pid, CloneFlags::CLONE_NEWPID) {
-            eprintln!("podlab-shim: returning to its own pid namespace: {e}");
-        }
+    if let Err(e) = nix::sched::setns(namespaces_own_pid, CloneFlags::CLONE_NEWPID) {
+        eprintln!("podlab-shim: returning to its own pid namespace: {e}");
     }
     match forked {
         Ok(ForkResult::Parent { child }) => Ok(child),
         Ok(ForkResult::Child) => unreachable!("the child never returns"),
-        Err(nix::Error::ENOMEM) if !matches!(pid_ns, PidNamespace::Shim) => Err(
+        Err(nix::Error::ENOMEM) => Err(
             "fork: ENOMEM: the pid namespace has no PID 1 any more (its process has exited)".into(),
         ),
         Err(e) => Err(format!("fork: {e}")),
@@ -178,24 +184,66 @@ pub(crate) fn pod_kinds(host_network: bool, share_pid: bool) -> Vec<NsKind> {
     kinds
 }
 
-fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> {
-    let (report_r, report_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))?;
-    let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
-    let process = ProcessSpec {
+/// The pause image's user and group (`USER 65535:65535`).
+const PAUSE_USER: u32 = 65535;
+/// The pause binary in the sandbox's root, and its argv[0].
+const PAUSE_IN_ROOT: &str = "/podlab-pause";
+/// The sandbox's root: a tmpfs with room for its one (empty) file, read-only once the binary
+/// is bound on that file.
+const PAUSE_ROOT_OPTIONS: &str = "nosuid,nodev,mode=0755,size=4k,nr_inodes=4";
+
+/// The pause process as containerd's sandbox container spec has it: the default capability
+/// set, no_new_privs, the pod's user (else the pause image's) and groups, the pod's seccomp
+/// profile; every capability and no filter when a container of the pod is privileged.
+fn pause_process(args: &ShimArgs) -> Result<ProcessSpec, String> {
+    let security = &args.security;
+    let capabilities = crate::capabilities::resolve(security.privileged, &[], &[])?;
+    let seccomp = match &security.seccomp {
+        _ if security.privileged => None,
+        SeccompProfile::Unconfined => None,
+        SeccompProfile::RuntimeDefault => Some(seccomp::runtime_default(&capabilities)),
+        SeccompProfile::Localhost(path) => Some(seccomp::load(path)?),
+    };
+    // containerd's user string: "uid:gid", or "uid" (gid 0 where the image has no
+    // /etc/passwd, as the pause image has none), or the image's USER.
+    let (uid, gid) = match (security.run_as_user, security.run_as_group) {
+        (Some(uid), group) => (uid, group.unwrap_or(0)),
+        (None, group) => (PAUSE_USER, group.unwrap_or(PAUSE_USER)),
+    };
+    Ok(ProcessSpec {
         argv: vec![
-            args.pause.display().to_string(),
+            PAUSE_IN_ROOT.to_string(),
             format!("sandbox={}", args.sandbox_dir.display()),
         ],
         cwd: "/".into(),
+        uid,
+        gid,
+        additional_gids: security.supplemental_groups.clone(),
+        capabilities: Some(capabilities),
+        no_new_privs: true,
+        seccomp,
         ..ProcessSpec::default()
+    })
+}
+
+fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> {
+    let process = pause_process(args)?;
+    let template = match &args.mount_template {
+        Some(path) => match ops::open(path, NsKind::Mnt) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                // Only slower without it: a copy of the node's mount table.
+                eprintln!("podlab-shim: the mount template: {e}; the pause process's mount namespace is a copy of the node's");
+                None
+            }
+        },
+        None => None,
     };
-    let exec = ExecPlan::new(&process).map_err(|f| f.message)?;
-    let pid_ns = if args.share_pid {
-        PidNamespace::New
-    } else {
-        PidNamespace::Shim
-    };
+    let (report_r, report_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))?;
+    let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+    // The pod's pid namespace when shared, else one of pause's own: never the node's.
+    let pid_ns = PidNamespace::New;
     // stdout must not be the starter's pipe (the shim's stdout until it is ready), or the
     // starter would wait for pause to exit: both of pause's output streams go to the shim log.
     let stdio = Stdio {
@@ -204,8 +252,11 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         stderr: 2,
         console: None,
     };
+    let template = template.as_ref().map(|fd| fd.as_fd());
     let pid = fork_in(own_pid, pid_ns, || {
-        init::run_child(stdio, report_w, |_| pause_child(args, &exec))
+        init::run_child(stdio, report_w, |trace| {
+            pause_child(args, &process, template, trace)
+        })
     })?;
     drop(null);
     match crate::report::read_report(report_r).failure {
@@ -217,8 +268,14 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
     }
 }
 
-/// In the pause child: the pod's namespaces, named, with `lo` up; then `execve` pause.
-fn pause_child(args: &ShimArgs, exec: &ExecPlan) -> Step<Infallible> {
+/// In the pause child: the pod's namespaces, named, with `lo` up; its own mount namespace
+/// and root; then [`init::finish`] (seccomp, capabilities, user) and `execve` pause.
+fn pause_child(
+    args: &ShimArgs,
+    process: &ProcessSpec,
+    template: Option<BorrowedFd<'_>>,
+    trace: &mut Trace,
+) -> Step<Infallible> {
     if let Some(placement) = &args.placement {
         placement.enter()?;
     }
@@ -242,9 +299,78 @@ fn pause_child(args: &ShimArgs, exec: &ExecPlan) -> Step<Infallible> {
         podlab_ns::sysctl::write(name, value, !args.host_network)
             .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
-    init::reset_signals();
-    nix::unistd::chdir("/").map_err(|e| sys_failure("chdir", Some(Path::new("/")), e))?;
-    Err(exec.exec())
+    trace.lap("the pod's namespaces");
+    enter_pause_root(args, template)?;
+    trace.lap("own mount namespace, read-only root");
+    init::finish(process, None, trace)
+}
+
+/// A mount namespace of pause's own whose `/` holds only the pause binary, both read-only.
+///
+/// From the mount template when there is one (the node agent's): a copy of its one mount, the
+/// root mounted on its `/rootfs`, the template's own tmpfs made read-only in the copy, and
+/// `chroot` (what is left outside the root is that empty, read-only tmpfs). `pivot_root` would
+/// have to detach the template's mount after, and a detach waits for an RCU grace period:
+/// 2.5 to 5 ms on this machine, more than the rest of the sandbox's start. Without a template
+/// (one-shot commands) the copy is of the node's mount table, which must not stay reachable
+/// behind the root: there it is `pivot_root` and the node's mounts detached, as runc does.
+fn enter_pause_root(args: &ShimArgs, template: Option<BorrowedFd<'_>>) -> Step<()> {
+    let unshare = || {
+        nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+            .map_err(|e| sys_failure("unshare the mount namespace", None, e))
+    };
+    let slash = Path::new("/");
+    let (binary, root) = match template {
+        Some(template) => {
+            // The binary's path is the node's: bound now, attached once in the copy.
+            let binary = Detached::bind(&args.pause, true).map_err(|e| {
+                ns_failure("open_tree (a detached bind mount)", Some(&args.pause), e)
+            })?;
+            ops::join(template, NsKind::Mnt)
+                .map_err(|e| ns_failure("enter the mount template", None, e))?;
+            unshare()?;
+            remount_readonly(slash, MsFlags::empty())?;
+            (
+                Source::Detached(binary),
+                PathBuf::from(crate::mount_template::ROOTFS),
+            )
+        }
+        None => {
+            unshare()?;
+            mnt::make_rprivate(slash).map_err(|e| ns_failure("make / rprivate", Some(slash), e))?;
+            // Any folder of the node's serves as the mount point in this copy.
+            (Source::Path(args.pause.clone()), args.sandbox_dir.clone())
+        }
+    };
+    mnt::mount_tmpfs(&root, PAUSE_ROOT_OPTIONS)
+        .map_err(|e| ns_failure("mount the sandbox's root", Some(&root), e))?;
+    let file = root.join(PAUSE_IN_ROOT.trim_start_matches('/'));
+    std::fs::File::create(&file).map_err(|e| {
+        init::failure(
+            "create the pause binary's mount point",
+            Some(&file),
+            e.raw_os_error().map(nix::Error::from_raw),
+            e.to_string(),
+        )
+    })?;
+    binary
+        .place(&file, true)
+        .map_err(|e| ns_failure("bind the pause binary", Some(&file), e))?;
+    remount_readonly(&root, MsFlags::MS_NOSUID | MsFlags::MS_NODEV)?;
+    if template.is_some() {
+        nix::unistd::chroot(&root).map_err(|e| sys_failure("chroot", Some(&root), e))?;
+        nix::unistd::chdir(slash).map_err(|e| sys_failure("chdir", Some(slash), e))
+    } else {
+        mnt::pivot_root(&root).map_err(|e| ns_failure("pivot_root", Some(&root), e))
+    }
+}
+
+/// Makes the mount on `path` read-only with `flags` (a bind remount sets exactly the flags it
+/// is given).
+fn remount_readonly(path: &Path, flags: MsFlags) -> Step<()> {
+    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | flags;
+    nix::mount::mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(|e| sys_failure("remount read-only", Some(path), e))
 }
 
 fn pin_all(

@@ -376,3 +376,87 @@ fn supplemental_groups_are_added_to_the_process() {
     let (groups, _, _) = shell(&root, &id, "grep '^Groups:' /proc/self/status");
     assert_eq!(groups.trim(), "Groups:\t3000 4000 5000");
 }
+
+/// The pause process as containerd starts its sandbox container: PID 1 of a pid namespace of
+/// its own, a mount namespace of its own whose read-only root holds only the pause binary, no
+/// effective capability (the pause image's user 65535), no_new_privs and the pod's seccomp
+/// profile; with and without the node agent's mount template.
+#[test]
+fn the_pause_process_has_its_own_pid_and_mount_namespaces_a_read_only_root_and_no_privileges() {
+    for with_template in [false, true] {
+        let mut root = TestRoot::new(if with_template { "pause-tpl" } else { "pause" });
+        if with_template {
+            root.runtime.use_mount_template().unwrap();
+        }
+        let mut config = pod("hardened-pause");
+        config.linux.security.seccomp = podlab_runtime::seccomp::SeccompProfile::RuntimeDefault;
+        let sandbox = root.sandbox(&config);
+        let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+        let pause = status.pause_pid.unwrap();
+        let me = std::process::id() as i32;
+        for kind in [NsKind::Pid, NsKind::Mnt] {
+            assert_ne!(inode(pause, kind), inode(me, kind), "{kind} of the node's");
+        }
+        assert_eq!(
+            podlab_ns::pid::pid_in_own_ns(pause).unwrap().last(),
+            Some(&1),
+            "pause is PID 1 of its pid namespace"
+        );
+        // Its whole mount table: a read-only tmpfs root and the binary bound read-only on it.
+        let table = std::fs::read_to_string(format!("/proc/{pause}/mountinfo")).unwrap();
+        let mounts: Vec<Vec<&str>> = table.lines().map(|l| l.split(' ').collect()).collect();
+        assert_eq!(mounts.len(), 2, "{table}");
+        let mut points: Vec<&str> = mounts.iter().map(|m| m[4]).collect();
+        points.sort();
+        assert_eq!(points, ["/", "/podlab-pause"], "{table}");
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains(" / / ") && l.contains(" - tmpfs ")),
+            "{table}"
+        );
+        for mount in &mounts {
+            assert!(mount[5].split(',').any(|o| o == "ro"), "{table}");
+        }
+        let listing: Vec<String> = std::fs::read_dir(format!("/proc/{pause}/root"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(listing, ["podlab-pause"]);
+        // Even root gets EROFS writing there; and above its root (`..` of /proc/PID/root
+        // leaves a chroot) is nothing of the node's: its own root again after pivot_root, the
+        // template's empty, read-only tmpfs after chroot.
+        let above: Vec<String> = std::fs::read_dir(format!("/proc/{pause}/root/.."))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let expected = if with_template {
+            "rootfs"
+        } else {
+            "podlab-pause"
+        };
+        assert_eq!(above, [expected]);
+        for path in ["x", "../x"] {
+            let err = std::fs::File::create(format!("/proc/{pause}/root/{path}")).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{path}: {err}");
+        }
+        // no_new_privs, the filter, no effective capability, containerd's bounding set, the
+        // pause image's user.
+        let status = std::fs::read_to_string(format!("/proc/{pause}/status")).unwrap();
+        for line in [
+            "NoNewPrivs:\t1",
+            "Seccomp:\t2",
+            "CapEff:\t0000000000000000",
+            "CapBnd:\t00000000a80425fb",
+            "Uid:\t65535\t65535\t65535\t65535",
+        ] {
+            assert!(status.lines().any(|l| l == line), "{line:?} in {status}");
+        }
+        // It still is what the pod's containers join.
+        let app = root.container(&sandbox, "app", &["sleep", "1000"]);
+        assert_eq!(
+            inode(pid_of(&root, &app), NsKind::Net),
+            inode(pause, NsKind::Net)
+        );
+    }
+}
