@@ -115,6 +115,10 @@ const CONTAINER_FIELDS: &[&str] = &[
     "ports[*].containerPort",
     "ports[*].protocol",
     "targetContainerName",
+    // A console (`tty`) and an open stdin, for `attach` and `run -it`.
+    "stdin",
+    "stdinOnce",
+    "tty",
     // `resources: {}` is what kubectl prints for a container without any.
     "resources",
     "resources.limits",

@@ -15,6 +15,7 @@ use podlab_runtime::status::ContainerState;
 use crate::context::Ctx;
 
 pub fn run(
+    flags: crate::attach::Flags,
     pod_name: &str,
     image: &str,
     target: Option<&str>,
@@ -34,7 +35,7 @@ pub fn run(
     // The agent writes the pod's status all the time: add the container to a fresh read.
     crate::apply::retry_on_conflict(|| {
         let mut pod: Pod = ctx.store.get(namespace, pod_name)?;
-        match add_ephemeral(&mut pod, &name, image, target, cmd) {
+        match add_ephemeral(&mut pod, &name, image, target, cmd, flags) {
             Ok(()) => ctx.store.update(pod).map(|_| Ok(())),
             Err(refused) => Ok(Err(refused)),
         }
@@ -46,6 +47,23 @@ pub fn run(
 
     let id = wait_started(&ctx, namespace, pod_name, &name, Duration::from_secs(60))?;
     let runtime = ctx.runtime()?;
+    if flags.stdin || flags.tty {
+        let allocated = crate::attach::Allocated {
+            stdin: flags.stdin,
+            tty: flags.tty,
+        };
+        let ended = crate::attach::session(&runtime, &id, &name, allocated, flags, true)?;
+        if !flags.quiet && flags.stdin && ended.raw {
+            println!(
+                "Session ended, the ephemeral container will not be restarted but may be reattached using 'podlab attach {pod_name} -c {name} -i -t' if it is still running"
+            );
+        }
+        let status = runtime.container_status(&id)?;
+        return Ok(match status.state {
+            ContainerState::Running => 0,
+            _ => status.exit_code.unwrap_or(0),
+        });
+    }
     let mut follower = crate::logs::Follower::open(&runtime.container_log_path(&id)?);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     loop {
@@ -66,6 +84,7 @@ fn add_ephemeral(
     image: &str,
     target: Option<&str>,
     cmd: &[String],
+    flags: crate::attach::Flags,
 ) -> Result<()> {
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
@@ -101,6 +120,9 @@ fn add_ephemeral(
             image: Some(image.to_string()),
             command: Some(cmd.to_vec()).filter(|c| !c.is_empty()),
             target_container_name: target.map(str::to_string),
+            // kubectl debug -i/-t: an open stdin and a console, for its attach.
+            stdin: Some(true).filter(|_| flags.stdin),
+            tty: Some(true).filter(|_| flags.tty),
             termination_message_path: Some("/dev/termination-log".into()),
             termination_message_policy: Some("File".into()),
             image_pull_policy: Some(podlab_api::defaults::pull_policy_for(Some(image)).into()),

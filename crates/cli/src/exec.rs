@@ -4,9 +4,8 @@
 
 use std::os::fd::AsFd;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
-use podlab_runtime::id::ContainerId;
 use podlab_runtime::tty::WindowSize;
 use podlab_runtime::ExecStdio;
 
@@ -23,23 +22,8 @@ pub fn run(
     let ctx = Ctx::open()?;
     let pod_object: Pod = ctx.store.get(namespace, pod)?;
     let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
-    let running = status
-        .state
-        .as_ref()
-        .and_then(|s| s.running.as_ref())
-        .is_some();
-    let id = status
-        .container_id
-        .clone()
-        .filter(|_| running)
-        .with_context(|| {
-            format!(
-                "cannot exec into container {:?} of pod {pod:?}: it is not running",
-                status.name
-            )
-        })?;
+    let id = crate::logs::running_container_id(&status, "exec into", pod)?;
     let runtime = ctx.runtime()?;
-    let id = ContainerId::parse(id.trim_start_matches("podlab://"))?;
     if streams == Streams::Tty {
         let size = crate::terminal::size().unwrap_or(WindowSize { rows: 24, cols: 80 });
         return match runtime.exec_tty(&id, cmd, size) {

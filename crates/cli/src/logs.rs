@@ -244,6 +244,31 @@ pub fn container_status(pod: &Pod, name: Option<&str>, caller: Caller) -> Result
         })
 }
 
+/// The id of the container `status` describes if it is running, else kubectl's words for
+/// `verb` (`exec into`, `attach to`) a container that is not.
+pub fn running_container_id(
+    status: &ContainerStatus,
+    verb: &str,
+    pod: &str,
+) -> Result<ContainerId> {
+    let running = status
+        .state
+        .as_ref()
+        .and_then(|s| s.running.as_ref())
+        .is_some();
+    let id = status
+        .container_id
+        .clone()
+        .filter(|_| running)
+        .with_context(|| {
+            format!(
+                "cannot {verb} container {:?} of pod {pod:?}: it is not running",
+                status.name
+            )
+        })?;
+    Ok(ContainerId::parse(id.trim_start_matches("podlab://"))?)
+}
+
 /// kubectl's list of a pod's containers: `a, b, dbg (ephem), setup (init)`.
 fn all_container_names(spec: &k8s_openapi::api::core::v1::PodSpec) -> String {
     let mut names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();

@@ -6,6 +6,7 @@
 //! `exec` and `ns run` exit with the container's or command's own status.
 
 mod apply;
+mod attach;
 mod columns;
 mod completion;
 mod context;
@@ -95,6 +96,8 @@ enum Command {
         #[arg(long = "env")]
         env: Vec<String>,
         #[command(flatten)]
+        streams: StreamArgs,
+        #[command(flatten)]
         ns: NamespaceArg,
         /// The container's args (or command with `--command`).
         #[arg(last = true)]
@@ -135,6 +138,16 @@ enum Command {
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
     },
+    /// Attach to the process of a running container, like `kubectl attach`.
+    Attach {
+        pod: String,
+        #[arg(short = 'c', long = "container")]
+        container: Option<String>,
+        #[command(flatten)]
+        streams: StreamArgs,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
     /// Add an ephemeral debug container to a running pod, like `kubectl debug`.
     Debug {
         pod: String,
@@ -146,6 +159,8 @@ enum Command {
         /// The debug container's name (default: debugger-XXXXX).
         #[arg(long = "container", short = 'c')]
         container: Option<String>,
+        #[command(flatten)]
+        streams: StreamArgs,
         #[command(flatten)]
         ns: NamespaceArg,
         #[arg(last = true)]
@@ -274,6 +289,14 @@ impl StreamArgs {
     fn streams(self) -> terminal::Streams {
         terminal::streams(self.stdin, self.tty, self.quiet)
     }
+
+    fn flags(self) -> attach::Flags {
+        attach::Flags {
+            stdin: self.stdin,
+            tty: self.tty,
+            quiet: self.quiet,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -367,10 +390,14 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             restart,
             command,
             env,
+            streams,
             ns,
             args,
         } => {
             let args = run::RunArgs {
+                stdin: streams.stdin,
+                tty: streams.tty,
+                quiet: streams.quiet,
                 name,
                 image,
                 rm,
@@ -427,14 +454,23 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             streams.streams(),
         )
         .map(Outcome::Status),
+        Command::Attach {
+            pod,
+            container,
+            streams,
+            ns,
+        } => attach::run(&pod, container.as_deref(), &ns.namespace, streams.flags())
+            .map(Outcome::Status),
         Command::Debug {
             pod,
             image,
             target,
             container,
+            streams,
             ns,
             cmd,
         } => debug::run(
+            streams.flags(),
             &pod,
             &image,
             target.as_deref(),

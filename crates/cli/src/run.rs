@@ -31,6 +31,11 @@ pub struct RunArgs {
     pub env: Vec<String>,
     pub namespace: String,
     pub args: Vec<String>,
+    /// `-i`: the container gets an open stdin (`stdin`, `stdinOnce`), and this one is attached.
+    pub stdin: bool,
+    /// `-t`: the container gets a console (`tty`).
+    pub tty: bool,
+    pub quiet: bool,
 }
 
 /// The pod `kubectl run` would make.
@@ -65,6 +70,10 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
                 command: command.filter(|c| !c.is_empty()),
                 args: container_args,
                 env: Some(env).filter(|e| !e.is_empty()),
+                stdin: Some(true).filter(|_| args.stdin),
+                // kubectl's default --leave-stdin-open=false.
+                stdin_once: Some(true).filter(|_| args.stdin),
+                tty: Some(true).filter(|_| args.tty),
                 ..Default::default()
             }],
             ..Default::default()
@@ -123,6 +132,9 @@ fn catch_interrupts() -> Result<()> {
 }
 
 pub fn run(args: RunArgs) -> Result<i32> {
+    if args.tty && !args.stdin {
+        bail!("-i/--stdin is required for containers with -t/--tty=true");
+    }
     let pod = pod_for(&args)?;
     if args.rm {
         return run_rm(pod, &args);
@@ -136,8 +148,59 @@ pub fn run(args: RunArgs) -> Result<i32> {
         false => anyhow::Error::new(e).context(format!("creating pod {name:?}")),
     })?;
     ctx.ensure_node()?;
-    println!("pod/{name} created");
-    Ok(0)
+    if !args.stdin {
+        println!("pod/{name} created");
+        return Ok(0);
+    }
+    attach_when_running(&ctx, &args)
+}
+
+/// `run -i[t]` without `--rm`: once the container runs, kubectl's attach session; the
+/// container's exit code if it ended (and was not restarted).
+fn attach_when_running(ctx: &Ctx, args: &RunArgs) -> Result<i32> {
+    let started = std::time::Instant::now();
+    let (pod, id) = loop {
+        let pod: Pod = ctx.store.get(&args.namespace, &args.name)?;
+        let status =
+            crate::logs::container_status(&pod, Some(&args.name), crate::logs::Caller::Exec);
+        let running = status.as_ref().ok().and_then(|s| {
+            s.state.as_ref()?.running.as_ref()?;
+            s.container_id.clone()
+        });
+        if let Some(id) = running {
+            break (
+                pod,
+                podlab_runtime::ContainerId::parse(id.trim_start_matches("podlab://"))?,
+            );
+        }
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        if let Some(phase @ ("Succeeded" | "Failed")) = phase.as_deref() {
+            bail!("cannot attach a container in a completed pod; current phase is {phase}");
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("timed out waiting for the condition");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let runtime = ctx.runtime()?;
+    let flags = crate::attach::Flags {
+        stdin: args.stdin,
+        tty: args.tty,
+        quiet: args.quiet,
+    };
+    let allocated = crate::attach::Allocated::of(&pod, &args.name);
+    let ended = crate::attach::session(&runtime, &id, &args.name, allocated, flags, true)?;
+    let status = runtime.container_status(&id)?;
+    if status.state == ContainerState::Running || args.restart == "Always" {
+        if !args.quiet && ended.raw && args.restart == "Always" {
+            println!(
+                "Session ended, resume using 'podlab attach {} -c {} -i -t' command when the pod is running",
+                args.name, args.name
+            );
+        }
+        return Ok(0);
+    }
+    Ok(status.exit_code.unwrap_or(0))
 }
 
 /// `run --rm`: a pod that lives as long as this command, so only the runtime and its image
@@ -210,6 +273,29 @@ fn run_container(
         }
         started => started.context("StartContainer")?,
     }
+    if pod_stdin(pod) {
+        let flags = crate::attach::Flags {
+            stdin: true,
+            tty: pod_tty(pod),
+            quiet: false,
+        };
+        let allocated = crate::attach::Allocated::of(pod, name);
+        // The pod lives as long as this command: there is nothing to detach from.
+        let ended = crate::attach::session(runtime, &id, name, allocated, flags, false)?;
+        if let Some(signal) = ended.signal {
+            INTERRUPTED.store(signal, Ordering::SeqCst);
+        }
+        let status = loop {
+            let status = crate::logs::wait_a_while(runtime, &id, Duration::from_millis(100))?;
+            if INTERRUPTED.load(Ordering::SeqCst) != 0 {
+                runtime.stop_container(&id, Duration::from_secs(2))?;
+            }
+            if status.state != ContainerState::Running {
+                break status;
+            }
+        };
+        return Ok(status.exit_code.unwrap_or(1));
+    }
     let log = runtime.container_log_path(&id)?;
     let mut follower = crate::logs::Follower::open(&log);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
@@ -230,4 +316,16 @@ fn run_container(
         0 => Ok(status.exit_code.unwrap_or(1)),
         signal => Ok(128 + signal),
     }
+}
+
+fn pod_stdin(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .is_some_and(|s| s.containers.iter().any(|c| c.stdin == Some(true)))
+}
+
+fn pod_tty(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .is_some_and(|s| s.containers.iter().any(|c| c.tty == Some(true)))
 }

@@ -55,13 +55,14 @@ pub fn run_console(exec: &podlab_runtime::TtyExec) -> Result<i32> {
             remote_input: Some(exec.master.as_fd()),
             remote_output: exec.master.as_fd(),
             ended: Some(exec.ended()),
+            detach: tty::Detach::Off,
         };
         tty::relay(&ends, Some(stdout.as_fd()), |size| {
             let _ = exec.resize(size);
         })?
     };
     match end {
-        RelayEnd::OutputClosed | RelayEnd::Ended => Ok(exec.wait(None)?),
+        RelayEnd::OutputClosed | RelayEnd::Ended | RelayEnd::Detached => Ok(exec.wait(None)?),
         // Hanging up the shim's connection (on return) kills the process, as kubectl's
         // interrupted stream ends the remote one.
         RelayEnd::Signal(signo) => Ok(128 + signo),

@@ -196,6 +196,9 @@ struct ContainerView<'a> {
     env: Vec<(String, String)>,
     working_dir: Option<&'a str>,
     mounts: Vec<(&'a str, &'a str, bool)>,
+    stdin: bool,
+    stdin_once: bool,
+    tty: bool,
 }
 
 /// `Container` and `EphemeralContainer` are two types with the same fields; one reading serves
@@ -227,6 +230,9 @@ macro_rules! container_view {
                     )
                 })
                 .collect(),
+            stdin: c.stdin.unwrap_or(false),
+            stdin_once: c.stdin_once.unwrap_or(false),
+            tty: c.tty.unwrap_or(false),
         }
     }};
 }
@@ -349,6 +355,9 @@ pub fn container_config_for(
         resources,
         labels,
         annotations,
+        stdin: view.stdin,
+        stdin_once: view.stdin_once,
+        tty: view.tty,
     };
     Some((kind, config))
 }

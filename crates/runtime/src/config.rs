@@ -241,6 +241,17 @@ pub struct ContainerConfig {
     /// CRI `LinuxContainerConfig.resources`.
     #[serde(default)]
     pub resources: ContainerResources,
+    /// Kubernetes `stdin` (CRI `stdin`): the container's stdin is a pipe the shim keeps open
+    /// for `attach -i`, instead of /dev/null.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Kubernetes `stdinOnce`: stdin is closed when the first attached client detaches.
+    #[serde(default)]
+    pub stdin_once: bool,
+    /// Kubernetes `tty`: the container's stdio is a console made in its own devpts, held by
+    /// the shim ([`crate::tty`]); its output goes to the log as stdout.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// A container's Linux security settings beyond its user (CRI `LinuxContainerSecurityContext`).

@@ -64,6 +64,7 @@
 //! | [`bundle`] | a container as an OCI bundle for runc |
 //! | [`tty`] | ptys: a container's console, the user's terminal in raw mode, the relay |
 
+mod attach;
 pub mod bundle;
 pub mod capabilities;
 pub mod cgroups;
@@ -93,6 +94,7 @@ pub mod state;
 pub mod status;
 pub mod tty;
 
+pub use attach::Attached;
 pub use config::{
     ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
     PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SandboxSecurity, SecurityConfig,

@@ -53,6 +53,15 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         terminal: Option<crate::tty::WindowSize>,
     },
+    /// Attach the connection to a running container: its output to the first descriptor of
+    /// the message (a stream socket; stderr to the second, if there is one and no tty), and
+    /// with `stdin` what comes from that socket to the container's stdin.
+    Attach { container: ContainerId, stdin: bool },
+    /// Set the size of a running container's console.
+    Resize {
+        container: ContainerId,
+        size: crate::tty::WindowSize,
+    },
     /// Signal a process started by `Exec` on this shim.
     SignalExec { pid: i32, signal: i32 },
     /// SIGKILL every running container and record their exits.

@@ -140,7 +140,8 @@ pub fn open_console(
     Ok(())
 }
 
-fn send_fd(socket: RawFd, fd: BorrowedFd<'_>) -> nix::Result<()> {
+/// Sends one descriptor over a unix socket (`SCM_RIGHTS`), for [`receive_fd`].
+pub fn send_fd(socket: RawFd, fd: BorrowedFd<'_>) -> nix::Result<()> {
     let fds = [fd.as_raw_fd()];
     let iov = [std::io::IoSlice::new(b"console")];
     let cmsgs = [ControlMessage::ScmRights(&fds)];
@@ -269,6 +270,56 @@ pub struct RelayEnds<'a> {
     /// Readable when the remote process has ended (the shim's connection, with its exit
     /// message): the relay then takes what output is left and returns.
     pub ended: Option<BorrowedFd<'a>>,
+    /// What the detach keys (Ctrl-P Ctrl-Q) typed into `input` do.
+    pub detach: Detach<'a>,
+}
+
+/// The detach sequence of `docker attach` and `podman attach` (kubectl's attach session
+/// ends the same way: the container keeps running): Ctrl-P, Ctrl-Q.
+pub const DETACH_KEYS: &[u8] = &[0x10, 0x11];
+
+/// What the detach keys typed into a relay's input do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detach<'a> {
+    /// Nothing: they are input like any other (`exec`).
+    Off,
+    /// They end the relay ([`RelayEnd::Detached`]) and are not passed on.
+    Keys,
+    /// There is no tty to detach from: they are not passed on, and `message` is written to
+    /// stderr (the relay goes on).
+    Refused(&'a str),
+}
+
+/// Finds the detach keys in a stream of input read in pieces: a key that may begin the
+/// sequence is held back until the next one shows whether it does (as docker's reader does).
+#[derive(Debug, Default)]
+pub struct DetachScanner {
+    held: usize,
+}
+
+impl DetachScanner {
+    /// Appends to `out` what of `input` is passed on; true when the sequence was completed
+    /// (what came after it in `input` is dropped).
+    pub fn scan(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
+        for &byte in input {
+            if byte == DETACH_KEYS[self.held] {
+                self.held += 1;
+                if self.held == DETACH_KEYS.len() {
+                    self.held = 0;
+                    return true;
+                }
+                continue;
+            }
+            out.extend_from_slice(&DETACH_KEYS[..self.held]);
+            self.held = 0;
+            if byte == DETACH_KEYS[0] {
+                self.held = 1;
+            } else {
+                out.push(byte);
+            }
+        }
+        false
+    }
 }
 
 /// Why a [`relay`] returned.
@@ -280,6 +331,8 @@ pub enum RelayEnd {
     Ended,
     /// SIGTERM, SIGHUP or SIGINT came to podlab.
     Signal(i32),
+    /// The user typed the detach keys ([`Detach::Keys`]).
+    Detached,
 }
 
 /// How long output is still taken after `ended` (a child of the process may hold the pty).
@@ -335,6 +388,7 @@ fn relay_loop(
     let mut pending: Vec<u8> = Vec::new();
     let mut buffer = vec![0u8; 32 * 1024];
     let mut drain_until: Option<Instant> = None;
+    let mut scanner = DetachScanner::default();
     loop {
         // Slots: 0 signals, 1 remote output, then input or remote input, then ended.
         let mut fds = vec![
@@ -412,8 +466,28 @@ fn relay_loop(
         if input_ready {
             if let Some(input) = ends.input {
                 match nix::unistd::read(input, &mut buffer) {
-                    Ok(0) | Err(nix::Error::EIO) => input_open = false,
-                    Ok(n) => pending.extend_from_slice(&buffer[..n]),
+                    Ok(0) | Err(nix::Error::EIO) => {
+                        input_open = false;
+                        // A socket to the shim carries the end of input on (stdinOnce);
+                        // a pty master is no socket and has none to carry.
+                        if let Some(remote) = ends.remote_input.filter(|_| pending.is_empty()) {
+                            let _ = socket::shutdown(remote.as_raw_fd(), socket::Shutdown::Write);
+                        }
+                    }
+                    Ok(n) => match ends.detach {
+                        Detach::Off => pending.extend_from_slice(&buffer[..n]),
+                        Detach::Keys => {
+                            if scanner.scan(&buffer[..n], &mut pending) {
+                                return Ok(RelayEnd::Detached);
+                            }
+                        }
+                        Detach::Refused(message) => {
+                            if scanner.scan(&buffer[..n], &mut pending) {
+                                let stderr = std::io::stderr();
+                                write_all(stderr.as_fd(), format!("{message}\n").as_bytes())?;
+                            }
+                        }
+                    },
                     Err(nix::Error::EINTR | nix::Error::EAGAIN) => {}
                     Err(e) => return Err(Error::sys("read", "stdin", e)),
                 }
@@ -424,6 +498,9 @@ fn relay_loop(
                 match nix::unistd::write(remote, &pending) {
                     Ok(n) => {
                         pending.drain(..n);
+                        if pending.is_empty() && !input_open && ends.input.is_some() {
+                            let _ = socket::shutdown(remote.as_raw_fd(), socket::Shutdown::Write);
+                        }
                     }
                     Err(nix::Error::EINTR | nix::Error::EAGAIN) => {}
                     // The remote side closed its input: what the user types goes nowhere.
@@ -510,6 +587,26 @@ mod tests {
         );
         drop(sender);
         assert!(receive_fd(receiver.as_fd()).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_detach_keys_are_found_across_reads_and_held_back_only_while_they_may_begin() {
+        let mut scanner = DetachScanner::default();
+        let mut out = Vec::new();
+        assert!(!scanner.scan(b"ab\x10", &mut out));
+        assert_eq!(out, b"ab", "a Ctrl-P waits for the next key");
+        assert!(!scanner.scan(b"c", &mut out));
+        assert_eq!(out, b"ab\x10c", "it was no detach: both go on");
+        assert!(!scanner.scan(b"\x10\x10", &mut out));
+        assert_eq!(out, b"ab\x10c\x10");
+        assert!(scanner.scan(b"\x11rest", &mut out));
+        assert_eq!(
+            out, b"ab\x10c\x10",
+            "the keys and what follows are not passed on"
+        );
+        let mut out = Vec::new();
+        assert!(!DetachScanner::default().scan(b"\x11\x03", &mut out));
+        assert_eq!(out, b"\x11\x03");
     }
 
     #[test]

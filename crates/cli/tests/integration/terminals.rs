@@ -275,3 +275,177 @@ fn exec_i_pipes_stdin_and_t_without_a_terminal_warns_as_kubectl() {
         )
     );
 }
+
+#[test]
+fn run_it_attaches_to_the_containers_console_whose_output_lands_in_its_log() {
+    let root = Root::new("runit");
+    let mut terminal = Terminal::new(30, 100);
+    let before = terminal.settings();
+    let mut podlab = terminal.spawn(root.command(&[
+        "run",
+        "-it",
+        "console",
+        "--image",
+        "busybox",
+        "--restart",
+        "Never",
+        "--",
+        "sh",
+    ]));
+    terminal.expect("If you don't see a command prompt, try pressing enter.");
+    terminal.send(b"\r");
+    terminal.expect("# ");
+    assert!(
+        terminal.shell("stty size").contains("\n30 100"),
+        "attach gives the console the terminal's size"
+    );
+    terminal.shell("echo logged-$((40+2))");
+    let pod = root.pod("console").expect("the pod");
+    let spec = &pod.spec.as_ref().unwrap().containers[0];
+    assert_eq!(
+        (spec.stdin, spec.stdin_once, spec.tty),
+        (Some(true), Some(true), Some(true))
+    );
+    terminal.send(b"exit 3\r");
+    assert_eq!(
+        wait_exit(&mut podlab),
+        3,
+        "the container's exit code is podlab's"
+    );
+    assert!(
+        settings_equal(&before, &terminal.settings()),
+        "the terminal's settings are back"
+    );
+    let logs = root.ok(&["logs", "console"]);
+    assert!(
+        logs.contains("logged-42"),
+        "the console's output is in the log: {logs:?}"
+    );
+}
+
+#[test]
+fn attach_refuses_an_unknown_container_in_kubectls_words() {
+    let root = Root::new("attachbad");
+    running_pod(&root, "quiet");
+    let out = root.run(&["attach", "quiet", "-c", "nope"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("cannot attach to the container: container nope not found in pod quiet"),
+        "{out:?}"
+    );
+}
+
+const CONSOLE: &str = "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: console
+spec:
+  restartPolicy: Never
+  containers:
+  - name: sh
+    image: busybox
+    command: [sh]
+    stdin: true
+    tty: true
+  - name: cat
+    image: busybox
+    command: [cat]
+    stdin: true
+";
+
+#[test]
+fn attach_detaches_on_ctrl_p_ctrl_q_and_refuses_it_without_a_tty() {
+    let root = Root::new("attachdetach");
+    let out = root.apply(CONSOLE);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.ok(&[
+        "wait",
+        "pod/console",
+        "--for=condition=Ready",
+        "--timeout=60s",
+    ]);
+
+    // A tty container: attach, a prompt after Enter, the size, then Ctrl-P Ctrl-Q.
+    let mut terminal = Terminal::new(25, 90);
+    let before = terminal.settings();
+    let mut podlab = terminal.spawn(root.command(&["attach", "-it", "console", "-c", "sh"]));
+    terminal.expect("If you don't see a command prompt, try pressing enter.");
+    terminal.send(b"\r");
+    terminal.expect("# ");
+    assert!(terminal.shell("stty size").contains("\n25 90"));
+    terminal.send(b"\x10\x11");
+    assert_eq!(wait_exit(&mut podlab), 0, "a detach is no failure");
+    terminal.expect("Detached from container sh: it keeps running.");
+    assert!(settings_equal(&before, &terminal.settings()));
+    let pod = root.pod("console").unwrap();
+    assert!(crate::pods::running(&pod), "the container still runs");
+
+    // Attached again: its shell goes on where it was, and its exit ends the session.
+    let mut podlab = terminal.spawn(root.command(&["attach", "-it", "console", "-c", "sh"]));
+    terminal.expect("try pressing enter.");
+    terminal.send(b"\r");
+    terminal.expect("# ");
+    terminal.send(b"exit 3\r");
+    assert_eq!(
+        wait_exit(&mut podlab),
+        0,
+        "kubectl attach ends 0 when the process ends"
+    );
+
+    // A container with stdin and no tty: the keys are refused, the rest goes on; Ctrl-C
+    // ends the attach and leaves the container running.
+    let terminal = Terminal::new(25, 90);
+    let mut settings = terminal.settings();
+    // Without flow control off, the terminal itself would take Ctrl-Q.
+    settings.input_flags.remove(termios::InputFlags::IXON);
+    termios::tcsetattr(terminal.slave.as_fd(), termios::SetArg::TCSANOW, &settings).unwrap();
+    let mut terminal = terminal;
+    let mut podlab = terminal.spawn(root.command(&["attach", "-i", "console", "-c", "cat"]));
+    terminal.expect("try pressing enter.");
+    terminal.send(b"hello\r");
+    terminal.expect("hello");
+    terminal.send(b"\x10\x11\r");
+    terminal.expect("error: cannot detach: container cat has no TTY");
+    terminal.send(b"after\r");
+    terminal.expect("after");
+    assert!(
+        podlab.try_wait().unwrap().is_none(),
+        "the refusal ends nothing"
+    );
+    terminal.send(b"\x03");
+    wait_exit(&mut podlab);
+    let cat = crate::pods::container(&root.pod("console").unwrap(), "cat");
+    assert!(
+        cat.state.and_then(|s| s.running).is_some(),
+        "Ctrl-C ended the attach, not the container"
+    );
+}
+
+#[test]
+fn debug_it_gives_an_ephemeral_container_a_terminal_and_returns_its_exit_code() {
+    let root = Root::new("debugit");
+    running_pod(&root, "target");
+    let mut terminal = Terminal::new(30, 100);
+    let before = terminal.settings();
+    let mut podlab = terminal.spawn(root.command(&[
+        "debug", "-it", "target", "--image", "busybox", "-c", "dbg", "--", "sh",
+    ]));
+    terminal.expect("try pressing enter.");
+    terminal.send(b"\r");
+    terminal.expect("# ");
+    assert!(terminal.shell("stty size").contains("\n30 100"));
+    terminal.send(b"exit 3\r");
+    assert_eq!(wait_exit(&mut podlab), 3);
+    assert!(settings_equal(&before, &terminal.settings()));
+    let pod = root.pod("target").unwrap();
+    let spec = &pod
+        .spec
+        .as_ref()
+        .unwrap()
+        .ephemeral_containers
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!((spec.stdin, spec.tty), (Some(true), Some(true)));
+}

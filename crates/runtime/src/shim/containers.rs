@@ -43,12 +43,46 @@ pub(crate) struct Live {
     finished_at: i64,
     log_path: PathBuf,
     log: Option<File>,
+    /// The master of its console (`tty`), for input and resizes; its output is a log pipe.
+    console: Option<OwnedFd>,
+    /// The writing end of its stdin (`stdin` without `tty`), for attached clients.
+    stdin: Option<OwnedFd>,
+    /// `stdinOnce`: the first attached client's end of input closes stdin.
+    stdin_once: bool,
+}
+
+impl Live {
+    /// Whether the container has an input an attached client may write to.
+    pub(super) fn takes_input(&self) -> bool {
+        self.console.is_some() || self.stdin.is_some()
+    }
+
+    /// Where attached clients' input goes.
+    pub(super) fn input(&self) -> Option<BorrowedFd<'_>> {
+        self.console
+            .as_ref()
+            .or(self.stdin.as_ref())
+            .map(|fd| fd.as_fd())
+    }
+
+    pub(super) fn console(&self) -> Option<BorrowedFd<'_>> {
+        self.console.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// An attached client's input ended: with `stdinOnce`, the container's stdin ends too
+    /// (kubelet's rule; a console stays, as containerd keeps it).
+    pub(super) fn input_ended(&mut self) {
+        if self.stdin_once {
+            self.stdin = None;
+        }
+    }
 }
 
 /// One output pipe of a container, on its way into the container's log.
 pub(crate) struct LogPipe {
     container: ContainerId,
     fd: OwnedFd,
+    stream: Stream,
     splitter: LineSplitter,
     done: bool,
 }
@@ -73,7 +107,13 @@ impl Shim {
                 pipe.done = true;
                 pipe.splitter.finish(now_ns())
             }
-            Ok(n) => pipe.splitter.push(&buffer[..n], now_ns()),
+            Ok(n) => {
+                let (container, stream) = (pipe.container.clone(), pipe.stream);
+                let records = pipe.splitter.push(&buffer[..n], now_ns());
+                self.fan_out(&container, stream, &buffer[..n]);
+                self.write_log(&container, &records);
+                return;
+            }
             Err(nix::Error::EAGAIN | nix::Error::EINTR) => return,
             Err(e) => {
                 eprintln!("podlab-shim: reading a log pipe: {e}");
@@ -159,6 +199,16 @@ impl Shim {
         let (err_r, err_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
         let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+        // `tty`: a console made by the container's process, its master sent back here.
+        let console_socket = match record.config.tty {
+            true => Some(crate::tty::console_socket_pair().map_err(|e| e.to_string())?),
+            false => None,
+        };
+        // `stdin` without `tty`: a pipe whose writing end stays here, for attach.
+        let stdin_pipe = match record.config.stdin && !record.config.tty {
+            true => Some(pipe()?),
+            false => None,
+        };
         let target_pid_ns = match &record.pid_mode {
             PidMode::Target(target) => Some(self.target_pid_ns(target)?),
             _ => None,
@@ -207,16 +257,31 @@ impl Shim {
             placement: placement_of(&record),
         };
         let stdio = Stdio {
-            stdin: raw(&null),
+            stdin: stdin_pipe
+                .as_ref()
+                .map(|(r, _)| raw(r))
+                .unwrap_or(raw(&null)),
             stdout: raw(&out_w),
             stderr: raw(&err_w),
-            console: None,
+            console: console_socket.as_ref().map(|(_, sender)| Console {
+                socket: raw(sender),
+                size: None,
+            }),
         };
         let forked_at = crate::report::monotonic_ns();
         let pid = fork_in(self.own_pid_ns(), pid_ns, || {
             init::run_container(&plan, stdio, report_w)
         })?;
         drop((out_w, err_w, null));
+        let stdin = stdin_pipe.map(|(r, w)| {
+            drop(r);
+            let _ = crate::tty::set_nonblocking(w.as_fd());
+            w
+        });
+        let console_receiver = console_socket.map(|(receiver, sender)| {
+            drop(sender);
+            receiver
+        });
         let report = crate::report::read_report(report_r);
         record.start_trace = report.steps(forked_at);
         if let Some(failure) = report.failure {
@@ -224,6 +289,20 @@ impl Shim {
             self.record_start_failure(&mut record, &failure);
             return Ok(Response::StartFailed(failure));
         }
+        // The process sent its console's master before its execve.
+        let console = match &console_receiver {
+            Some(receiver) => match crate::tty::receive_fd(receiver.as_fd()) {
+                Ok(Some(master)) => Some(master),
+                _ => {
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                    let _ = podlab_ns::child::wait_for(pid);
+                    return Err(format!(
+                        "container {id}: no console came back from its process"
+                    ));
+                }
+            },
+            None => None,
+        };
         podlab_fault::point_reached("shim.container.after-fork");
         record.state = ContainerState::Running;
         record.started_at = now_ns();
@@ -239,12 +318,25 @@ impl Shim {
             finished_at: 0,
             log_path: record.log_path,
             log: Some(log),
+            console: None,
+            stdin,
+            stdin_once: record.config.stdin_once,
         };
-        for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
+        // With a console, all output comes from its master, logged as stdout (containerd's).
+        let mut live = live;
+        let outputs = match console {
+            Some(master) => {
+                live.console = Some(master.try_clone().map_err(|e| format!("dup: {e}"))?);
+                vec![(master, Stream::Stdout)]
+            }
+            None => vec![(out_r, Stream::Stdout), (err_r, Stream::Stderr)],
+        };
+        for (fd, stream) in outputs {
             let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
             self.logs.push(LogPipe {
                 container: id.clone(),
                 fd,
+                stream,
                 splitter: LineSplitter::new(stream),
                 done: false,
             });
@@ -287,8 +379,11 @@ impl Shim {
             return;
         };
         self.drain_logs(&id);
+        self.end_attaches(&id);
         let finished_at = now_ns();
         if let Some(live) = self.containers.get_mut(&id) {
+            live.console = None;
+            live.stdin = None;
             live.state = ContainerState::Exited;
             live.exit_code = Some(code);
             live.finished_at = finished_at;
@@ -364,6 +459,19 @@ impl Shim {
         }
     }
 
+    /// A running container's live state.
+    pub(super) fn live(&self, id: &ContainerId) -> Option<&Live> {
+        self.containers
+            .get(id)
+            .filter(|l| l.state == ContainerState::Running)
+    }
+
+    pub(super) fn live_mut(&mut self, id: &ContainerId) -> Option<&mut Live> {
+        self.containers
+            .get_mut(id)
+            .filter(|l| l.state == ContainerState::Running)
+    }
+
     fn running_pid(&self, id: &ContainerId) -> Option<i32> {
         self.containers
             .get(id)
@@ -425,6 +533,7 @@ impl Shim {
             };
         }
         self.containers.remove(id);
+        self.end_attaches(id);
         self.logs.retain(|p| p.container != *id);
         self.waiters.retain(|(_, c)| c != id);
         Response::Ok

@@ -16,6 +16,7 @@
 //! and to `setns` into a mount namespace, which a multi-threaded parent would forbid. Its one
 //! loop waits on `poll(2)`: the socket, the clients, the log pipes, and a signalfd for SIGCHLD.
 
+mod attach;
 mod containers;
 mod memory;
 
@@ -223,6 +224,7 @@ enum Slot {
     Listener,
     Client(u64),
     Log(usize),
+    AttachInput(u64),
 }
 
 pub(crate) struct Shim {
@@ -237,6 +239,9 @@ pub(crate) struct Shim {
     execs: HashMap<i32, u64>,
     containers: HashMap<ContainerId, Live>,
     logs: Vec<LogPipe>,
+    /// Clients attached to containers ([`attach`]).
+    attaches: BTreeMap<u64, attach::Attach>,
+    next_attach: u64,
     pause: ProcessIdentity,
     pause_alive: bool,
     namespaces: PodNamespaces,
@@ -285,6 +290,8 @@ impl Shim {
             execs: HashMap::new(),
             containers: HashMap::new(),
             logs: Vec::new(),
+            attaches: BTreeMap::new(),
+            next_attach: 0,
             pause,
             pause_alive: true,
             namespaces,
@@ -331,6 +338,7 @@ impl Shim {
                         }
                     }
                     Slot::Log(_) => {}
+                    Slot::AttachInput(id) => self.read_attach_input(id),
                 }
             }
             self.close_finished_logs();
@@ -353,6 +361,10 @@ impl Shim {
         for (index, pipe) in self.log_pipes() {
             fds.push(PollFd::new(pipe, PollFlags::POLLIN));
             slots.push(Slot::Log(index));
+        }
+        for (id, input) in self.attach_inputs() {
+            fds.push(PollFd::new(input, PollFlags::POLLIN));
+            slots.push(Slot::AttachInput(id));
         }
         (fds, slots)
     }
@@ -396,6 +408,7 @@ impl Shim {
     fn drop_client(&mut self, token: u64) {
         self.clients.remove(&token);
         self.waiters.retain(|(t, _)| *t != token);
+        self.detach_client(token);
         for (pid, _) in self.execs.iter().filter(|(_, t)| **t == token) {
             let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
@@ -431,6 +444,10 @@ impl Shim {
                 terminal,
             } => Some(self.exec(token, &container, argv, terminal, fds)),
             Request::SignalExec { pid, signal } => Some(self.signal_exec(pid, signal)),
+            Request::Attach { container, stdin } => {
+                Some(self.attach(token, &container, stdin, fds))
+            }
+            Request::Resize { container, size } => Some(self.resize(&container, size)),
             Request::StopContainers => {
                 self.stop_containers();
                 Some(Response::Ok)
