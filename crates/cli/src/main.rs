@@ -29,6 +29,7 @@ mod nsls;
 mod nsrun;
 mod objects;
 mod output;
+mod port_forward;
 mod privilege;
 mod run;
 mod scale;
@@ -145,6 +146,15 @@ enum Command {
         container: Option<String>,
         #[command(flatten)]
         streams: StreamArgs,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Forward local ports to a pod, like `kubectl port-forward`.
+    PortForward {
+        pod: String,
+        /// `[LOCAL:]REMOTE`: `8080`, `8080:80`, `:80` (any free local port).
+        #[arg(required = true)]
+        ports: Vec<String>,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -461,6 +471,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             ns,
         } => attach::run(&pod, container.as_deref(), &ns.namespace, streams.flags())
             .map(Outcome::Status),
+        Command::PortForward { pod, ports, ns } => {
+            port_forward::run(&pod, &ns.namespace, &ports).map(Outcome::Status)
+        }
         Command::Debug {
             pod,
             image,

@@ -31,6 +31,7 @@ mod pause;
 mod pid;
 mod pod_updates;
 mod pods;
+mod port_forward;
 mod printers;
 mod security;
 mod terminals;
