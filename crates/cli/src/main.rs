@@ -10,6 +10,7 @@ mod attach;
 mod columns;
 mod completion;
 mod context;
+mod cp;
 mod debug;
 mod delete;
 mod demo;
@@ -116,14 +117,8 @@ enum Command {
     },
     /// Print a container's output.
     Logs {
-        pod: String,
-        #[arg(short = 'c', long = "container")]
-        container: Option<String>,
-        #[arg(short = 'f', long)]
-        follow: bool,
-        /// The previous instance of the container (before its last restart).
-        #[arg(short = 'p', long)]
-        previous: bool,
+        #[command(flatten)]
+        args: logs::LogsArgs,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -146,6 +141,17 @@ enum Command {
         container: Option<String>,
         #[command(flatten)]
         streams: StreamArgs,
+        #[command(flatten)]
+        ns: NamespaceArg,
+    },
+    /// Copy files and folders to and from containers, like `kubectl cp` (tar through exec).
+    Cp {
+        /// `[NAMESPACE/]POD:PATH` or a local path.
+        src: String,
+        /// `[NAMESPACE/]POD:PATH` or a local path.
+        dest: String,
+        #[arg(short = 'c', long = "container")]
+        container: Option<String>,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -443,13 +449,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             get::Resource::Pods => describe::run(&name, &ns.namespace).map(|()| Done),
             _ => Err(UsageError("podlab describe shows pods".into()).into()),
         },
-        Command::Logs {
-            pod,
-            container,
-            follow,
-            previous,
-            ns,
-        } => logs::run(&pod, container.as_deref(), &ns.namespace, follow, previous).map(|()| Done),
+        Command::Logs { args, ns } => logs::run(&args, &ns.namespace).map(|()| Done),
         Command::Exec {
             pod,
             container,
@@ -471,6 +471,12 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             ns,
         } => attach::run(&pod, container.as_deref(), &ns.namespace, streams.flags())
             .map(Outcome::Status),
+        Command::Cp {
+            src,
+            dest,
+            container,
+            ns,
+        } => cp::run(&src, &dest, container.as_deref(), &ns.namespace).map(Outcome::Status),
         Command::PortForward { pod, ports, ns } => {
             port_forward::run(&pod, &ns.namespace, &ports).map(Outcome::Status)
         }

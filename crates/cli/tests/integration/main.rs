@@ -11,6 +11,7 @@ mod cgroups;
 mod churn;
 mod cli;
 mod concurrency;
+mod copy_logs;
 mod demos;
 mod errors;
 mod explain;

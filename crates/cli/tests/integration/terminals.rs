@@ -160,7 +160,8 @@ fn settings_equal(a: &termios::Termios, b: &termios::Termios) -> bool {
         && a.control_chars == b.control_chars
 }
 
-fn running_pod(root: &Root, name: &str) {
+/// A pod running `sleep 999`, Ready.
+pub fn running_pod(root: &Root, name: &str) {
     root.ok(&["run", name, "--image", "busybox", "--", "sleep", "999"]);
     root.ok(&[
         "wait",
