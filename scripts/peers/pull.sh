@@ -32,14 +32,14 @@ EOF
 docker-registry serve "$scratch/registry.yml" >"$scratch/registry.log" 2>&1 &
 pids+=($!)
 
-# The image: 5 layers of 20 MB of base64 text each (about 15 MB gzipped: ~75 MB to download).
+# The image: 5 layers of 13.5 MB of base64 text each (about 10 MB gzipped: ~50 MB to download).
 layout=$scratch/layout
 mkdir -p "$layout/blobs/sha256"
 echo '{"imageLayoutVersion":"1.0.0"}' > "$layout/oci-layout"
 layers="" diffs=""
 for i in 1 2 3 4 5; do
   mkdir -p "$scratch/l$i/data$i"
-  base64 -w 76 /dev/urandom | head -c 20000000 > "$scratch/l$i/data$i/file"
+  head -c 10000000 /dev/urandom | base64 -w 76 > "$scratch/l$i/data$i/file"
   tar -C "$scratch/l$i" -cf "$scratch/l$i.tar" "data$i"
   diff=$(sha256sum < "$scratch/l$i.tar" | cut -d' ' -f1)
   gzip -1 -c "$scratch/l$i.tar" > "$scratch/l$i.tgz"

@@ -1,5 +1,5 @@
 //! `podlab image pull|prune|verify`: images from OCI registries (`ctr image pull`, `crictl
-//! pull`), removing the images no container uses (`crictl rmi --prune`), and checking the
+//! pull`), removing the images no container has (`crictl rmi --prune`), and checking the
 //! store's consistency. The registry client is `podlab_image::pull`; this module only shows its
 //! progress: a bar per blob on a terminal (indicatif), one plain line per step otherwise.
 
@@ -162,7 +162,14 @@ impl Progress for Bars {
 
 pub fn run_prune() -> Result<()> {
     let ctx = Ctx::open()?;
-    let report = ctx.images()?.prune(&[])?;
+    // As crictl rmi --prune: an image any container has (running or exited) is kept.
+    let keep: Vec<String> = ctx
+        .runtime()?
+        .list_containers(&podlab_runtime::status::ContainerFilter::default())?
+        .into_iter()
+        .map(|c| c.image)
+        .collect();
+    let report = ctx.images()?.prune(&keep)?;
     for name in &report.removed {
         println!("Deleted: {name}");
     }

@@ -353,7 +353,7 @@ enum ImageCommand {
     /// Pull an image from a registry (hosts and TLS from $PODLAB_REGISTRY_CONFIG or
     /// /etc/podlab/certs.d, credentials from $REGISTRY_AUTH_FILE or ~/.docker/config.json).
     Pull(image_pull::PullArgs),
-    /// Remove every image no running container uses.
+    /// Remove every image no container has (running or exited).
     Prune,
     /// Check the store: every blob's digest, every image's blobs and snapshots.
     Verify,

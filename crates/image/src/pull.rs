@@ -16,7 +16,9 @@
 //!
 //! * **Where from**: the hosts of [`crate::hosts`] (containerd's `certs.d/HOST/hosts.toml`:
 //!   mirrors first, then the registry; plain HTTP only for a host configured `http://`).
-//! * **Who**: [`PullOptions::credentials`] when given (a pod's `imagePullSecrets`), else
+//! * **Who**: [`PullOptions::credentials`] when given (a pod's `imagePullSecrets`: parse each
+//!   Secret's `.dockerconfigjson` with [`crate::credentials::DockerConfig::parse`] and take
+//!   `credentials_for(&reference.domain)`; try the next on [`PullError::is_unauthorized`]), else
 //!   [`crate::credentials::DockerConfig::load_default`] (`$REGISTRY_AUTH_FILE`, then
 //!   `~/.docker/config.json`); anonymous bearer tokens are fetched as the registry asks.
 //!   Credentials are never printed or logged.
