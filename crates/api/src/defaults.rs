@@ -88,16 +88,21 @@ pub fn default_probe(probe: &mut Probe) {
     }
 }
 
-/// `Always` for `:latest` or untagged images, else `IfNotPresent` (the API server's rule).
+/// The API server's rule (`SetDefaults_Container` with `parsers.ParseImageName`): `Always` when
+/// the image's tag is `latest` (written, or implied by an image with neither tag nor digest),
+/// else `IfNotPresent` (a digest alone implies no tag: `name@sha256:…` is `IfNotPresent`, but
+/// `name:latest@sha256:…` is `Always`).
 pub fn pull_policy_for(image: Option<&str>) -> &'static str {
     let image = image.unwrap_or("");
-    let last = image.rsplit('/').next().unwrap_or(image);
-    if image.contains('@') {
-        "IfNotPresent"
-    } else if !last.contains(':') || last.ends_with(":latest") {
-        "Always"
-    } else {
-        "IfNotPresent"
+    let (name, digest) = match image.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (image, None),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let tag = last.rsplit_once(':').map(|(_, tag)| tag);
+    match (tag, digest) {
+        (Some("latest"), _) | (None, None) => "Always",
+        _ => "IfNotPresent",
     }
 }
 
@@ -111,5 +116,22 @@ mod tests {
         assert_eq!(pull_policy_for(Some("busybox:latest")), "Always");
         assert_eq!(pull_policy_for(Some("busybox:1.36")), "IfNotPresent");
         assert_eq!(pull_policy_for(Some("localhost:5000/busybox")), "Always");
+        assert_eq!(
+            pull_policy_for(Some("localhost:5000/busybox:2")),
+            "IfNotPresent"
+        );
+        let digest = "sha256:6d9ac9237a84afe1516540f40a0fafdc86859b2141954b4d643af7066d598b74";
+        assert_eq!(
+            pull_policy_for(Some(&format!("busybox@{digest}"))),
+            "IfNotPresent"
+        );
+        assert_eq!(
+            pull_policy_for(Some(&format!("busybox:1.36@{digest}"))),
+            "IfNotPresent"
+        );
+        assert_eq!(
+            pull_policy_for(Some(&format!("busybox:latest@{digest}"))),
+            "Always"
+        );
     }
 }
