@@ -1165,43 +1165,56 @@ fn killing_the_shim_brings_the_pod_back_in_a_new_sandbox() {
     assert!(node.has_event(&pod, "SandboxChanged", "Pod sandbox changed"));
 }
 
+/// A network plugin whose ADD fails while `fail` is set (as host-local does with its range
+/// used up), and succeeds with 10.88.0.9 after; it records when each ADD came.
+struct FlakyNetwork {
+    fail: AtomicBool,
+    attempts: std::sync::Mutex<Vec<Instant>>,
+}
+
+impl FlakyNetwork {
+    fn failing() -> FlakyNetwork {
+        FlakyNetwork {
+            fail: AtomicBool::new(true),
+            attempts: Default::default(),
+        }
+    }
+}
+
+impl NetworkPlugin for FlakyNetwork {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn set_up(
+        &self,
+        _: &PodNetwork<'_>,
+    ) -> Result<NetworkAttachment, podlab_runtime::network::PluginError> {
+        self.attempts.lock().unwrap().push(Instant::now());
+        if self.fail.load(Ordering::SeqCst) {
+            return Err("no IP addresses available in range set: 10.88.0.2-10.88.0.2".into());
+        }
+        Ok(NetworkAttachment {
+            ips: vec!["10.88.0.9".into()],
+            result: None,
+        })
+    }
+    fn tear_down(
+        &self,
+        _: &PodNetwork<'_>,
+        _: Option<&serde_json::Value>,
+    ) -> Result<(), podlab_runtime::network::PluginError> {
+        Ok(())
+    }
+}
+
 /// Section 7: a failing RunPodSandbox (here the network plugin's ADD) is FailedCreatePodSandBox
 /// with the error, the pod stays Pending with ContainerCreating, and the next try after the error
 /// backoff succeeds; the plugin's IP becomes the pod IP. An image that is not in the store is
 /// ErrImageNeverPull.
 #[test]
 fn failed_sandbox_creation_is_retried_and_missing_images_are_err_image_never_pull() {
-    struct FlakyNetwork {
-        fail: AtomicBool,
-    }
-    impl NetworkPlugin for FlakyNetwork {
-        fn name(&self) -> &str {
-            "flaky"
-        }
-        fn set_up(
-            &self,
-            _: &PodNetwork<'_>,
-        ) -> Result<NetworkAttachment, podlab_runtime::network::PluginError> {
-            if self.fail.load(Ordering::SeqCst) {
-                return Err("no IP addresses available in range set: 10.88.0.2-10.88.0.2".into());
-            }
-            Ok(NetworkAttachment {
-                ips: vec!["10.88.0.9".into()],
-                result: None,
-            })
-        }
-        fn tear_down(
-            &self,
-            _: &PodNetwork<'_>,
-            _: Option<&serde_json::Value>,
-        ) -> Result<(), podlab_runtime::network::PluginError> {
-            Ok(())
-        }
-    }
     let mut node = TestNode::new("sandbox-fail");
-    let plugin = Arc::new(FlakyNetwork {
-        fail: AtomicBool::new(true),
-    });
+    let plugin = Arc::new(FlakyNetwork::failing());
     let mut config = node.config();
     config.network = Some(plugin.clone());
     node.start_agent(config);
@@ -1245,6 +1258,33 @@ spec:
     });
     assert_eq!(phase(&pod), "Pending");
     assert!(node.has_event(&pod, "Failed", "Error: ErrImageNeverPull"));
+}
+
+/// Issue 13: a sandbox that keeps failing is retried as kubelet's pod worker retries a failed
+/// sync, after `backOffPeriod` (the test's 1 s) plus up to 50 % jitter, never at once, whatever
+/// wakes the worker meanwhile (its own status writes, the events, the relist).
+#[test]
+fn a_sandbox_that_keeps_failing_is_retried_after_the_pod_worker_backoff() {
+    let mut node = TestNode::new("sandbox-backoff");
+    let plugin = Arc::new(FlakyNetwork::failing());
+    let mut config = node.config();
+    config.network = Some(plugin.clone());
+    let backoff = config.error_backoff;
+    node.start_agent(config);
+    node.apply(&pod_yaml("failing", "Always", "exec sleep 1000"));
+    wait_for("four RunPodSandbox attempts", || {
+        plugin.attempts.lock().unwrap().len() >= 4
+    });
+    let attempts = plugin.attempts.lock().unwrap().clone();
+    let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|gap| *gap >= backoff),
+        "RunPodSandbox retried sooner than the {backoff:?} backoff: gaps {gaps:?}"
+    );
+    let pod = node.pod("failing");
+    assert!(node.has_event(&pod, "FailedCreatePodSandBox", "no IP addresses available"));
+    assert_eq!(phase(&pod), "Pending");
+    assert!(node.sandboxes_of(&pod).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -53,6 +53,12 @@ pub struct PodCaches {
     pub sandbox_retry_at: Option<Instant>,
 }
 
+/// kubelet's pod worker requeues a failed sync after `backOffPeriod` plus up to 50 % jitter
+/// (`wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor)`).
+pub fn error_retry_at(backoff: Duration) -> Instant {
+    Instant::now() + backoff + backoff.mul_f64(0.5 * super::probes::random_fraction())
+}
+
 /// What carrying out the actions did.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -431,7 +437,7 @@ impl Execution<'_> {
             &reasons::failed_message(error),
         );
         self.remember_failure(name, reason, message.to_string());
-        let at = Instant::now() + self.node.config.error_backoff;
+        let at = error_retry_at(self.node.config.error_backoff);
         self.caches.start_retry_at.insert(name.to_string(), at);
         out.wake(at);
     }
@@ -501,7 +507,7 @@ impl Execution<'_> {
                 self.trace
                     .say(|| format!("Event {}: {message}", reasons::FAILED_MOUNT));
             }
-            let at = Instant::now() + self.node.config.error_backoff;
+            let at = error_retry_at(self.node.config.error_backoff);
             self.caches.sandbox_retry_at = Some(at);
             out.wake(at);
             return None;
@@ -538,7 +544,7 @@ impl Execution<'_> {
                         reasons::create_sandbox_error(&self.spec.display_name(), &e.to_string())
                     );
                 }
-                let at = Instant::now() + self.node.config.error_backoff;
+                let at = error_retry_at(self.node.config.error_backoff);
                 self.caches.sandbox_retry_at = Some(at);
                 out.wake(at);
                 None

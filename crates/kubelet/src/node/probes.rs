@@ -482,7 +482,7 @@ pub(crate) fn now_seconds() -> i64 {
 }
 
 /// A number in [0, 1) that differs from thread to thread (jitter needs no better randomness).
-fn random_fraction() -> f64 {
+pub(crate) fn random_fraction() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(
