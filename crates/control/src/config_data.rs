@@ -52,6 +52,10 @@ pub fn decode_secret_value(value: Value, source: &str) -> Result<Secret, Manifes
         }
     }
     secret.type_.get_or_insert_with(|| "Opaque".into());
+    let errors = docker_config_errors(&secret);
+    if !errors.is_empty() {
+        return Err(invalid("Secret", &secret.metadata, source, errors));
+    }
     secret
         .metadata
         .namespace
@@ -91,6 +95,32 @@ fn key_errors<'a>(
     }
 }
 
+/// The API server's `ValidateSecret` for `kubernetes.io/dockerconfigjson` (and the old
+/// `kubernetes.io/dockercfg`): its key is required and must be JSON. The value is never quoted
+/// back: it holds registry passwords.
+fn docker_config_errors(secret: &Secret) -> Vec<FieldError> {
+    let key = match secret.type_.as_deref() {
+        Some("kubernetes.io/dockerconfigjson") => ".dockerconfigjson",
+        Some("kubernetes.io/dockercfg") => ".dockercfg",
+        _ => return Vec::new(),
+    };
+    let field = format!("data[{key}]");
+    match secret.data.as_ref().and_then(|d| d.get(key)) {
+        None => vec![FieldError::new(field, "Required value".to_string())],
+        Some(value) => match serde_json::from_slice::<Value>(&value.0) {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![FieldError::new(
+                field,
+                format!(
+                    "Invalid value: \"<secret contents redacted>\": not JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ),
+            )],
+        },
+    }
+}
+
 fn invalid(
     kind: &str,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -123,6 +153,30 @@ mod tests {
         assert!(secret.string_data.is_none());
         assert_eq!(secret.type_.as_deref(), Some("Opaque"));
         assert_eq!(secret.metadata.namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn docker_config_secrets_need_their_key_as_json_and_never_quote_it() {
+        let secret = |data: serde_json::Value| {
+            decode_secret_value(
+                serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r"},
+                    "type": "kubernetes.io/dockerconfigjson", "stringData": data}),
+                "t",
+            )
+        };
+        assert!(secret(serde_json::json!({".dockerconfigjson": "{\"auths\": {}}"})).is_ok());
+        let missing = secret(serde_json::json!({"other": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.contains("data[.dockerconfigjson]: Required value"),
+            "{missing}"
+        );
+        let bad = secret(serde_json::json!({".dockerconfigjson": "hunter2"}))
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("<secret contents redacted>"), "{bad}");
+        assert!(!bad.contains("hunter2"), "{bad}");
     }
 
     #[test]
