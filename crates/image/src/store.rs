@@ -211,9 +211,16 @@ impl Store {
     }
 
     /// Unpacks, moves into place and names the staged images; the index write is the commit.
+    /// An image imported (or built) counts as used now, as a pulled one does: image garbage
+    /// collection removes the least recently used first.
     fn commit(&self, staging: Staging, names: Vec<(String, Digest)>) -> Result<Vec<ImageSummary>> {
         let loaded = self.unpack_staged(&staging, &names)?;
-        self.commit_unpacked(staging, loaded, names)
+        let digests: Vec<Digest> = loaded.keys().cloned().collect();
+        let summaries = self.commit_unpacked(staging, loaded, names)?;
+        for digest in &digests {
+            self.mark_used(digest);
+        }
+        Ok(summaries)
     }
 
     /// Reads and unpacks the staged images `names` point at.
