@@ -11,6 +11,7 @@ mod columns;
 mod completion;
 mod context;
 mod cp;
+mod cri;
 mod debug;
 mod delete;
 mod demo;
@@ -221,6 +222,8 @@ enum Command {
     },
     /// The node agent (kubelet's twin); started on demand by the other commands.
     Node(node::NodeArgs),
+    /// Serve the Kubernetes CRI v1 over gRPC for crictl, critest or a kubelet (docs/cri.md).
+    Cri(cri::CriArgs),
     /// Images in podlab's store.
     Image {
         #[command(subcommand)]
@@ -540,6 +543,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         .map(|()| Done),
         Command::Node(args) => node::run(args).map(|()| Done),
+        Command::Cri(args) => cri::run(args).map(|()| Done),
         Command::Image { command } => match command {
             ImageCommand::Ls { output, no_headers } => image::ls(output.as_deref(), no_headers),
             ImageCommand::Import { path, name } => image::import(&path, name.as_deref()),

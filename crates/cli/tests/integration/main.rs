@@ -12,6 +12,7 @@ mod churn;
 mod cli;
 mod concurrency;
 mod copy_logs;
+mod cri;
 mod demos;
 mod errors;
 mod explain;

@@ -1,0 +1,56 @@
+//! `podlab cri`: the CRI endpoint (containerd's CRI plugin's twin). A long-running gRPC server
+//! on a unix socket for `crictl`, `critest` or a kubelet's `--container-runtime-endpoint`,
+//! over the same runtime and image store as every other podlab command (podlab-cri).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use podlab_runtime::config::RuntimeConfig;
+use podlab_runtime::{Runtime, StoreImages};
+
+#[derive(Args)]
+pub struct CriArgs {
+    /// The socket to serve on (`unix:///PATH` or a path).
+    #[arg(long, default_value = "unix:///run/podlab/cri.sock")]
+    listen: String,
+    /// The state root (default `$PODLAB_ROOT`, else `/run/podlab`).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Print each RPC with what it did and how long it took.
+    #[arg(long)]
+    trace: bool,
+}
+
+pub fn run(args: CriArgs) -> Result<()> {
+    crate::privilege::require_root_for_pods()?;
+    let config = match &args.root {
+        Some(root) => RuntimeConfig::with_root(root),
+        None => RuntimeConfig::from_env(),
+    };
+    podlab_runtime::state::private_dir(&config.root)?;
+    let store = podlab_image::Store::open(&config.image_root).context("opening the image store")?;
+    let images = Arc::new(StoreImages::new(store));
+    let root = config.root.clone();
+    let mut runtime =
+        Runtime::with_images(config, images.clone()).context("opening the runtime")?;
+    // The bridge stays for the next pod while the server runs, as on a kubelet node.
+    let network = crate::network::plugin_with(&root, crate::network::Bridge::Keep)?;
+    if let Some(network) = &network {
+        runtime.set_network_plugin(Arc::clone(network));
+    }
+    if let Err(e) = runtime.use_mount_template() {
+        eprintln!("podlab cri: containers copy the node's mount namespace ({e})");
+    }
+    let cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);
+    let socket = podlab_cri::socket_path(&args.listen);
+    podlab_cri::serve(cri, &socket, || {
+        eprintln!("podlab cri: serving CRI v1 on unix://{}", socket.display());
+    })
+    .with_context(|| format!("podlab cri on {}", socket.display()))?;
+    if let Some(network) = network {
+        let _ = network.node_stopping();
+    }
+    Ok(())
+}

@@ -1,0 +1,15 @@
+//! Compiles the CRI v1 proto (`proto/api.proto`, kubernetes/cri-api's `pkg/apis/runtime/v1`) into
+//! the server traits and messages, with the protoc that `protoc-bin-vendored` ships, so that no
+//! system protoc is needed.
+
+fn main() {
+    let protoc = protoc_bin_vendored::protoc_bin_path()
+        .expect("protoc-bin-vendored has a protoc for this host");
+    // prost-build reads PROTOC from the environment.
+    std::env::set_var("PROTOC", protoc);
+    tonic_prost_build::configure()
+        .build_client(false)
+        .compile_protos(&["proto/api.proto"], &["proto"])
+        .expect("compiling proto/api.proto");
+    println!("cargo:rerun-if-changed=proto/api.proto");
+}

@@ -1,0 +1,696 @@
+//! CRI messages to podlab-runtime's configs and back: every field is either carried over,
+//! refused with `InvalidArgument` naming it, or (for what only SELinux/AppArmor hosts or the pause
+//! container's own image would use) documented in docs/cri.md as ignored, as containerd ignores it
+//! on hosts without those.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use podlab_runtime::config::{ContainerResources, LinuxSandboxConfig};
+use podlab_runtime::seccomp::SeccompProfile;
+use podlab_runtime::{
+    ContainerConfig, ContainerMetadata, ContainerState, DnsConfig, EnvVar, Mount, NetworkMode,
+    PodSandboxConfig, PodSandboxMetadata, SandboxState,
+};
+use tonic::Status;
+
+use crate::proto;
+use crate::status::{invalid, unsupported};
+
+pub fn btree(map: &HashMap<String, String>) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+pub fn hash(map: &BTreeMap<String, String>) -> HashMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// containerd's sandbox name (`makeSandboxName`): what makes two sandboxes the same pod attempt.
+pub fn sandbox_name(metadata: &PodSandboxMetadata) -> String {
+    format!(
+        "{}_{}_{}_{}",
+        metadata.name, metadata.namespace, metadata.uid, metadata.attempt
+    )
+}
+
+/// containerd's container name (`makeContainerName`).
+pub fn container_name(container: &ContainerMetadata, sandbox: &PodSandboxMetadata) -> String {
+    format!(
+        "{}_{}_{}_{}_{}",
+        container.name, sandbox.name, sandbox.namespace, sandbox.uid, container.attempt
+    )
+}
+
+fn mode(value: i32) -> proto::NamespaceMode {
+    proto::NamespaceMode::try_from(value).unwrap_or(proto::NamespaceMode::Pod)
+}
+
+/// RunPodSandboxRequest.config → the runtime's sandbox config.
+pub fn sandbox_config(
+    config: Option<&proto::PodSandboxConfig>,
+) -> Result<PodSandboxConfig, Status> {
+    let config = config.ok_or_else(|| invalid("config", "a pod sandbox config is required"))?;
+    let metadata = config
+        .metadata
+        .as_ref()
+        .ok_or_else(|| invalid("config.metadata", "sandbox config must include metadata"))?;
+    if metadata.name.is_empty() {
+        return Err(invalid(
+            "config.metadata.name",
+            "a pod sandbox needs a name",
+        ));
+    }
+    let mut out = PodSandboxConfig {
+        metadata: PodSandboxMetadata {
+            name: metadata.name.clone(),
+            namespace: metadata.namespace.clone(),
+            uid: metadata.uid.clone(),
+            attempt: metadata.attempt,
+        },
+        hostname: config.hostname.clone(),
+        labels: btree(&config.labels),
+        annotations: btree(&config.annotations),
+        log_directory: (!config.log_directory.is_empty())
+            .then(|| PathBuf::from(&config.log_directory)),
+        dns: config.dns_config.as_ref().map(|dns| DnsConfig {
+            servers: dns.servers.clone(),
+            searches: dns.searches.clone(),
+            options: dns.options.clone(),
+        }),
+        ..PodSandboxConfig::default()
+    };
+    for (i, port) in config.port_mappings.iter().enumerate() {
+        // A mapping without a host port publishes nothing (CNI portmap skips it too).
+        if port.host_port != 0 {
+            return Err(unsupported(
+                &format!("config.port_mappings[{i}].host_port"),
+                "a host port",
+            ));
+        }
+    }
+    if let Some(linux) = &config.linux {
+        if !linux.sysctls.is_empty() {
+            let mut names: Vec<&String> = linux.sysctls.keys().collect();
+            names.sort();
+            return Err(unsupported(
+                "config.linux.sysctls",
+                format!("setting sysctls ({names:?})"),
+            ));
+        }
+        out.linux = LinuxSandboxConfig {
+            cgroup_parent: linux.cgroup_parent.trim_matches('/').to_string(),
+            resources: linux
+                .resources
+                .as_ref()
+                .map(|r| cgroup_resources("config.linux.resources", r))
+                .transpose()?
+                .map(|r| r.cgroup)
+                .unwrap_or_default(),
+        };
+        if let Some(security) = &linux.security_context {
+            if let Some(ns) = &security.namespace_options {
+                let field = "config.linux.security_context.namespace_options";
+                match mode(ns.network) {
+                    proto::NamespaceMode::Node => out.host_network = true,
+                    proto::NamespaceMode::Pod => {}
+                    other => {
+                        return Err(invalid(
+                            &format!("{field}.network"),
+                            format!("{} is not a pod's network mode", other.as_str_name()),
+                        ))
+                    }
+                }
+                match mode(ns.pid) {
+                    proto::NamespaceMode::Pod => out.share_process_namespace = true,
+                    proto::NamespaceMode::Container => {}
+                    proto::NamespaceMode::Node => {
+                        return Err(unsupported(&format!("{field}.pid"), "NODE (hostPID)"))
+                    }
+                    proto::NamespaceMode::Target => {
+                        return Err(invalid(
+                            &format!("{field}.pid"),
+                            "TARGET is for containers, not pod sandboxes",
+                        ))
+                    }
+                }
+                match mode(ns.ipc) {
+                    proto::NamespaceMode::Pod => {}
+                    proto::NamespaceMode::Node => {
+                        return Err(unsupported(&format!("{field}.ipc"), "NODE (hostIPC)"))
+                    }
+                    other => {
+                        return Err(invalid(
+                            &format!("{field}.ipc"),
+                            format!("{} is not a pod's ipc mode", other.as_str_name()),
+                        ))
+                    }
+                }
+                if ns
+                    .userns_options
+                    .as_ref()
+                    .is_some_and(|u| u.mode == proto::NamespaceMode::Pod as i32)
+                {
+                    return Err(unsupported(
+                        &format!("{field}.userns_options"),
+                        "a user namespace",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a container config needs from its surroundings while it is translated.
+pub struct ContainerContext<'a> {
+    /// The sandbox's config (its pid namespace decides what POD means).
+    pub sandbox: &'a PodSandboxConfig,
+    /// The image's store name, already resolved from the request's reference.
+    pub image_name: String,
+    /// The image's `/etc/passwd`, for run_as_username.
+    pub passwd: Option<String>,
+}
+
+/// CreateContainerRequest.config → the runtime's container config (without a target container,
+/// which the caller resolves: see [`pid_target`]).
+pub fn container_config(
+    config: &proto::ContainerConfig,
+    context: &ContainerContext<'_>,
+) -> Result<ContainerConfig, Status> {
+    let metadata = config
+        .metadata
+        .as_ref()
+        .ok_or_else(|| invalid("config.metadata", "container config must include metadata"))?;
+    if metadata.name.is_empty() {
+        return Err(invalid("config.metadata.name", "a container needs a name"));
+    }
+    if !config.devices.is_empty() {
+        return Err(unsupported("config.devices", "a device"));
+    }
+    if !config.cdi_devices.is_empty() {
+        return Err(unsupported("config.cdi_devices", "a CDI device"));
+    }
+    if config.tty {
+        return Err(unsupported("config.tty", "a terminal"));
+    }
+    if config.stdin {
+        return Err(unsupported("config.stdin", "standard input"));
+    }
+    let mut out = ContainerConfig {
+        metadata: ContainerMetadata {
+            name: metadata.name.clone(),
+            attempt: metadata.attempt,
+        },
+        image: context.image_name.clone(),
+        command: config.command.clone(),
+        args: config.args.clone(),
+        env: config
+            .envs
+            .iter()
+            .map(|kv| EnvVar::new(&kv.key, &kv.value))
+            .collect(),
+        working_dir: (!config.working_dir.is_empty()).then(|| config.working_dir.clone()),
+        labels: btree(&config.labels),
+        annotations: btree(&config.annotations),
+        log_path: (!config.log_path.is_empty()).then(|| PathBuf::from(&config.log_path)),
+        ..ContainerConfig::default()
+    };
+    for (i, mount) in config.mounts.iter().enumerate() {
+        out.mounts
+            .push(container_mount(&format!("config.mounts[{i}]"), mount)?);
+    }
+    let Some(linux) = &config.linux else {
+        return Ok(out);
+    };
+    if let Some(resources) = &linux.resources {
+        out.resources = cgroup_resources("config.linux.resources", resources)?;
+    }
+    let Some(security) = &linux.security_context else {
+        return Ok(out);
+    };
+    let field = "config.linux.security_context";
+    let sec = &mut out.security;
+    sec.privileged = security.privileged;
+    if let Some(caps) = &security.capabilities {
+        if !caps.add_ambient_capabilities.is_empty() {
+            return Err(unsupported(
+                &format!("{field}.capabilities.add_ambient_capabilities"),
+                "an ambient capability",
+            ));
+        }
+        sec.add_capabilities = caps.add_capabilities.clone();
+        sec.drop_capabilities = caps.drop_capabilities.clone();
+    }
+    sec.no_new_privs = security.no_new_privs;
+    // An empty list is the runtime's defaults, as in containerd (proto3 has no nil list).
+    sec.masked_paths = (!security.masked_paths.is_empty()).then(|| security.masked_paths.clone());
+    sec.readonly_paths =
+        (!security.readonly_paths.is_empty()).then(|| security.readonly_paths.clone());
+    for (i, gid) in security.supplemental_groups.iter().enumerate() {
+        sec.supplemental_groups
+            .push(id32(&format!("{field}.supplemental_groups[{i}]"), *gid)?);
+    }
+    if security.supplemental_groups_policy != proto::SupplementalGroupsPolicy::Merge as i32 {
+        return Err(unsupported(
+            &format!("{field}.supplemental_groups_policy"),
+            "the Strict policy",
+        ));
+    }
+    #[allow(deprecated)]
+    let legacy_seccomp = security.seccomp_profile_path.as_str();
+    sec.seccomp = seccomp(
+        &format!("{field}.seccomp"),
+        security.seccomp.as_ref(),
+        legacy_seccomp,
+    )?;
+    if let Some(apparmor) = &security.apparmor {
+        if apparmor.profile_type == proto::security_profile::ProfileType::Localhost as i32 {
+            return Err(unsupported(
+                &format!("{field}.apparmor"),
+                "an AppArmor profile (AppArmor is not enabled on this node)",
+            ));
+        }
+    }
+    out.run_as_user = security
+        .run_as_user
+        .as_ref()
+        .map(|v| id32(&format!("{field}.run_as_user"), v.value))
+        .transpose()?;
+    out.run_as_group = security
+        .run_as_group
+        .as_ref()
+        .map(|v| id32(&format!("{field}.run_as_group"), v.value))
+        .transpose()?;
+    if out.run_as_user.is_none() && !security.run_as_username.is_empty() {
+        let name = &security.run_as_username;
+        let uid = context
+            .passwd
+            .as_deref()
+            .and_then(|passwd| uid_of(passwd, name))
+            .ok_or_else(|| {
+                invalid(
+                    &format!("{field}.run_as_username"),
+                    format!("unable to find user {name}: no matching entries in passwd file"),
+                )
+            })?;
+        out.run_as_user = Some(uid);
+    }
+    out.readonly_rootfs = security.readonly_rootfs;
+    if let Some(ns) = &security.namespace_options {
+        match mode(ns.pid) {
+            proto::NamespaceMode::Container | proto::NamespaceMode::Target => {}
+            proto::NamespaceMode::Pod if context.sandbox.share_process_namespace => {}
+            proto::NamespaceMode::Pod => {
+                return Err(invalid(
+                    &format!("{field}.namespace_options.pid"),
+                    "POD needs a pod sandbox whose pid namespace is POD",
+                ))
+            }
+            proto::NamespaceMode::Node => {
+                return Err(unsupported(
+                    &format!("{field}.namespace_options.pid"),
+                    "NODE (hostPID)",
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The container whose pid namespace a TARGET container joins (its id as given).
+pub fn pid_target(config: &proto::ContainerConfig) -> Option<&str> {
+    let ns = config
+        .linux
+        .as_ref()?
+        .security_context
+        .as_ref()?
+        .namespace_options
+        .as_ref()?;
+    (mode(ns.pid) == proto::NamespaceMode::Target).then_some(ns.target_id.as_str())
+}
+
+fn id32(field: &str, value: i64) -> Result<u32, Status> {
+    u32::try_from(value).map_err(|_| invalid(field, format!("{value} is not a valid id")))
+}
+
+fn uid_of(passwd: &str, name: &str) -> Option<u32> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next()? == name).then_some(())?;
+        fields.nth(1)?.parse().ok()
+    })
+}
+
+fn seccomp(
+    field: &str,
+    profile: Option<&proto::SecurityProfile>,
+    legacy: &str,
+) -> Result<SeccompProfile, Status> {
+    use proto::security_profile::ProfileType;
+    if let Some(profile) = profile {
+        return match ProfileType::try_from(profile.profile_type) {
+            Ok(ProfileType::RuntimeDefault) => Ok(SeccompProfile::RuntimeDefault),
+            Ok(ProfileType::Unconfined) => Ok(SeccompProfile::Unconfined),
+            Ok(ProfileType::Localhost) if profile.localhost_ref.starts_with('/') => Ok(
+                SeccompProfile::Localhost(PathBuf::from(&profile.localhost_ref)),
+            ),
+            Ok(ProfileType::Localhost) => Err(invalid(
+                &format!("{field}.localhost_ref"),
+                format!("{:?} is not an absolute path", profile.localhost_ref),
+            )),
+            Err(_) => Err(invalid(
+                &format!("{field}.profile_type"),
+                format!("{} is not a profile type", profile.profile_type),
+            )),
+        };
+    }
+    match legacy {
+        "" | "unconfined" => Ok(SeccompProfile::Unconfined),
+        "runtime/default" | "docker/default" => Ok(SeccompProfile::RuntimeDefault),
+        path if path.starts_with("localhost/") => Ok(SeccompProfile::Localhost(PathBuf::from(
+            &path["localhost".len()..],
+        ))),
+        other => Err(invalid(
+            "config.linux.security_context.seccomp_profile_path",
+            format!("{other:?} is not a seccomp profile"),
+        )),
+    }
+}
+
+fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
+    if mount.container_path.is_empty() {
+        return Err(invalid(
+            &format!("{field}.container_path"),
+            "must not be empty",
+        ));
+    }
+    if mount.host_path.is_empty() {
+        return Err(invalid(&format!("{field}.host_path"), "must not be empty"));
+    }
+    if mount.propagation != proto::MountPropagation::PropagationPrivate as i32 {
+        let name = proto::MountPropagation::try_from(mount.propagation)
+            .map(|p| p.as_str_name())
+            .unwrap_or("an unknown propagation");
+        return Err(unsupported(&format!("{field}.propagation"), name));
+    }
+    if mount.recursive_read_only {
+        return Err(unsupported(
+            &format!("{field}.recursive_read_only"),
+            "a recursive read-only mount",
+        ));
+    }
+    if mount.image.is_some() {
+        return Err(unsupported(&format!("{field}.image"), "an image volume"));
+    }
+    if !mount.uid_mappings.is_empty() || !mount.gid_mappings.is_empty() {
+        return Err(unsupported(
+            &format!("{field}.uid_mappings"),
+            "an id-mapped mount",
+        ));
+    }
+    // containerd makes a missing host path as a folder.
+    let host = PathBuf::from(&mount.host_path);
+    if !host.exists() {
+        std::fs::create_dir_all(&host)
+            .map_err(|e| Status::unknown(format!("failed to mkdir {:?}: {e}", mount.host_path)))?;
+    }
+    Ok(Mount {
+        host_path: host,
+        container_path: PathBuf::from(&mount.container_path),
+        readonly: mount.readonly,
+    })
+}
+
+/// LinuxContainerResources → a cgroup's values and `oom_score_adj`.
+pub fn cgroup_resources(
+    field: &str,
+    resources: &proto::LinuxContainerResources,
+) -> Result<ContainerResources, Status> {
+    if !resources.cpuset_cpus.is_empty() || !resources.cpuset_mems.is_empty() {
+        return Err(unsupported(&format!("{field}.cpuset_cpus"), "a cpuset"));
+    }
+    if let Some(limit) = resources.hugepage_limits.iter().find(|l| l.limit != 0) {
+        return Err(unsupported(
+            &format!("{field}.hugepage_limits"),
+            format!("a {} hugepage limit", limit.page_size),
+        ));
+    }
+    if !resources.unified.is_empty() {
+        return Err(unsupported(
+            &format!("{field}.unified"),
+            "a cgroup v2 value",
+        ));
+    }
+    if resources.memory_swap_limit_in_bytes != 0
+        && resources.memory_swap_limit_in_bytes != resources.memory_limit_in_bytes
+    {
+        return Err(unsupported(
+            &format!("{field}.memory_swap_limit_in_bytes"),
+            "a swap limit",
+        ));
+    }
+    let non_negative = |name: &str, value: i64| {
+        u64::try_from(value)
+            .map_err(|_| invalid(&format!("{field}.{name}"), "must not be negative"))
+    };
+    Ok(ContainerResources {
+        cgroup: podlab_cgroups::Resources {
+            cpu_shares: non_negative("cpu_shares", resources.cpu_shares)?,
+            cpu_quota: resources.cpu_quota,
+            cpu_period: non_negative("cpu_period", resources.cpu_period)?,
+            memory_limit_in_bytes: resources.memory_limit_in_bytes,
+            pids_limit: 0,
+        },
+        oom_score_adj: (resources.oom_score_adj != 0)
+            .then(|| i32::try_from(resources.oom_score_adj))
+            .transpose()
+            .map_err(|_| invalid(&format!("{field}.oom_score_adj"), "out of range"))?,
+    })
+}
+
+pub fn resources_out(resources: &ContainerResources) -> proto::LinuxContainerResources {
+    proto::LinuxContainerResources {
+        cpu_period: resources.cgroup.cpu_period as i64,
+        cpu_quota: resources.cgroup.cpu_quota,
+        cpu_shares: resources.cgroup.cpu_shares as i64,
+        memory_limit_in_bytes: resources.cgroup.memory_limit_in_bytes,
+        oom_score_adj: resources.oom_score_adj.unwrap_or(0) as i64,
+        ..Default::default()
+    }
+}
+
+pub fn sandbox_metadata(m: &PodSandboxMetadata) -> proto::PodSandboxMetadata {
+    proto::PodSandboxMetadata {
+        name: m.name.clone(),
+        uid: m.uid.clone(),
+        namespace: m.namespace.clone(),
+        attempt: m.attempt,
+    }
+}
+
+pub fn container_metadata(m: &ContainerMetadata) -> proto::ContainerMetadata {
+    proto::ContainerMetadata {
+        name: m.name.clone(),
+        attempt: m.attempt,
+    }
+}
+
+pub fn sandbox_state(state: SandboxState) -> i32 {
+    match state {
+        SandboxState::Ready => proto::PodSandboxState::SandboxReady as i32,
+        SandboxState::NotReady => proto::PodSandboxState::SandboxNotready as i32,
+    }
+}
+
+pub fn sandbox_state_in(value: i32) -> SandboxState {
+    if value == proto::PodSandboxState::SandboxReady as i32 {
+        SandboxState::Ready
+    } else {
+        SandboxState::NotReady
+    }
+}
+
+pub fn container_state(state: ContainerState) -> i32 {
+    (match state {
+        ContainerState::Created => proto::ContainerState::ContainerCreated,
+        ContainerState::Running => proto::ContainerState::ContainerRunning,
+        ContainerState::Exited => proto::ContainerState::ContainerExited,
+        ContainerState::Unknown => proto::ContainerState::ContainerUnknown,
+    }) as i32
+}
+
+pub fn container_state_in(value: i32) -> ContainerState {
+    match proto::ContainerState::try_from(value) {
+        Ok(proto::ContainerState::ContainerCreated) => ContainerState::Created,
+        Ok(proto::ContainerState::ContainerRunning) => ContainerState::Running,
+        Ok(proto::ContainerState::ContainerExited) => ContainerState::Exited,
+        _ => ContainerState::Unknown,
+    }
+}
+
+/// The sandbox's namespace options as PodSandboxStatus reports them.
+pub fn namespace_options(
+    config: &PodSandboxConfig,
+    network: NetworkMode,
+) -> proto::NamespaceOption {
+    proto::NamespaceOption {
+        network: match network {
+            NetworkMode::Node => proto::NamespaceMode::Node,
+            NetworkMode::Pod => proto::NamespaceMode::Pod,
+        } as i32,
+        pid: if config.share_process_namespace {
+            proto::NamespaceMode::Pod
+        } else {
+            proto::NamespaceMode::Container
+        } as i32,
+        ipc: proto::NamespaceMode::Pod as i32,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> proto::PodSandboxConfig {
+        proto::PodSandboxConfig {
+            metadata: Some(proto::PodSandboxMetadata {
+                name: name.into(),
+                uid: "u1".into(),
+                namespace: "default".into(),
+                attempt: 0,
+            }),
+            hostname: "h".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sandbox_without_metadata_is_refused_naming_the_field() {
+        let err = sandbox_config(Some(&proto::PodSandboxConfig::default())).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().starts_with("config.metadata:"),
+            "{}",
+            err.message()
+        );
+        let err = sandbox_config(Some(&pod(""))).unwrap_err();
+        assert!(
+            err.message().starts_with("config.metadata.name:"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn host_pid_and_host_ports_are_refused_not_dropped() {
+        let mut config = pod("p");
+        config.linux = Some(proto::LinuxPodSandboxConfig {
+            security_context: Some(proto::LinuxSandboxSecurityContext {
+                namespace_options: Some(proto::NamespaceOption {
+                    pid: proto::NamespaceMode::Node as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let err = sandbox_config(Some(&config)).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "config.linux.security_context.namespace_options.pid: NODE (hostPID) is not supported by podlab"
+        );
+        let mut config = pod("p");
+        config.port_mappings.push(proto::PortMapping {
+            container_port: 80,
+            host_port: 8080,
+            ..Default::default()
+        });
+        let err = sandbox_config(Some(&config)).unwrap_err();
+        assert!(err
+            .message()
+            .starts_with("config.port_mappings[0].host_port:"));
+    }
+
+    #[test]
+    fn namespace_options_carry_over() {
+        let mut config = pod("p");
+        config.linux = Some(proto::LinuxPodSandboxConfig {
+            security_context: Some(proto::LinuxSandboxSecurityContext {
+                namespace_options: Some(proto::NamespaceOption {
+                    network: proto::NamespaceMode::Node as i32,
+                    pid: proto::NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let out = sandbox_config(Some(&config)).unwrap();
+        assert!(out.host_network && out.share_process_namespace);
+        assert_eq!(sandbox_name(&out.metadata), "p_default_u1_0");
+    }
+
+    #[test]
+    fn run_as_username_is_looked_up_in_the_images_passwd() {
+        let sandbox = PodSandboxConfig::default();
+        let context = ContainerContext {
+            sandbox: &sandbox,
+            image_name: "busybox".into(),
+            passwd: Some("root:x:0:0::/root:/bin/sh\nwww-data:x:33:33::/var/www:/bin/sh\n".into()),
+        };
+        let mut config = proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    run_as_username: "www-data".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            container_config(&config, &context).unwrap().run_as_user,
+            Some(33)
+        );
+        config
+            .linux
+            .as_mut()
+            .unwrap()
+            .security_context
+            .as_mut()
+            .unwrap()
+            .run_as_username = "nobody-here".into();
+        let err = container_config(&config, &context).unwrap_err();
+        assert!(err
+            .message()
+            .starts_with("config.linux.security_context.run_as_username:"));
+    }
+
+    #[test]
+    fn seccomp_profiles_map_as_in_containerd() {
+        use proto::security_profile::ProfileType;
+        let profile = |t: ProfileType, r: &str| proto::SecurityProfile {
+            profile_type: t as i32,
+            localhost_ref: r.into(),
+        };
+        assert_eq!(seccomp("f", None, "").unwrap(), SeccompProfile::Unconfined);
+        assert_eq!(
+            seccomp("f", Some(&profile(ProfileType::RuntimeDefault, "")), "").unwrap(),
+            SeccompProfile::RuntimeDefault
+        );
+        assert_eq!(
+            seccomp("f", Some(&profile(ProfileType::Localhost, "/p.json")), "").unwrap(),
+            SeccompProfile::Localhost("/p.json".into())
+        );
+        assert!(seccomp("f", Some(&profile(ProfileType::Localhost, "p.json")), "").is_err());
+        assert_eq!(
+            seccomp("f", None, "localhost//x.json").unwrap(),
+            SeccompProfile::Localhost("/x.json".into())
+        );
+    }
+}

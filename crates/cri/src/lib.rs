@@ -1,0 +1,34 @@
+//! # podlab-cri: containerd's CRI plugin, small
+//!
+//! `podlab cri` serves the Kubernetes Container Runtime Interface (`runtime.v1` RuntimeService
+//! and ImageService) over gRPC on a unix socket, so that `crictl`, `critest` and a real kubelet
+//! (`--container-runtime-endpoint unix:///run/podlab/cri.sock`) drive podlab-runtime's
+//! sandboxes and containers and podlab-image's store. The messages come from the CRI proto
+//! itself (`proto/api.proto`, compiled at build time).
+//!
+//! The server is one tokio current-thread runtime: every RPC runs on the process's only thread,
+//! and podlab-runtime does its namespace work in the shim and in forked children, which a
+//! single-threaded parent may fork safely.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`server`] | the socket, the runtime, the signals |
+//! | [`service`] | the RPCs: [`Cri`] and its two service halves |
+//! | [`convert`] | CRI configs to podlab's, fields refused by name |
+//! | [`images`] | the store as CRI images (ids, repo tags, repo digests) |
+//! | [`status`] | errors as containerd words them on the wire |
+
+pub mod convert;
+pub mod images;
+pub mod server;
+pub mod service;
+pub mod status;
+
+/// The CRI v1 messages and service traits, generated from `proto/api.proto`.
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("runtime.v1");
+}
+
+pub use server::{serve, socket_path, ServeError, DEFAULT_SOCKET};
+pub use service::Cri;

@@ -1,0 +1,1024 @@
+//! The two gRPC services over one [`Cri`]: each RPC runs to its end on the server's one thread
+//! (podlab-runtime's calls are synchronous and fork their own single-threaded helpers), so that
+//! the process never has a second thread to break a fork's namespace work.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use podlab_runtime::{
+    ContainerFilter, ContainerId, ContainerStatus, Runtime, SandboxFilter, SandboxId,
+    SandboxStatus, StoreImages,
+};
+use tonic::{Request, Response, Status};
+
+use crate::convert::{self, ContainerContext};
+use crate::images;
+use crate::proto;
+use crate::proto::image_service_server::ImageService;
+use crate::proto::runtime_service_server::RuntimeService;
+use crate::status::{container_not_found, from_runtime, invalid, sandbox_not_found};
+
+/// The CRI's version of this API.
+pub const CRI_API_VERSION: &str = "v1";
+
+/// podlab's runtime and image store as a CRI runtime.
+pub struct Cri {
+    runtime: Runtime,
+    images: Arc<StoreImages>,
+    trace: bool,
+    network_ready: bool,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+impl Cri {
+    /// `runtime` must have been opened on `images` (`Runtime::with_images`), so that what
+    /// ImageService lists is what containers are made from.
+    pub fn new(runtime: Runtime, images: Arc<StoreImages>, network_ready: bool) -> Cri {
+        Cri {
+            runtime,
+            images,
+            trace: false,
+            network_ready,
+        }
+    }
+
+    /// Prints each RPC, its outcome and its time on stderr.
+    pub fn with_trace(mut self, trace: bool) -> Cri {
+        self.trace = trace;
+        self
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    fn store(&self) -> &podlab_image::Store {
+        self.images.store()
+    }
+
+    /// Runs one RPC's body, traced.
+    fn call<T>(&self, rpc: &str, what: &str, body: impl FnOnce() -> Result<T, Status>) -> Reply<T> {
+        let started = Instant::now();
+        let result = body();
+        if self.trace {
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            match &result {
+                Ok(_) => eprintln!("cri: {rpc} {what} ok {ms:.2} ms"),
+                Err(s) => eprintln!(
+                    "cri: {rpc} {what} {:?}: {} {ms:.2} ms",
+                    s.code(),
+                    s.message()
+                ),
+            }
+        }
+        result.map(Response::new)
+    }
+
+    /// The full id of a sandbox given by id or unique prefix.
+    fn sandbox_id(&self, field: &str, id: &str) -> Result<SandboxId, Status> {
+        if id.is_empty() {
+            return Err(invalid(field, "a pod sandbox id is required"));
+        }
+        self.runtime.resolve_sandbox_id(id).map_err(|e| match e {
+            podlab_runtime::Error::SandboxNotFound { .. } => sandbox_not_found(id),
+            other => from_runtime(other),
+        })
+    }
+
+    fn container_id(&self, field: &str, id: &str) -> Result<ContainerId, Status> {
+        if id.is_empty() {
+            return Err(invalid(field, "a container id is required"));
+        }
+        self.runtime.resolve_container_id(id).map_err(|e| match e {
+            podlab_runtime::Error::ContainerNotFound { .. } => container_not_found(id),
+            other => from_runtime(other),
+        })
+    }
+
+    fn run_pod_sandbox(&self, req: proto::RunPodSandboxRequest) -> Result<String, Status> {
+        if !req.runtime_handler.is_empty() {
+            return Err(invalid(
+                "runtime_handler",
+                format!(
+                    "no runtime for {:?} is configured (podlab has the default handler only)",
+                    req.runtime_handler
+                ),
+            ));
+        }
+        let config = convert::sandbox_config(req.config.as_ref())?;
+        let name = convert::sandbox_name(&config.metadata);
+        let existing = self.runtime.list_pod_sandboxes().map_err(from_runtime)?;
+        if let Some(other) = existing
+            .iter()
+            .find(|s| convert::sandbox_name(&s.metadata) == name)
+        {
+            return Err(Status::already_exists(format!(
+                "failed to reserve sandbox name {name:?}: name {name:?} is reserved for {:?}",
+                other.id.as_str()
+            )));
+        }
+        let id = self
+            .runtime
+            .run_pod_sandbox(&config)
+            .map_err(from_runtime)?;
+        Ok(id.to_string())
+    }
+
+    fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        // Idempotent, as the CRI asks: an unknown sandbox is already stopped.
+        match self.sandbox_id("pod_sandbox_id", id) {
+            Ok(id) => match self.runtime.stop_pod_sandbox(&id) {
+                Ok(()) | Err(podlab_runtime::Error::SandboxNotFound { .. }) => Ok(()),
+                Err(e) => Err(from_runtime(e)),
+            },
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
+            Err(s) => Err(s),
+        }
+    }
+
+    fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        match self.sandbox_id("pod_sandbox_id", id) {
+            Ok(id) => self.runtime.remove_pod_sandbox(&id).map_err(from_runtime),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
+            Err(s) => Err(s),
+        }
+    }
+
+    fn sandbox_status(&self, status: &SandboxStatus) -> proto::PodSandboxStatus {
+        let config: Option<podlab_runtime::state::SandboxRecord> =
+            podlab_runtime::state::read_record(&self.runtime.layout().sandbox(&status.id).record())
+                .ok()
+                .flatten();
+        let pod_config = config.map(|r| r.config).unwrap_or_default();
+        proto::PodSandboxStatus {
+            id: status.id.to_string(),
+            metadata: Some(convert::sandbox_metadata(&status.metadata)),
+            state: convert::sandbox_state(status.state),
+            created_at: status.created_at,
+            network: Some(proto::PodSandboxNetworkStatus {
+                ip: status.ip.clone().unwrap_or_default(),
+                additional_ips: status
+                    .additional_ips
+                    .iter()
+                    .map(|ip| proto::PodIp { ip: ip.clone() })
+                    .collect(),
+            }),
+            linux: Some(proto::LinuxPodSandboxStatus {
+                namespaces: Some(proto::Namespace {
+                    options: Some(convert::namespace_options(&pod_config, status.network_mode)),
+                }),
+            }),
+            labels: convert::hash(&status.labels),
+            annotations: convert::hash(&status.annotations),
+            runtime_handler: String::new(),
+        }
+    }
+
+    fn pod_sandbox_status(
+        &self,
+        req: proto::PodSandboxStatusRequest,
+    ) -> Result<proto::PodSandboxStatusResponse, Status> {
+        let id = self.sandbox_id("pod_sandbox_id", &req.pod_sandbox_id)?;
+        let status = self.runtime.pod_sandbox_status(&id).map_err(from_runtime)?;
+        let mut info = std::collections::HashMap::new();
+        if req.verbose {
+            let detail = serde_json::json!({
+                "pid": status.pause_pid.unwrap_or(0),
+                "shimPid": status.shim_pid.unwrap_or(0),
+                "hostname": status.hostname,
+                "namespaces": status.namespaces.iter().map(|ns| serde_json::json!({
+                    "type": ns.kind.proc_name(), "path": ns.path, "inode": ns.inode,
+                })).collect::<Vec<_>>(),
+                "reason": status.reason,
+            });
+            info.insert("info".to_string(), detail.to_string());
+        }
+        Ok(proto::PodSandboxStatusResponse {
+            status: Some(self.sandbox_status(&status)),
+            info,
+            containers_statuses: Vec::new(),
+            timestamp: 0,
+        })
+    }
+
+    fn list_pod_sandbox(
+        &self,
+        req: proto::ListPodSandboxRequest,
+    ) -> Result<proto::ListPodSandboxResponse, Status> {
+        let mut filter = SandboxFilter::default();
+        if let Some(f) = &req.filter {
+            if !f.id.is_empty() {
+                match self.runtime.resolve_sandbox_id(&f.id) {
+                    Ok(id) => filter.id = Some(id),
+                    Err(_) => return Ok(proto::ListPodSandboxResponse { items: Vec::new() }),
+                }
+            }
+            filter.state = f.state.as_ref().map(|s| convert::sandbox_state_in(s.state));
+            filter.labels = convert::btree(&f.label_selector);
+        }
+        let items = self
+            .runtime
+            .list_pod_sandboxes_filtered(&filter)
+            .map_err(from_runtime)?
+            .into_iter()
+            .map(|s| proto::PodSandbox {
+                id: s.id.to_string(),
+                metadata: Some(convert::sandbox_metadata(&s.metadata)),
+                state: convert::sandbox_state(s.state),
+                created_at: s.created_at,
+                labels: convert::hash(&s.labels),
+                annotations: convert::hash(&s.annotations),
+                runtime_handler: String::new(),
+            })
+            .collect();
+        Ok(proto::ListPodSandboxResponse { items })
+    }
+
+    fn create_container(&self, req: proto::CreateContainerRequest) -> Result<String, Status> {
+        let sandbox_id = self.sandbox_id("pod_sandbox_id", &req.pod_sandbox_id)?;
+        let config = req
+            .config
+            .as_ref()
+            .ok_or_else(|| invalid("config", "a container config is required"))?;
+        let reference = config
+            .image
+            .as_ref()
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        if reference.is_empty() {
+            return Err(invalid("config.image.image", "an image is required"));
+        }
+        let image = images::find(self.store(), reference)?.ok_or_else(|| {
+            Status::not_found(format!(
+                "failed to resolve image {reference:?}: no such image in podlab's store (pull it first)"
+            ))
+        })?;
+        let record = self.runtime.layout().sandbox(&sandbox_id);
+        let sandbox: podlab_runtime::state::SandboxRecord =
+            podlab_runtime::state::read_record(&record.record())
+                .map_err(from_runtime)?
+                .ok_or_else(|| sandbox_not_found(sandbox_id.as_str()))?;
+        let passwd = self.store().resolve(&image.name).ok().and_then(|resolved| {
+            podlab_runtime::image::read_from_layers(
+                &self.store().lowerdirs(&resolved),
+                "etc/passwd",
+            )
+        });
+        let context = ContainerContext {
+            sandbox: &sandbox.config,
+            image_name: image.name.clone(),
+            passwd,
+        };
+        let mut container = convert::container_config(config, &context)?;
+        if let Some(target) = convert::pid_target(config) {
+            let id = self.container_id(
+                "config.linux.security_context.namespace_options.target_id",
+                target,
+            )?;
+            container.target_container = Some(id);
+        }
+        let name = convert::container_name(&container.metadata, &sandbox.config.metadata);
+        let filter = ContainerFilter {
+            sandbox_id: Some(sandbox_id.clone()),
+            ..Default::default()
+        };
+        let existing = self
+            .runtime
+            .list_containers(&filter)
+            .map_err(from_runtime)?;
+        if let Some(other) = existing.iter().find(|c| c.metadata == container.metadata) {
+            return Err(Status::already_exists(format!(
+                "failed to reserve container name {name:?}: name {name:?} is reserved for {:?}",
+                other.id.as_str()
+            )));
+        }
+        let id = self
+            .runtime
+            .create_container(&sandbox_id, &container)
+            .map_err(from_runtime)?;
+        Ok(id.to_string())
+    }
+
+    fn container_status_proto(&self, status: &ContainerStatus) -> proto::ContainerStatus {
+        let record = self.runtime.container_record(&status.id).ok();
+        let image = images::find(self.store(), &status.image_id).ok().flatten();
+        let (image_spec, image_ref) = match &image {
+            Some(image) => (
+                image
+                    .repo_tags
+                    .first()
+                    .cloned()
+                    .unwrap_or(status.image.clone()),
+                image
+                    .repo_digests
+                    .first()
+                    .cloned()
+                    .unwrap_or(status.image_id.clone()),
+            ),
+            None => (status.image.clone(), status.image_id.clone()),
+        };
+        let mounts = record
+            .as_ref()
+            .map(|r| {
+                r.config
+                    .mounts
+                    .iter()
+                    .map(|m| proto::Mount {
+                        container_path: m.container_path.display().to_string(),
+                        host_path: m.host_path.display().to_string(),
+                        readonly: m.readonly,
+                        ..Default::default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let resources = record.as_ref().map(|r| proto::ContainerResources {
+            linux: Some(convert::resources_out(&r.config.resources)),
+            windows: None,
+        });
+        let user = record.as_ref().map(|r| proto::ContainerUser {
+            linux: Some(proto::LinuxContainerUser {
+                uid: r.process.uid as i64,
+                gid: r.process.gid as i64,
+                supplemental_groups: std::iter::once(r.process.gid)
+                    .chain(r.process.additional_gids.iter().copied())
+                    .map(i64::from)
+                    .collect(),
+            }),
+        });
+        proto::ContainerStatus {
+            id: status.id.to_string(),
+            metadata: Some(convert::container_metadata(&status.metadata)),
+            state: convert::container_state(status.state),
+            created_at: status.created_at,
+            started_at: status.started_at,
+            finished_at: status.finished_at,
+            exit_code: status.exit_code.unwrap_or(0),
+            image: Some(proto::ImageSpec {
+                image: image_spec,
+                ..Default::default()
+            }),
+            image_ref,
+            reason: status.reason.clone().unwrap_or_default(),
+            message: status.message.clone().unwrap_or_default(),
+            labels: convert::hash(&status.labels),
+            annotations: convert::hash(&status.annotations),
+            mounts,
+            log_path: status.log_path.display().to_string(),
+            resources,
+            image_id: status.image_id.clone(),
+            user,
+        }
+    }
+
+    fn list_containers(
+        &self,
+        req: proto::ListContainersRequest,
+    ) -> Result<proto::ListContainersResponse, Status> {
+        let mut filter = ContainerFilter::default();
+        let empty = proto::ListContainersResponse {
+            containers: Vec::new(),
+        };
+        if let Some(f) = &req.filter {
+            if !f.id.is_empty() {
+                match self.runtime.resolve_container_id(&f.id) {
+                    Ok(id) => filter.id = Some(id),
+                    Err(_) => return Ok(empty),
+                }
+            }
+            if !f.pod_sandbox_id.is_empty() {
+                match self.runtime.resolve_sandbox_id(&f.pod_sandbox_id) {
+                    Ok(id) => filter.sandbox_id = Some(id),
+                    Err(_) => return Ok(empty),
+                }
+            }
+            filter.state = f
+                .state
+                .as_ref()
+                .map(|s| convert::container_state_in(s.state));
+            filter.labels = convert::btree(&f.label_selector);
+        }
+        let containers = self
+            .runtime
+            .list_containers(&filter)
+            .map_err(from_runtime)?
+            .into_iter()
+            .map(|c| proto::Container {
+                id: c.id.to_string(),
+                pod_sandbox_id: c.sandbox_id.to_string(),
+                metadata: Some(convert::container_metadata(&c.metadata)),
+                image: Some(proto::ImageSpec {
+                    image: c.image.clone(),
+                    ..Default::default()
+                }),
+                image_ref: c.image_id.clone(),
+                state: convert::container_state(c.state),
+                created_at: c.created_at,
+                labels: convert::hash(&c.labels),
+                annotations: convert::hash(&c.annotations),
+                image_id: c.image_id.clone(),
+            })
+            .collect();
+        Ok(proto::ListContainersResponse { containers })
+    }
+
+    fn exec_sync(&self, req: proto::ExecSyncRequest) -> Result<proto::ExecSyncResponse, Status> {
+        let id = self.container_id("container_id", &req.container_id)?;
+        if req.cmd.is_empty() {
+            return Err(invalid("cmd", "a command is required"));
+        }
+        let timeout =
+            u64::try_from(req.timeout).map_err(|_| invalid("timeout", "must not be negative"))?;
+        let timeout = (timeout > 0).then(|| Duration::from_secs(timeout));
+        let result = self
+            .runtime
+            .exec_sync(&id, &req.cmd, timeout)
+            .map_err(from_runtime)?;
+        Ok(proto::ExecSyncResponse {
+            stdout: result.stdout,
+            stderr: result.stderr,
+            exit_code: result.exit_code,
+        })
+    }
+
+    fn image_status(
+        &self,
+        req: proto::ImageStatusRequest,
+    ) -> Result<proto::ImageStatusResponse, Status> {
+        let reference = req
+            .image
+            .as_ref()
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        if reference.is_empty() {
+            return Err(invalid("image.image", "an image reference is required"));
+        }
+        // An image that is not there is no error: the answer has no image.
+        let image = images::find(self.store(), reference)?;
+        let mut info = std::collections::HashMap::new();
+        if req.verbose {
+            if let Some(image) = &image {
+                if let Ok(config) = self.store().config(&image.name) {
+                    let detail = serde_json::json!({
+                        "imageSpec": { "config": {
+                            "User": config.user, "Env": config.env, "Entrypoint": config.entrypoint,
+                            "Cmd": config.cmd, "WorkingDir": config.working_dir,
+                            "Labels": config.labels,
+                        }},
+                    });
+                    info.insert("info".to_string(), detail.to_string());
+                }
+            }
+        }
+        Ok(proto::ImageStatusResponse {
+            image: image.map(|i| i.to_proto()),
+            info,
+        })
+    }
+
+    fn list_images(
+        &self,
+        req: proto::ListImagesRequest,
+    ) -> Result<proto::ListImagesResponse, Status> {
+        let wanted = req
+            .filter
+            .as_ref()
+            .and_then(|f| f.image.as_ref())
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        let images = if wanted.is_empty() {
+            images::list(self.store())?
+        } else {
+            images::find(self.store(), wanted)?.into_iter().collect()
+        };
+        Ok(proto::ListImagesResponse {
+            images: images.iter().map(|i| i.to_proto()).collect(),
+        })
+    }
+
+    fn pull_image(&self, req: proto::PullImageRequest) -> Result<String, Status> {
+        let reference = req
+            .image
+            .as_ref()
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        if reference.is_empty() {
+            return Err(invalid("image.image", "an image reference is required"));
+        }
+        // What the store has already needs no registry.
+        if let Some(image) = images::find(self.store(), reference)? {
+            return Ok(image.id);
+        }
+        if self.store().ensure_builtin_if_named(reference).is_ok() {
+            if let Some(image) = images::find(self.store(), reference)? {
+                return Ok(image.id);
+            }
+        }
+        Err(Status::unimplemented(format!(
+            "pulling {reference:?} from a registry is not wired into podlab cri yet; import it with `podlab image import`"
+        )))
+    }
+
+    fn remove_image(&self, req: proto::RemoveImageRequest) -> Result<(), Status> {
+        let reference = req
+            .image
+            .as_ref()
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        if reference.is_empty() {
+            return Err(invalid("image.image", "an image reference is required"));
+        }
+        match images::find(self.store(), reference)? {
+            Some(image) => images::remove(self.store(), &image),
+            // Idempotent, as the CRI asks.
+            None => Ok(()),
+        }
+    }
+
+    fn image_fs_info(&self) -> proto::ImageFsInfoResponse {
+        let dir = self.store().snapshots_dir();
+        let (bytes, inodes) = images::usage(dir);
+        let usage = proto::FilesystemUsage {
+            timestamp: podlab_runtime::liveness::now_ns(),
+            fs_id: Some(proto::FilesystemIdentifier {
+                mountpoint: dir.display().to_string(),
+            }),
+            used_bytes: Some(proto::UInt64Value { value: bytes }),
+            inodes_used: Some(proto::UInt64Value { value: inodes }),
+        };
+        proto::ImageFsInfoResponse {
+            image_filesystems: vec![usage],
+            container_filesystems: Vec::new(),
+        }
+    }
+}
+
+fn unimplemented<T>(rpc: &str, why: &str) -> Reply<T> {
+    Err(Status::unimplemented(format!(
+        "{rpc} is not implemented by podlab cri yet: {why}"
+    )))
+}
+
+/// The RuntimeService half.
+pub struct Runtimes(pub Arc<Cri>);
+/// The ImageService half.
+pub struct Images(pub Arc<Cri>);
+
+type EventStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<proto::ContainerEventResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl RuntimeService for Runtimes {
+    async fn version(&self, _: Request<proto::VersionRequest>) -> Reply<proto::VersionResponse> {
+        self.0.call("Version", "", || {
+            Ok(proto::VersionResponse {
+                version: "0.1.0".into(),
+                runtime_name: "podlab".into(),
+                runtime_version: env!("CARGO_PKG_VERSION").into(),
+                runtime_api_version: CRI_API_VERSION.into(),
+            })
+        })
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        request: Request<proto::RunPodSandboxRequest>,
+    ) -> Reply<proto::RunPodSandboxResponse> {
+        let req = request.into_inner();
+        let what = req
+            .config
+            .as_ref()
+            .and_then(|c| c.metadata.as_ref())
+            .map(|m| format!("{}/{}", m.namespace, m.name))
+            .unwrap_or_default();
+        self.0.call("RunPodSandbox", &what, || {
+            self.0
+                .run_pod_sandbox(req)
+                .map(|pod_sandbox_id| proto::RunPodSandboxResponse { pod_sandbox_id })
+        })
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        request: Request<proto::StopPodSandboxRequest>,
+    ) -> Reply<proto::StopPodSandboxResponse> {
+        let id = request.into_inner().pod_sandbox_id;
+        self.0.call("StopPodSandbox", &id, || {
+            self.0
+                .stop_pod_sandbox(&id)
+                .map(|()| proto::StopPodSandboxResponse {})
+        })
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        request: Request<proto::RemovePodSandboxRequest>,
+    ) -> Reply<proto::RemovePodSandboxResponse> {
+        let id = request.into_inner().pod_sandbox_id;
+        self.0.call("RemovePodSandbox", &id, || {
+            self.0
+                .remove_pod_sandbox(&id)
+                .map(|()| proto::RemovePodSandboxResponse {})
+        })
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        request: Request<proto::PodSandboxStatusRequest>,
+    ) -> Reply<proto::PodSandboxStatusResponse> {
+        let req = request.into_inner();
+        let id = req.pod_sandbox_id.clone();
+        self.0
+            .call("PodSandboxStatus", &id, || self.0.pod_sandbox_status(req))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        request: Request<proto::ListPodSandboxRequest>,
+    ) -> Reply<proto::ListPodSandboxResponse> {
+        self.0.call("ListPodSandbox", "", || {
+            self.0.list_pod_sandbox(request.into_inner())
+        })
+    }
+
+    async fn create_container(
+        &self,
+        request: Request<proto::CreateContainerRequest>,
+    ) -> Reply<proto::CreateContainerResponse> {
+        let req = request.into_inner();
+        let what = req.pod_sandbox_id.clone();
+        self.0.call("CreateContainer", &what, || {
+            self.0
+                .create_container(req)
+                .map(|container_id| proto::CreateContainerResponse { container_id })
+        })
+    }
+
+    async fn start_container(
+        &self,
+        request: Request<proto::StartContainerRequest>,
+    ) -> Reply<proto::StartContainerResponse> {
+        let id = request.into_inner().container_id;
+        self.0.call("StartContainer", &id, || {
+            let id = self.0.container_id("container_id", &id)?;
+            self.0
+                .runtime
+                .start_container(&id)
+                .map_err(from_runtime)
+                .map(|()| proto::StartContainerResponse {})
+        })
+    }
+
+    async fn stop_container(
+        &self,
+        request: Request<proto::StopContainerRequest>,
+    ) -> Reply<proto::StopContainerResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("StopContainer", &id, || {
+            let grace = Duration::from_secs(u64::try_from(req.timeout).unwrap_or(0));
+            match self.0.container_id("container_id", &req.container_id) {
+                Ok(id) => match self.0.runtime.stop_container(&id, grace) {
+                    Ok(()) | Err(podlab_runtime::Error::ContainerNotFound { .. }) => {}
+                    Err(e) => return Err(from_runtime(e)),
+                },
+                // Idempotent: an unknown container is already stopped.
+                Err(s) if s.code() == tonic::Code::NotFound => {}
+                Err(s) => return Err(s),
+            }
+            Ok(proto::StopContainerResponse {})
+        })
+    }
+
+    async fn remove_container(
+        &self,
+        request: Request<proto::RemoveContainerRequest>,
+    ) -> Reply<proto::RemoveContainerResponse> {
+        let id = request.into_inner().container_id;
+        self.0.call("RemoveContainer", &id, || {
+            match self.0.container_id("container_id", &id) {
+                Ok(id) => self.0.runtime.remove_container(&id).map_err(from_runtime)?,
+                Err(s) if s.code() == tonic::Code::NotFound => {}
+                Err(s) => return Err(s),
+            }
+            Ok(proto::RemoveContainerResponse {})
+        })
+    }
+
+    async fn list_containers(
+        &self,
+        request: Request<proto::ListContainersRequest>,
+    ) -> Reply<proto::ListContainersResponse> {
+        self.0.call("ListContainers", "", || {
+            self.0.list_containers(request.into_inner())
+        })
+    }
+
+    async fn container_status(
+        &self,
+        request: Request<proto::ContainerStatusRequest>,
+    ) -> Reply<proto::ContainerStatusResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("ContainerStatus", &id, || {
+            let id = self.0.container_id("container_id", &req.container_id)?;
+            let status = self.0.runtime.container_status(&id).map_err(from_runtime)?;
+            let mut info = std::collections::HashMap::new();
+            if req.verbose {
+                let detail = serde_json::json!({
+                    "pid": status.pid.unwrap_or(0),
+                    "sandboxID": status.sandbox_id.as_str(),
+                    "namespaces": status.namespaces.iter()
+                        .map(|(kind, inode)| (kind.proc_name().to_string(), *inode))
+                        .collect::<BTreeMap<_, _>>(),
+                });
+                info.insert("info".to_string(), detail.to_string());
+            }
+            Ok(proto::ContainerStatusResponse {
+                status: Some(self.0.container_status_proto(&status)),
+                info,
+            })
+        })
+    }
+
+    async fn update_container_resources(
+        &self,
+        request: Request<proto::UpdateContainerResourcesRequest>,
+    ) -> Reply<proto::UpdateContainerResourcesResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("UpdateContainerResources", &id, || {
+            let id = self.0.container_id("container_id", &req.container_id)?;
+            let resources = req
+                .linux
+                .as_ref()
+                .ok_or_else(|| invalid("linux", "Linux resources are required"))?;
+            let resources = convert::cgroup_resources("linux", resources)?;
+            self.0
+                .runtime
+                .update_container_resources(&id, &resources.cgroup)
+                .map_err(from_runtime)?;
+            Ok(proto::UpdateContainerResourcesResponse {})
+        })
+    }
+
+    async fn reopen_container_log(
+        &self,
+        request: Request<proto::ReopenContainerLogRequest>,
+    ) -> Reply<proto::ReopenContainerLogResponse> {
+        let id = request.into_inner().container_id;
+        self.0.call("ReopenContainerLog", &id, || {
+            let id = self.0.container_id("container_id", &id)?;
+            self.0
+                .runtime
+                .reopen_container_log(&id)
+                .map_err(from_runtime)?;
+            Ok(proto::ReopenContainerLogResponse {})
+        })
+    }
+
+    async fn exec_sync(
+        &self,
+        request: Request<proto::ExecSyncRequest>,
+    ) -> Reply<proto::ExecSyncResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("ExecSync", &id, || self.0.exec_sync(req))
+    }
+
+    async fn exec(&self, _: Request<proto::ExecRequest>) -> Reply<proto::ExecResponse> {
+        unimplemented(
+            "Exec",
+            "podlab cri has no streaming server yet (ExecSync works)",
+        )
+    }
+
+    async fn attach(&self, _: Request<proto::AttachRequest>) -> Reply<proto::AttachResponse> {
+        unimplemented("Attach", "podlab cri has no streaming server yet")
+    }
+
+    async fn port_forward(
+        &self,
+        _: Request<proto::PortForwardRequest>,
+    ) -> Reply<proto::PortForwardResponse> {
+        unimplemented("PortForward", "podlab cri has no streaming server yet")
+    }
+
+    async fn container_stats(
+        &self,
+        _: Request<proto::ContainerStatsRequest>,
+    ) -> Reply<proto::ContainerStatsResponse> {
+        unimplemented(
+            "ContainerStats",
+            "stats are read from the cgroups in a later step",
+        )
+    }
+
+    async fn list_container_stats(
+        &self,
+        _: Request<proto::ListContainerStatsRequest>,
+    ) -> Reply<proto::ListContainerStatsResponse> {
+        unimplemented(
+            "ListContainerStats",
+            "stats are read from the cgroups in a later step",
+        )
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        _: Request<proto::PodSandboxStatsRequest>,
+    ) -> Reply<proto::PodSandboxStatsResponse> {
+        unimplemented(
+            "PodSandboxStats",
+            "stats are read from the cgroups in a later step",
+        )
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _: Request<proto::ListPodSandboxStatsRequest>,
+    ) -> Reply<proto::ListPodSandboxStatsResponse> {
+        unimplemented(
+            "ListPodSandboxStats",
+            "stats are read from the cgroups in a later step",
+        )
+    }
+
+    async fn update_runtime_config(
+        &self,
+        request: Request<proto::UpdateRuntimeConfigRequest>,
+    ) -> Reply<proto::UpdateRuntimeConfigResponse> {
+        let cidr = request
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        // podlab's network has its own subnet; a pod CIDR from kubelet is taken note of only.
+        self.0.call("UpdateRuntimeConfig", &cidr, || {
+            Ok(proto::UpdateRuntimeConfigResponse {})
+        })
+    }
+
+    async fn status(&self, _: Request<proto::StatusRequest>) -> Reply<proto::StatusResponse> {
+        self.0.call("Status", "", || {
+            let network = if self.0.network_ready {
+                proto::RuntimeCondition {
+                    r#type: "NetworkReady".into(),
+                    status: true,
+                    ..Default::default()
+                }
+            } else {
+                proto::RuntimeCondition {
+                    r#type: "NetworkReady".into(),
+                    status: false,
+                    reason: "NetworkPluginNotReady".into(),
+                    message: "podlab cri runs without a pod network (PODLAB_NETWORK=none)".into(),
+                }
+            };
+            Ok(proto::StatusResponse {
+                status: Some(proto::RuntimeStatus {
+                    conditions: vec![
+                        proto::RuntimeCondition {
+                            r#type: "RuntimeReady".into(),
+                            status: true,
+                            ..Default::default()
+                        },
+                        network,
+                    ],
+                }),
+                info: Default::default(),
+                runtime_handlers: vec![proto::RuntimeHandler {
+                    name: String::new(),
+                    features: Some(proto::RuntimeHandlerFeatures {
+                        recursive_read_only_mounts: false,
+                        user_namespaces: false,
+                    }),
+                }],
+                features: Some(proto::RuntimeFeatures {
+                    supplemental_groups_policy: false,
+                }),
+            })
+        })
+    }
+
+    async fn checkpoint_container(
+        &self,
+        _: Request<proto::CheckpointContainerRequest>,
+    ) -> Reply<proto::CheckpointContainerResponse> {
+        unimplemented(
+            "CheckpointContainer",
+            "podlab does not checkpoint containers",
+        )
+    }
+
+    type GetContainerEventsStream = EventStream;
+
+    async fn get_container_events(
+        &self,
+        _: Request<proto::GetEventsRequest>,
+    ) -> Reply<Self::GetContainerEventsStream> {
+        unimplemented(
+            "GetContainerEvents",
+            "the event stream comes in a later step",
+        )
+    }
+
+    async fn list_metric_descriptors(
+        &self,
+        _: Request<proto::ListMetricDescriptorsRequest>,
+    ) -> Reply<proto::ListMetricDescriptorsResponse> {
+        unimplemented("ListMetricDescriptors", "podlab has no CRI metrics")
+    }
+
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _: Request<proto::ListPodSandboxMetricsRequest>,
+    ) -> Reply<proto::ListPodSandboxMetricsResponse> {
+        unimplemented("ListPodSandboxMetrics", "podlab has no CRI metrics")
+    }
+
+    async fn runtime_config(
+        &self,
+        _: Request<proto::RuntimeConfigRequest>,
+    ) -> Reply<proto::RuntimeConfigResponse> {
+        self.0.call("RuntimeConfig", "", || {
+            Ok(proto::RuntimeConfigResponse {
+                linux: Some(proto::LinuxRuntimeConfiguration {
+                    cgroup_driver: proto::CgroupDriver::Cgroupfs as i32,
+                }),
+            })
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl ImageService for Images {
+    async fn list_images(
+        &self,
+        request: Request<proto::ListImagesRequest>,
+    ) -> Reply<proto::ListImagesResponse> {
+        self.0.call("ListImages", "", || {
+            self.0.list_images(request.into_inner())
+        })
+    }
+
+    async fn image_status(
+        &self,
+        request: Request<proto::ImageStatusRequest>,
+    ) -> Reply<proto::ImageStatusResponse> {
+        let req = request.into_inner();
+        let what = req
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default();
+        self.0
+            .call("ImageStatus", &what, || self.0.image_status(req))
+    }
+
+    async fn pull_image(
+        &self,
+        request: Request<proto::PullImageRequest>,
+    ) -> Reply<proto::PullImageResponse> {
+        let req = request.into_inner();
+        let what = req
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default();
+        self.0.call("PullImage", &what, || {
+            self.0
+                .pull_image(req)
+                .map(|image_ref| proto::PullImageResponse { image_ref })
+        })
+    }
+
+    async fn remove_image(
+        &self,
+        request: Request<proto::RemoveImageRequest>,
+    ) -> Reply<proto::RemoveImageResponse> {
+        let req = request.into_inner();
+        let what = req
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default();
+        self.0.call("RemoveImage", &what, || {
+            self.0
+                .remove_image(req)
+                .map(|()| proto::RemoveImageResponse {})
+        })
+    }
+
+    async fn image_fs_info(
+        &self,
+        _: Request<proto::ImageFsInfoRequest>,
+    ) -> Reply<proto::ImageFsInfoResponse> {
+        self.0
+            .call("ImageFsInfo", "", || Ok(self.0.image_fs_info()))
+    }
+}
