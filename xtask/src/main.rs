@@ -9,11 +9,14 @@
 //!   podman, catatonit) in the same run; see `peers.rs`.
 //! * `reliability churn|faults|concurrency` and `fuzz TARGET` — the long forms of the
 //!   reliability tests (see `reliability.rs` and docs/reliability.md).
+//! * `cri-validate [CRITEST FLAGS]` — critest (the kit beside the checkout) against `podlab cri`;
+//!   see `cri_validate.rs` and docs/cri.md.
 //! * `tidy` — formatting and the house rules that are checked by tests (see `tidy.rs`).
 //! * `ci` — `tidy`, then `test`: what `.ci/run` runs.
 //!
 //! Few dependencies on purpose: this must build before anything else does.
 
+mod cri_validate;
 mod peers;
 mod preflight;
 mod reliability;
@@ -47,6 +50,7 @@ fn run(args: &[String]) -> Result<()> {
         "demo" => demo(rest),
         "bench" => bench(rest),
         "peers" => peers::run(rest),
+        "cri-validate" => cri_validate::run(rest),
         "reliability" => reliability::reliability(rest),
         "fuzz" => reliability::fuzz(rest),
         sandbox::INIT_TASK => sandbox::init(rest),
@@ -56,7 +60,7 @@ fn run(args: &[String]) -> Result<()> {
             test(rest)
         }
         "help" | "-h" | "--help" => {
-            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause|pull] | reliability churn|faults|concurrency | fuzz TARGET|all [--seconds N] | tidy | ci");
+            println!("usage: cargo xtask test [FILTER] | demo [WHAT] | bench | peers [--quick|pause|pull] | cri-validate [CRITEST FLAGS] | reliability churn|faults|concurrency | fuzz TARGET|all [--seconds N] | tidy | ci");
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),

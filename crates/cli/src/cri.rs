@@ -25,6 +25,11 @@ pub struct CriArgs {
 
 pub fn run(args: CriArgs) -> Result<()> {
     crate::privilege::require_root_for_pods()?;
+    // podlab's main restores SIGPIPE's default for a CLI's closed stdout; a server must not die
+    // when it answers a client that has gone (the write fails with EPIPE instead). Children
+    // get the default back: std's spawn resets SIGPIPE, and the shim's inits reset signals.
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let config = match &args.root {
         Some(root) => RuntimeConfig::with_root(root),
         None => RuntimeConfig::from_env(),

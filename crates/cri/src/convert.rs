@@ -79,6 +79,9 @@ pub fn sandbox_config(
         }),
         ..PodSandboxConfig::default()
     };
+    // Without a parent (critest's cgroupfs pods) the pod still gets a cgroup, as under
+    // containerd, so that its containers' limits hold: one folder per sandbox name.
+    out.linux.cgroup_parent = default_cgroup_parent(&out.metadata);
     for (i, port) in config.port_mappings.iter().enumerate() {
         // A mapping without a host port publishes nothing (CNI portmap skips it too).
         if port.host_port != 0 {
@@ -89,16 +92,13 @@ pub fn sandbox_config(
         }
     }
     if let Some(linux) = &config.linux {
-        if !linux.sysctls.is_empty() {
-            let mut names: Vec<&String> = linux.sysctls.keys().collect();
-            names.sort();
-            return Err(unsupported(
-                "config.linux.sysctls",
-                format!("setting sysctls ({names:?})"),
-            ));
-        }
+        let parent = linux.cgroup_parent.trim_matches('/');
         out.linux = LinuxSandboxConfig {
-            cgroup_parent: linux.cgroup_parent.trim_matches('/').to_string(),
+            cgroup_parent: if parent.is_empty() {
+                out.linux.cgroup_parent.clone()
+            } else {
+                parent.to_string()
+            },
             resources: linux
                 .resources
                 .as_ref()
@@ -106,6 +106,9 @@ pub fn sandbox_config(
                 .transpose()?
                 .map(|r| r.cgroup)
                 .unwrap_or_default(),
+            // Written in the sandbox's own net and ipc namespaces; one the runtime cannot set
+            // there (a global one) fails RunPodSandbox, as runc refuses it.
+            sysctls: btree(&linux.sysctls),
         };
         if let Some(security) = &linux.security_context {
             if let Some(ns) = &security.namespace_options {
@@ -159,6 +162,22 @@ pub fn sandbox_config(
         }
     }
     Ok(out)
+}
+
+/// The pod cgroup of a sandbox whose config names none: `podlab-cri/<sandbox name>`, with
+/// anything but `[A-Za-z0-9._-]` made `_`.
+pub fn default_cgroup_parent(metadata: &PodSandboxMetadata) -> String {
+    let name: String = sandbox_name(metadata)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("podlab-cri/{name}")
 }
 
 /// What a container config needs from its surroundings while it is translated.
@@ -281,6 +300,16 @@ pub fn container_config(
         .as_ref()
         .map(|v| id32(&format!("{field}.run_as_group"), v.value))
         .transpose()?;
+    if out.run_as_group.is_some()
+        && out.run_as_user.is_none()
+        && security.run_as_username.is_empty()
+    {
+        // containerd: "user group is specified without user".
+        return Err(invalid(
+            &format!("{field}.run_as_group"),
+            "a group is specified without run_as_user or run_as_username",
+        ));
+    }
     if out.run_as_user.is_none() && !security.run_as_username.is_empty() {
         let name = &security.run_as_username;
         let uid = context
@@ -378,6 +407,12 @@ fn seccomp(
 }
 
 fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
+    if mount.image.is_some() {
+        // critest and kubelet read Unimplemented as "this runtime has no image volumes".
+        return Err(Status::unimplemented(format!(
+            "{field}.image: image volumes are not implemented by podlab cri yet"
+        )));
+    }
     if mount.container_path.is_empty() {
         return Err(invalid(
             &format!("{field}.container_path"),
@@ -398,9 +433,6 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
             &format!("{field}.recursive_read_only"),
             "a recursive read-only mount",
         ));
-    }
-    if mount.image.is_some() {
-        return Err(unsupported(&format!("{field}.image"), "an image volume"));
     }
     if !mount.uid_mappings.is_empty() || !mount.gid_mappings.is_empty() {
         return Err(unsupported(
