@@ -109,8 +109,10 @@ pub fn sandbox_config(
             // Written in the sandbox's own net and ipc namespaces; one the runtime cannot set
             // there (a global one) fails RunPodSandbox, as runc refuses it.
             sysctls: btree(&linux.sysctls),
+            security: Default::default(),
         };
         if let Some(security) = &linux.security_context {
+            out.linux.security = sandbox_security(security)?;
             if let Some(ns) = &security.namespace_options {
                 let field = "config.linux.security_context.namespace_options";
                 match mode(ns.network) {
@@ -162,6 +164,36 @@ pub fn sandbox_config(
         }
     }
     Ok(out)
+}
+
+/// The pause process's security context: the pod-level seccomp profile, user, groups and
+/// whether any container is privileged (kubelet's `HasPrivilegedContainer`).
+fn sandbox_security(
+    security: &proto::LinuxSandboxSecurityContext,
+) -> Result<podlab_runtime::config::SandboxSecurity, Status> {
+    let field = "config.linux.security_context";
+    #[allow(deprecated)]
+    let legacy_seccomp = security.seccomp_profile_path.as_str();
+    let id = |name: &str, value: Option<&proto::Int64Value>| {
+        value
+            .map(|v| id32(&format!("{field}.{name}"), v.value))
+            .transpose()
+    };
+    let mut groups = Vec::new();
+    for (i, gid) in security.supplemental_groups.iter().enumerate() {
+        groups.push(id32(&format!("{field}.supplemental_groups[{i}]"), *gid)?);
+    }
+    Ok(podlab_runtime::config::SandboxSecurity {
+        seccomp: seccomp(
+            &format!("{field}.seccomp"),
+            security.seccomp.as_ref(),
+            legacy_seccomp,
+        )?,
+        run_as_user: id("run_as_user", security.run_as_user.as_ref())?,
+        run_as_group: id("run_as_group", security.run_as_group.as_ref())?,
+        supplemental_groups: groups,
+        privileged: security.privileged,
+    })
 }
 
 /// The pod cgroup of a sandbox whose config names none: `podlab-cri/<sandbox name>`, with
