@@ -323,6 +323,9 @@ enum TopCommand {
     /// NAME CPU(cores) MEMORY(bytes) of the namespace's pods, or of one.
     Pod {
         name: Option<String>,
+        /// One line per running container (its own cgroup) instead of per pod.
+        #[arg(long)]
+        containers: bool,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -538,7 +541,11 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Gc => gc::run().map(|()| Done),
         Command::Top { command } => match command {
-            TopCommand::Pod { name, ns } => top::pods(name.as_deref(), &ns.namespace),
+            TopCommand::Pod {
+                name,
+                containers,
+                ns,
+            } => top::pods(name.as_deref(), &ns.namespace, containers),
             TopCommand::Node => top::node(),
         }
         .map(|()| Done),

@@ -13,14 +13,17 @@ use crate::context::Ctx;
 /// How long CPU time is watched for one rate.
 pub const WINDOW: Duration = Duration::from_millis(500);
 
-/// `podlab top pod [NAME]`: NAME CPU(cores) MEMORY(bytes) for the namespace's running pods.
-pub fn pods(name: Option<&str>, namespace: &str) -> Result<()> {
+/// `podlab top pod [NAME] [--containers]`: NAME CPU(cores) MEMORY(bytes) for the namespace's
+/// running pods, or with `containers` POD NAME CPU(cores) MEMORY(bytes) for each of their
+/// running containers (each container's own cgroup).
+pub fn pods(name: Option<&str>, namespace: &str, containers: bool) -> Result<()> {
     let ctx = Ctx::open()?;
     let runtime = ctx.runtime()?;
     if runtime.cgroups().is_none() {
         bail!("no cgroups on this node (not root, or PODLAB_CGROUPS=off): nothing to measure");
     }
     let mut pods: Vec<(String, Cgroup)> = Vec::new();
+    let mut rows_of_containers: Vec<(String, String, Cgroup)> = Vec::new();
     for sandbox in runtime.list_pod_sandboxes()? {
         let ready = sandbox.state == podlab_runtime::SandboxState::Ready;
         if !ready || sandbox.metadata.namespace != namespace {
@@ -32,6 +35,22 @@ pub fn pods(name: Option<&str>, namespace: &str) -> Result<()> {
         if let Some(cgroup) = runtime.pod_sandbox_cgroup(&sandbox.id)? {
             pods.push((sandbox.metadata.name.clone(), cgroup));
         }
+        if containers {
+            let filter = podlab_runtime::status::ContainerFilter {
+                sandbox_id: Some(sandbox.id.clone()),
+                state: Some(podlab_runtime::status::ContainerState::Running),
+                ..Default::default()
+            };
+            for container in runtime.list_containers(&filter)? {
+                if let Some(cgroup) = runtime.container_cgroup(&container.id)? {
+                    rows_of_containers.push((
+                        sandbox.metadata.name.clone(),
+                        container.metadata.name.clone(),
+                        cgroup,
+                    ));
+                }
+            }
+        }
     }
     if pods.is_empty() {
         match name {
@@ -41,6 +60,25 @@ pub fn pods(name: Option<&str>, namespace: &str) -> Result<()> {
                 return Ok(());
             }
         }
+    }
+    if containers {
+        rows_of_containers.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let cgroups: Vec<&Cgroup> = rows_of_containers.iter().map(|(_, _, c)| c).collect();
+        let cores = cpu_rates(&cgroups)?;
+        let mut rows = vec![["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"]
+            .map(String::from)
+            .to_vec()];
+        for ((pod, container, cgroup), milli) in rows_of_containers.iter().zip(cores) {
+            let bytes = memory::working_set_bytes(cgroup)?.unwrap_or(0);
+            rows.push(vec![
+                pod.clone(),
+                container.clone(),
+                format!("{milli}m"),
+                mebibytes(bytes),
+            ]);
+        }
+        print_table(&rows);
+        return Ok(());
     }
     let cgroups: Vec<&Cgroup> = pods.iter().map(|(_, c)| c).collect();
     let cores = cpu_rates(&cgroups)?;

@@ -328,6 +328,16 @@ impl Runtime {
         remove_tree(&paths.container(id).dir)
     }
 
+    /// The cgroup of a container (None when it has none: cgroups are off), for its usage.
+    pub fn container_cgroup(&self, id: &ContainerId) -> Result<Option<podlab_cgroups::Cgroup>> {
+        let sandbox = self.container_status(id)?.sandbox_id;
+        let paths = self.layout.sandbox(&sandbox);
+        Ok(
+            state::read_record::<ContainerRecord>(&paths.container(id).record())?
+                .and_then(|r| r.cgroup),
+        )
+    }
+
     /// UpdateContainerResources: new values for a container's cgroup, written to the kernel at
     /// once; fields left at 0 keep the container's current ones (the CRI's rule). Fails when the
     /// kernel refuses a value (a memory limit below what the container uses now: EBUSY), or

@@ -343,3 +343,69 @@ spec:
     assert!(root.pod("bad").is_none());
     root.assert_nothing_left();
 }
+
+#[test]
+fn top_pod_containers_shows_each_containers_own_cgroup_usage() {
+    let root = Root::new("cg-top");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    let out = root.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: t}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: filler
+    image: busybox
+    command: [sh, -c, "head -c 33554432 /dev/zero > /dev/shm/fill && touch /tmp/filled && sleep 1000"]
+  - name: idle
+    image: busybox
+    command: [sleep, "1000"]
+"#,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.ok(&["wait", "pod/t", "--for=condition=Ready", "--timeout=60s"]);
+    assert!(crate::support::wait_until(LIMIT, || root
+        .run(&[
+            "exec",
+            "t",
+            "-c",
+            "filler",
+            "--",
+            "test",
+            "-e",
+            "/tmp/filled"
+        ])
+        .code
+        == Some(0)));
+    let table = root.ok(&["top", "pod", "t", "--containers"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"],
+        "{table}"
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    let mebibytes = |row: &[&str]| -> u64 { row[3].trim_end_matches("Mi").parse().unwrap() };
+    assert_eq!((rows[1][0], rows[1][1]), ("t", "filler"));
+    assert!(
+        mebibytes(&rows[1]) >= 32,
+        "the 32 MiB the filler wrote to /dev/shm are its: {table}"
+    );
+    assert_eq!((rows[2][0], rows[2][1]), ("t", "idle"));
+    assert!(mebibytes(&rows[2]) < 32, "{table}");
+    assert!(
+        rows[1][2].ends_with('m') && rows[2][2].ends_with('m'),
+        "{table}"
+    );
+    let out = root.run(&["top", "pod", "nosuch", "--containers"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("pods \"nosuch\" not found"), "{out:?}");
+}
