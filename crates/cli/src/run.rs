@@ -234,7 +234,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         .map_err(anyhow::Error::from)
         .and_then(|()| Ok(runtime.run_pod_sandbox(&sandbox_config)?));
     let outcome = match &made {
-        Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name),
+        Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name, args.quiet),
         Err(_) => Ok(1),
     };
     // RemovePodSandbox kills and removes its containers too, as the CRI asks of it.
@@ -259,6 +259,7 @@ fn run_container(
     pod: &Pod,
     dirs: &PodDirs,
     name: &str,
+    quiet: bool,
 ) -> Result<i32> {
     let (_, mut config) = container_config(pod, dirs, name, 0).expect("the pod's own container");
     config
@@ -277,7 +278,7 @@ fn run_container(
         let flags = crate::attach::Flags {
             stdin: true,
             tty: pod_tty(pod),
-            quiet: false,
+            quiet,
         };
         let allocated = crate::attach::Allocated::of(pod, name);
         // The pod lives as long as this command: there is nothing to detach from.

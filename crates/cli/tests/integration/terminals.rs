@@ -450,3 +450,29 @@ fn debug_it_gives_an_ephemeral_container_a_terminal_and_returns_its_exit_code() 
         .unwrap()[0];
     assert_eq!((spec.stdin, spec.tty), (Some(true), Some(true)));
 }
+
+#[test]
+fn run_rm_i_pipes_stdin_to_the_container_and_leaves_nothing() {
+    let root = Root::new("runrmi");
+    let out = crate::pods::Out::with_stdin(
+        root.command(&[
+            "run",
+            "--rm",
+            "-i",
+            "-q",
+            "catter",
+            "--image",
+            "busybox",
+            "--restart",
+            "Never",
+            "--",
+            "sh",
+            "-c",
+            "cat; exit 4",
+        ]),
+        "piped through\n",
+    );
+    assert_eq!(out.code, Some(4), "the container's exit code: {out:?}");
+    assert_eq!(out.stdout, "piped through\n", "{out:?}");
+    root.assert_nothing_left();
+}
