@@ -379,7 +379,6 @@ impl Shim {
             return;
         };
         self.drain_logs(&id);
-        self.end_attaches(&id);
         let finished_at = now_ns();
         if let Some(live) = self.containers.get_mut(&id) {
             live.console = None;
@@ -389,6 +388,9 @@ impl Shim {
             live.finished_at = finished_at;
         }
         self.record_exit(&id, code, finished_at);
+        // Attached clients see their streams end only now, so that the status they read
+        // next already holds the exit.
+        self.end_attaches(&id);
         self.notify_agent();
         let waiting: Vec<u64> = self
             .waiters
