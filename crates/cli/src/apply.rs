@@ -13,11 +13,53 @@ use podlab_control::manifest::{decode, Manifest};
 
 use crate::context::Ctx;
 
-pub fn run(file: &Path) -> Result<()> {
+pub fn run(file: &Path, trace: bool) -> Result<()> {
     let (text, source) = read_manifest(file)?;
     let manifests = decode(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
     let ctx = Ctx::open()?;
+    if trace {
+        return apply_traced(&ctx, manifests);
+    }
     apply_all(&ctx, manifests, |line| println!("{line}"))?;
+    Ok(())
+}
+
+/// `apply --trace`: each pod's trace from its store write until it is Ready (or finished),
+/// printed once every pod got there.
+fn apply_traced(ctx: &Ctx, manifests: Vec<Manifest>) -> Result<()> {
+    let pods: Vec<(String, String)> = manifests
+        .iter()
+        .filter_map(|m| match m {
+            Manifest::Pod(pod) => Some((
+                pod.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                pod.metadata.name.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let traces: Vec<_> = pods
+        .iter()
+        .map(|(namespace, name)| crate::trace::Tracing::begin(&ctx.root, namespace, name, "apply"))
+        .collect();
+    apply_all(ctx, manifests, |line| println!("{line}"))?;
+    for trace in traces.iter().flatten() {
+        trace.mark("store, agent start");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for ((namespace, name), trace) in pods.iter().zip(traces) {
+        let condition = crate::wait::Condition::ReadyOrFinished;
+        let reached = crate::wait::until(ctx, namespace, name, &condition, deadline)?;
+        if let Some(trace) = trace {
+            trace.mark(match reached {
+                true => "Ready (or finished) seen",
+                false => "gave up waiting for Ready after 60 s",
+            });
+            trace.finish();
+        }
+    }
     Ok(())
 }
 

@@ -18,6 +18,7 @@ pub fn run(
     namespace: &str,
     grace: Option<i64>,
     wait: bool,
+    trace: bool,
 ) -> Result<()> {
     let ctx = Ctx::open()?;
     // As kubectl: a name that is not there is reported and the others are still deleted;
@@ -28,8 +29,14 @@ pub fn run(
             // As kubectl: every pod is marked first, then the command waits for them all.
             let mut terminating = Vec::new();
             for name in names {
+                let tracing = trace
+                    .then(|| crate::trace::Tracing::begin(&ctx.root, namespace, name, "delete"))
+                    .flatten();
                 match request_pod_deletion(&ctx, namespace, name, grace) {
-                    Ok(Some(limit)) => terminating.push((name, limit)),
+                    Ok(Some(limit)) => {
+                        crate::trace::mark(&tracing, "deletion stored, agent start");
+                        terminating.push((name, limit, tracing))
+                    }
                     Ok(None) => {}
                     Err(e) if is_not_found(&e) => {
                         not_found.push(e);
@@ -39,9 +46,13 @@ pub fn run(
                 }
                 println!("pod {name:?} deleted");
             }
-            if wait {
-                for (name, limit) in terminating {
+            for (name, limit, tracing) in terminating {
+                if wait {
                     wait_gone(&ctx, namespace, name, limit)?;
+                    crate::trace::mark(&tracing, "gone seen");
+                }
+                if let Some(tracing) = tracing {
+                    tracing.finish();
                 }
             }
         }

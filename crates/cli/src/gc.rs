@@ -58,6 +58,10 @@ pub fn run() -> Result<()> {
     for cgroup in &report.cgroups_removed {
         println!("removed cgroup {cgroup}");
     }
+    let traces = podlab_runtime::trace::remove_orphans(&ctx.root);
+    if traces > 0 {
+        println!("removed {traces} trace file(s) of commands that are gone");
+    }
     for id in &report.busy {
         println!(
             "skipped sandbox {} (another podlab process holds its lock)",

@@ -37,6 +37,7 @@ mod run;
 mod scale;
 mod terminal;
 mod top;
+mod trace;
 mod verbs;
 mod wait;
 
@@ -80,6 +81,9 @@ enum Command {
     Apply {
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
+        /// Wait until each pod is Ready (or finished), then print what each phase took.
+        #[arg(long)]
+        trace: bool,
     },
     /// Run a one-container pod, like `kubectl run`.
     Run {
@@ -98,6 +102,9 @@ enum Command {
         /// NAME=VALUE, repeatable.
         #[arg(long = "env")]
         env: Vec<String>,
+        /// With --rm: print what each phase of the pod's life took, on stderr.
+        #[arg(long)]
+        trace: bool,
         #[command(flatten)]
         streams: StreamArgs,
         #[command(flatten)]
@@ -196,6 +203,9 @@ enum Command {
         /// Wait until the pod is gone (default true, as kubectl).
         #[arg(long, default_value = "true", action = clap::ArgAction::Set)]
         wait: bool,
+        /// Print what each phase of the pod's termination took.
+        #[arg(long)]
+        trace: bool,
         #[command(flatten)]
         ns: NamespaceArg,
     },
@@ -404,7 +414,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     use Outcome::Done;
     match command {
         Command::Demo { what, keep } => demo::run(&what, keep).map(|()| Done),
-        Command::Apply { file } => apply::run(&file).map(|()| Done),
+        Command::Apply { file, trace } => apply::run(&file, trace::requested(trace)).map(|()| Done),
         Command::Run {
             name,
             image,
@@ -413,6 +423,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             command,
             env,
             streams,
+            trace,
             ns,
             args,
         } => {
@@ -426,6 +437,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 restart,
                 command,
                 env,
+                trace: trace::requested(trace),
                 namespace: ns.namespace,
                 args,
             };
@@ -510,6 +522,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             grace_period,
             now,
             wait,
+            trace,
             ns,
         } => {
             let grace = if now { Some(1) } else { grace_period };
@@ -519,6 +532,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 &ns.namespace,
                 grace,
                 wait,
+                trace::requested(trace),
             )
             .map(|()| Done)
         }

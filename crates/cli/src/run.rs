@@ -29,6 +29,8 @@ pub struct RunArgs {
     pub restart: String,
     pub command: bool,
     pub env: Vec<String>,
+    /// `--trace`: print what each phase took (with `--rm`).
+    pub trace: bool,
     pub namespace: String,
     pub args: Vec<String>,
     /// `-i`: the container gets an open stdin (`stdin`, `stdinOnce`), and this one is attached.
@@ -213,6 +215,10 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         podlab_image::Store::open(&config.image_root).context("opening the image store")?;
     images.ensure_builtin_if_named(&args.image)?;
     let root = config.root.clone();
+    let tracing = args
+        .trace
+        .then(|| crate::trace::Tracing::begin(&root, &args.namespace, &args.name, "run --rm"))
+        .flatten();
     let mut runtime = Runtime::with_images(config, Arc::new(StoreImages::new(images)))
         .context("opening the runtime")?;
     if let Some(network) = crate::network::plugin(&root)? {
@@ -222,6 +228,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
     catch_interrupts()?;
     let dirs = PodDirs::new(&root, &pod);
     let me = podlab_runtime::liveness::ProcessIdentity::of(std::process::id() as i32)?;
+    crate::trace::mark(&tracing, "open stores, runtime, network");
     let mut sandbox_config = sandbox_config(&pod, &dirs, 0);
     sandbox_config
         .labels
@@ -237,6 +244,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name, args.quiet),
         Err(_) => Ok(1),
     };
+    crate::trace::mark(&tracing, "exit seen, output streamed");
     // RemovePodSandbox kills and removes its containers too, as the CRI asks of it.
     let removed = match &made {
         Ok(sandbox) => runtime
@@ -245,6 +253,10 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         Err(_) => Ok(()),
     };
     podlab_kubelet::volume::tear_down(&root, &dirs);
+    crate::trace::mark(&tracing, "volumes torn down");
+    if let Some(tracing) = tracing {
+        tracing.finish();
+    }
     made.context("RunPodSandbox")?;
     let code = outcome?;
     removed?;

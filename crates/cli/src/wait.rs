@@ -22,6 +22,9 @@ pub enum Condition {
     Delete,
     /// `jsonpath='{EXPR}'=VALUE`: the expression's value, printed as `-o jsonpath` would.
     JsonPath { path: JsonPath, value: String },
+    /// Ready, or a phase that never will be (Succeeded, Failed): what `apply --trace` waits
+    /// for before it prints the pod's trace.
+    ReadyOrFinished,
 }
 
 impl Condition {
@@ -69,6 +72,14 @@ impl Condition {
         match (self, pod) {
             (Condition::Delete, pod) => pod.is_none(),
             (_, None) => false,
+            (Condition::ReadyOrFinished, Some(pod)) => {
+                let ready = Condition::Condition {
+                    kind: "Ready".into(),
+                    status: "True".into(),
+                };
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                ready.met(Some(pod)) || matches!(phase, Some("Succeeded" | "Failed"))
+            }
             (Condition::Condition { kind, status }, Some(pod)) => pod
                 .status
                 .as_ref()

@@ -169,6 +169,8 @@ impl Runtime {
             return Err(e);
         }
         podlab_fault::point_reached("container.after-create");
+        self.pod_trace(&sandbox.config.metadata)
+            .mark("CreateContainer (image, record)");
         Ok(id)
     }
 

@@ -146,7 +146,10 @@ pub fn run_child(
     let mut trace = Trace::new(report);
     let result = seal_from_container()
         .and_then(|()| set_stdio(stdio))
-        .and_then(|()| body(&mut trace));
+        .and_then(|()| {
+            crate::trace::hold_open();
+            body(&mut trace)
+        });
     let failure = match result {
         Err(failure) => failure,
         Ok(never) => match never {},
@@ -260,6 +263,7 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
         remount_root_readonly()?;
         trace.lap("read-only rootfs");
     }
+    crate::trace::process_mark("init", "mounts (fork, joins, rootfs)");
     Ok(())
 }
 
@@ -579,6 +583,7 @@ pub fn finish(
         f
     })?;
     trace.lap("capabilities, user, cwd");
+    crate::trace::process_mark("init", "seccomp, caps, user");
     trace.send_marks();
     // SAFETY: marks every descriptor above stderr close-on-exec; the report pipe already is.
     unsafe {

@@ -61,6 +61,7 @@
 //! | [`masked_paths`] | runc's read-only and masked paths of /proc and /sys |
 //! | [`image`], [`network`] | the image service and the network plugin hook |
 //! | [`gc`] | cleaning up after crashes |
+//! | [`trace`] | `--trace`: what each phase of a pod's life took, across processes |
 //! | [`bundle`] | a container as an OCI bundle for runc |
 //! | [`tty`] | ptys: a container's console, the user's terminal in raw mode, the relay |
 
@@ -92,6 +93,7 @@ pub mod seccomp;
 pub mod shim;
 pub mod state;
 pub mod status;
+pub mod trace;
 pub mod tty;
 
 pub use attach::Attached;

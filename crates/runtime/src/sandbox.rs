@@ -64,6 +64,7 @@ impl Runtime {
         } else {
             NetworkMode::Pod
         };
+        let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
         let shim = self.helper("podlab-shim")?;
         write_etc_files(paths, config, &[])?;
@@ -85,6 +86,7 @@ impl Runtime {
             }
             _ => None,
         };
+        trace.mark("sandbox folder, shm, cgroups");
 
         start_shim(
             id,
@@ -106,6 +108,12 @@ impl Runtime {
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&t.fd());
                     PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
                 }),
+                // Always: a later command may trace the pod (`delete --trace`).
+                trace: Some(crate::trace::path(
+                    self.layout.root(),
+                    &config.metadata.namespace,
+                    &config.metadata.name,
+                )),
             },
         )?;
         podlab_fault::point_reached("sandbox.after-shim");
@@ -113,11 +121,13 @@ impl Runtime {
             (Some(plugin), NetworkMode::Pod) => {
                 let netns = paths.ns(podlab_ns::NsKind::Net);
                 let pod = pod_network(id, config, &netns);
-                plugin.set_up(&pod).map_err(|e| Error::Network {
+                let attachment = plugin.set_up(&pod).map_err(|e| Error::Network {
                     id: id.to_string(),
                     phase: "set-up",
                     message: format!("{}: {e}", plugin.name()),
-                })?
+                })?;
+                trace.mark("CNI ADD");
+                attachment
             }
             _ => NetworkAttachment::default(),
         };
@@ -137,6 +147,7 @@ impl Runtime {
         };
         state::write_record(&paths.record(), &sandbox)?;
         podlab_fault::point_reached("sandbox.after-record");
+        trace.mark("sandbox ready (etc files, record)");
         Ok(())
     }
 
@@ -210,15 +221,22 @@ impl Runtime {
         // The containers go before the network, as kubelet orders it. Without a network to
         // tear down, the shim's Shutdown is that order by itself (containers, then pause), and
         // one round trip fewer.
+        let trace = self.pod_trace(&record.config.metadata);
         if network_attached {
             if let Ok(client) = self.shim(id) {
                 expect_ok(id, client.call(&Request::StopContainers)?)?;
             }
+            trace.mark("containers stopped");
             podlab_fault::point_reached("sandbox.stop.after-containers");
             self.tear_down_network(record, paths)?;
+            trace.mark("CNI DEL");
             podlab_fault::point_reached("sandbox.stop.after-network");
         }
-        self.shutdown_shim(id, paths)
+        let shut_down = self.shutdown_shim(id, paths)?;
+        if shut_down {
+            trace.mark("shim exited");
+        }
+        Ok(shut_down)
     }
 
     /// The network plugin's teardown of the pod's network namespace (CNI DEL), while it is
@@ -318,11 +336,24 @@ impl Runtime {
             crate::gc::clean_sandbox_leftovers(&paths)?;
         }
         podlab_fault::point_reached("sandbox.remove.before-folder");
-        if let Some(pod) = record.and_then(|r| r.cgroup) {
+        if let Some(pod) = record.as_ref().and_then(|r| r.cgroup.clone()) {
             self.remove_cgroups(id, &paths, &pod)?;
         }
         // Detaches what is still mounted below the folder (the pod's /dev/shm) before removing.
-        remove_tree(&paths.dir)
+        remove_tree(&paths.dir)?;
+        if let Some(record) = &record {
+            self.pod_trace(&record.config.metadata)
+                .mark("removal (cgroups, folder)");
+        }
+        Ok(())
+    }
+
+    /// The trace of the pod a sandbox is for (off unless a command traces it).
+    pub(crate) fn pod_trace(
+        &self,
+        metadata: &crate::config::PodSandboxMetadata,
+    ) -> crate::trace::PodTrace {
+        crate::trace::PodTrace::open(self.layout.root(), &metadata.namespace, &metadata.name)
     }
 
     /// PodSandboxStatus, with the kernel's word on whether it is Ready: its shim and its pause

@@ -37,6 +37,7 @@ mod port_forward;
 mod printers;
 mod security;
 mod terminals;
+mod trace;
 mod user;
 mod uts;
 mod verbs;

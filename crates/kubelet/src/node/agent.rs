@@ -78,6 +78,7 @@ impl Node {
 /// it has had no pod that long). Takes `<root>/node.lock` first: one agent per root. Pods keep
 /// running when it returns.
 pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
+    podlab_runtime::trace::set_process_name("agent");
     let lock = NodeLock::acquire(&config.root)?;
     let mut node = Node::open(config)?;
     // The flag the signal handler sets: workers see a stop at once, not at the next tick.

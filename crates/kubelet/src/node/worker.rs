@@ -74,6 +74,8 @@ pub struct PodWorker {
     finished: bool,
     /// The pod passed kubelet's admission (checked once, before its first pass).
     admitted: bool,
+    /// A pass ran for the pod already (its trace's first agent mark is written).
+    seen: bool,
 }
 
 impl PodWorker {
@@ -106,6 +108,7 @@ impl PodWorker {
             found_at_start,
             finished: false,
             admitted: false,
+            seen: false,
         }
     }
 
@@ -195,11 +198,23 @@ impl PodWorker {
         !ours
     }
 
+    /// The mark `phase` on the pod's trace, if a command traces it ([`podlab_runtime::trace`]).
+    fn mark(&self, phase: &str) {
+        let (namespace, name, _) = translate::identity(&self.pod);
+        podlab_runtime::trace::PodTrace::open(&self.node.config.root, &namespace, &name)
+            .mark(phase);
+    }
+
     /// One sync pass (section 1).
     fn sync(&mut self) -> Pass {
         if self.pod.metadata.deletion_timestamp.is_some() {
+            self.mark("deletion seen by the agent");
             self.terminate();
             return Pass::Done;
+        }
+        if !self.seen {
+            self.seen = true;
+            self.mark("pod seen by the agent");
         }
         if !self.admitted {
             match self.admit() {
@@ -225,6 +240,9 @@ impl PodWorker {
         let ctx = self.context(false);
         let result = sync_pass(&spec, &rt, &ctx);
         let status_changed = self.write_status(&result, &observed);
+        if status_changed {
+            self.mark(&format!("status written ({})", self.status_summary()));
+        }
         self.publish_targets(&spec, &result, &observed);
 
         if !result.runtime_sync_called {
@@ -314,6 +332,17 @@ impl PodWorker {
         };
         let changed = self.store_status(status);
         Admission::Rejected { changed }
+    }
+
+    /// The phase and Ready condition just written, for the trace.
+    fn status_summary(&self) -> String {
+        let status = self.pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .map_or("-", |c| c.status.as_str());
+        format!("{phase}, Ready={ready}")
     }
 
     /// The caches that feed a pass.
@@ -472,6 +501,7 @@ impl PodWorker {
             if kill_pod(&self.node, Some(&pod), &observed) {
                 self.write_final_status();
             }
+            self.mark("containers killed, final status");
         }
         if self.node.is_stopping() {
             // The agent exits in the middle of the grace period: the pod stays, with its
@@ -479,6 +509,7 @@ impl PodWorker {
             return;
         }
         self.remove_everything();
+        self.mark("pod folders removed");
         podlab_fault::point_reached("pod.terminate.before-store-delete");
         let (namespace, name, uid) = translate::identity(&self.pod);
         let preconditions = Preconditions {
@@ -490,7 +521,10 @@ impl PodWorker {
             .store
             .delete_with::<Pod>(&namespace, &name, &preconditions)
         {
-            Ok(_) => self.say(|| "terminated and deleted from the store".into()),
+            Ok(_) => {
+                self.mark("deleted from the store");
+                self.say(|| "terminated and deleted from the store".into())
+            }
             Err(e) if e.is_not_found() || e.is_conflict() => {}
             Err(e) => eprintln!("podlab node: {}: deleting the pod: {e}", self.key()),
         }

@@ -378,6 +378,7 @@ impl Shim {
         else {
             return;
         };
+        crate::trace::process_mark("shim", "exec, run, exit");
         self.drain_logs(&id);
         let finished_at = now_ns();
         if let Some(live) = self.containers.get_mut(&id) {

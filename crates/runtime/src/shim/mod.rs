@@ -62,6 +62,8 @@ pub struct ShimArgs {
     /// The mount template (`/proc/<caller>/fd/<n>`) to make the pause process's mount namespace
     /// from ([`crate::mount_template`]); None: a copy of the node's.
     pub mount_template: Option<PathBuf>,
+    /// The pod's trace file, which a command that traces the pod makes ([`crate::trace`]).
+    pub trace: Option<PathBuf>,
 }
 
 impl ShimArgs {
@@ -106,6 +108,10 @@ impl ShimArgs {
             args.push("--template-ns".into());
             args.push(template.clone().into());
         }
+        if let Some(trace) = &self.trace {
+            args.push("--trace".into());
+            args.push(trace.clone().into());
+        }
         args
     }
 
@@ -121,6 +127,7 @@ impl ShimArgs {
         let mut sysctls = Default::default();
         let mut security = Default::default();
         let mut mount_template = None;
+        let mut trace = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -151,6 +158,7 @@ impl ShimArgs {
                         serde_json::from_str(&value()?).map_err(|e| format!("--security: {e}"))?
                 }
                 "--template-ns" => mount_template = Some(PathBuf::from(value()?)),
+                "--trace" => trace = Some(PathBuf::from(value()?)),
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -166,6 +174,7 @@ impl ShimArgs {
             sysctls,
             security,
             mount_template,
+            trace,
         })
     }
 }
@@ -180,6 +189,9 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
         nix::unistd::ForkResult::Child => {}
     }
     let _ = nix::unistd::setsid();
+    if let Some(trace) = &args.trace {
+        crate::trace::set_process_trace(trace.clone());
+    }
     memory::tune_allocator();
     // A daemon keeps no folder of its caller busy (it could not be unmounted while we live).
     let _ = nix::unistd::chdir("/");
@@ -278,6 +290,7 @@ impl Shim {
                 return Err(message);
             }
         };
+        crate::trace::process_mark("shim", "namespaces (shim, pause, pins, lo)");
         announce(&ShimReady::Ready(record.clone()));
         memory::release_free_pages();
         Ok(Shim {
@@ -549,7 +562,9 @@ impl Shim {
         self.reap_until_gone(&children);
         self.reap();
         podlab_fault::point_reached("shim.shutdown.after-kill");
+        crate::trace::process_mark("shim", "pause killed");
         sandbox::unpin_all(&self.record.namespaces);
+        crate::trace::process_mark("shim", "netns teardown (unpin)");
         let _ = std::fs::remove_file(self.paths.socket());
         let _ = std::fs::remove_file(self.paths.shim_record());
         let _ = std::fs::remove_file(self.paths.shim_pid());
@@ -607,6 +622,7 @@ mod tests {
                 ..Default::default()
             },
             mount_template: Some("/proc/1/fd/7".into()),
+            trace: Some("/run/podlab/traces/default_web".into()),
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

@@ -1,0 +1,178 @@
+//! Integration tests: `--trace` on `run --rm`, `apply` and `delete` prints each phase of the
+//! pod's life, written by the processes that did it (the CLI, the node agent, the shim, the
+//! container's init), in the order they happened, with times that add up to the total; and
+//! the trace file is gone afterwards. No timing is asserted, only order and arithmetic.
+
+use crate::pods::Root;
+
+/// One row of the table: phase, process, AT(ms), TOOK(ms).
+#[derive(Debug)]
+struct Row {
+    phase: String,
+    process: String,
+    at: f64,
+    took: f64,
+}
+
+/// The rows of the trace table in `stderr` and its total.
+fn table(stderr: &str) -> (Vec<Row>, f64) {
+    let start = stderr
+        .find("trace of ")
+        .unwrap_or_else(|| panic!("no trace table in {stderr:?}"));
+    let mut rows = Vec::new();
+    let mut total = None;
+    for line in stderr[start..].lines().skip(2) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"total") {
+            total = Some(words[1].parse().unwrap());
+            break;
+        }
+        // `#  PHASE WORDS...  PROCESS  PID  AT  TOOK`
+        let n = words.len();
+        assert!(n >= 6, "a row of the table: {line:?}");
+        rows.push(Row {
+            phase: words[1..n - 4].join(" "),
+            process: words[n - 4].to_string(),
+            at: words[n - 2].parse().unwrap(),
+            took: words[n - 1].parse().unwrap(),
+        });
+    }
+    (
+        rows,
+        total.unwrap_or_else(|| panic!("no total in {stderr:?}")),
+    )
+}
+
+/// The phases of `rows`, each found after the one before it (others may come between).
+fn assert_in_order(rows: &[Row], phases: &[&str]) {
+    let mut next = 0;
+    for phase in phases {
+        match rows[next..].iter().position(|r| r.phase.starts_with(phase)) {
+            Some(i) => next += i + 1,
+            None => panic!("phase {phase:?} missing or out of order in {rows:#?}"),
+        }
+    }
+}
+
+/// Each row's time is the time since the row before, so they add up to the total (to the
+/// table's rounding), and the AT column grows.
+fn assert_adds_up(rows: &[Row], total: f64) {
+    let sum: f64 = rows.iter().map(|r| r.took).sum();
+    let rounding = 0.001 * rows.len() as f64;
+    assert!(
+        (sum - total).abs() <= rounding,
+        "phases add up to {sum} ms, total {total} ms: {rows:#?}"
+    );
+    assert!(rows.windows(2).all(|w| w[0].at <= w[1].at), "{rows:#?}");
+    assert!((rows.last().unwrap().at - total).abs() <= 0.001);
+}
+
+fn assert_no_trace_file(root: &Root) {
+    let traces = root.dir.join("traces");
+    let left: Vec<_> = std::fs::read_dir(&traces)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "trace files left behind: {left:?}");
+}
+
+#[test]
+fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
+    let root = Root::new("trace-run").with_network();
+    let out = root.run(&[
+        "run",
+        "t",
+        "--image",
+        "busybox",
+        "--rm",
+        "--restart",
+        "Never",
+        "--trace",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo hi",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "hi\n", "the table goes to stderr, not stdout");
+    let (rows, total) = table(&out.stderr);
+    assert_in_order(
+        &rows,
+        &[
+            "start",
+            "open stores",
+            "sandbox folder",
+            "namespaces",
+            "CNI ADD",
+            "sandbox ready",
+            "CreateContainer",
+            "mounts",
+            "seccomp, caps, user",
+            "exec, run, exit",
+            "exit seen",
+            "CNI DEL",
+            "netns teardown",
+            "shim exited",
+            "removal",
+        ],
+    );
+    let by = |phase: &str| rows.iter().find(|r| r.phase.starts_with(phase)).unwrap();
+    assert_eq!(by("namespaces").process, "shim");
+    assert_eq!(by("mounts").process, "init");
+    assert_eq!(by("CNI ADD").process, "podlab");
+    assert_adds_up(&rows, total);
+    assert_no_trace_file(&root);
+}
+
+#[test]
+fn apply_and_delete_trace_follow_the_pod_through_the_agent() {
+    let root = Root::new("trace-agent").with_network();
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: traced}\nspec:\n  \
+                    terminationGracePeriodSeconds: 1\n  containers: [{name: app, image: \
+                    busybox, command: [sh, -c, 'trap \"exit 0\" TERM; sleep 1000 & wait']}]\n";
+    let path = root.dir.join("traced.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let out = root.run(&["apply", "-f", path.to_str().unwrap(), "--trace"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let (rows, total) = table(&out.stderr);
+    assert_in_order(
+        &rows,
+        &[
+            "start",
+            "store, agent start",
+            "pod seen by the agent",
+            "namespaces",
+            "CNI ADD",
+            "CreateContainer",
+            "mounts",
+            "status written (Running, Ready=True)",
+            "Ready (or finished) seen",
+        ],
+    );
+    let by = |phase: &str| rows.iter().find(|r| r.phase.starts_with(phase)).unwrap();
+    assert_eq!(by("pod seen by the agent").process, "agent");
+    assert_eq!(by("CNI ADD").process, "agent");
+    assert_adds_up(&rows, total);
+    assert_no_trace_file(&root);
+
+    let out = root.run(&["delete", "pod", "traced", "--trace"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let (rows, total) = table(&out.stderr);
+    assert_in_order(
+        &rows,
+        &[
+            "start",
+            "deletion seen by the agent",
+            "exec, run, exit",
+            "CNI DEL",
+            "netns teardown",
+            "shim exited",
+            "removal",
+            "deleted from the store",
+            "gone seen",
+        ],
+    );
+    assert_adds_up(&rows, total);
+    assert_no_trace_file(&root);
+    assert!(root.pod("traced").is_none());
+}
