@@ -48,6 +48,15 @@ fn apply_traced(ctx: &Ctx, manifests: Vec<Manifest>) -> Result<()> {
     for trace in traces.iter().flatten() {
         trace.mark("store, agent start");
     }
+    finish_when_ready(ctx, &pods, traces)
+}
+
+/// Waits (60 s at most) until each traced pod is Ready or finished, then prints its trace.
+pub fn finish_when_ready(
+    ctx: &Ctx,
+    pods: &[(String, String)],
+    traces: Vec<Option<crate::trace::Tracing>>,
+) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for ((namespace, name), trace) in pods.iter().zip(traces) {
         let condition = crate::wait::Condition::ReadyOrFinished;

@@ -102,7 +102,8 @@ enum Command {
         /// NAME=VALUE, repeatable.
         #[arg(long = "env")]
         env: Vec<String>,
-        /// With --rm: print what each phase of the pod's life took, on stderr.
+        /// Print what each phase of the pod's life took, on stderr (without --rm: until it
+        /// is Ready or finished).
         #[arg(long)]
         trace: bool,
         #[command(flatten)]

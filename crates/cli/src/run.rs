@@ -29,7 +29,7 @@ pub struct RunArgs {
     pub restart: String,
     pub command: bool,
     pub env: Vec<String>,
-    /// `--trace`: print what each phase took (with `--rm`).
+    /// `--trace`: print what each phase took (until Ready or finished without `--rm`).
     pub trace: bool,
     pub namespace: String,
     pub args: Vec<String>,
@@ -144,6 +144,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     let ctx = Ctx::open()?;
     crate::image::ensure_builtin_if_busybox(&ctx, &args.image)?;
     let name = args.name.clone();
+    // Without --rm, `--trace` follows the pod as `apply --trace` does: until Ready or finished.
+    let tracing = args
+        .trace
+        .then(|| crate::trace::Tracing::begin(&ctx.root, &args.namespace, &name, "run"))
+        .flatten();
     // kubectl run creates, never updates: a pod of that name is the API server's 409.
     crate::apply::create_pod(&ctx, pod).map_err(|e| match e.is_already_exists() {
         true => anyhow::anyhow!("Error from server (AlreadyExists): {e}"),
@@ -152,6 +157,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     ctx.ensure_node()?;
     if !args.stdin {
         println!("pod/{name} created");
+        if let Some(tracing) = tracing {
+            tracing.mark("store, agent start");
+            let pod = [(args.namespace.clone(), name)];
+            crate::apply::finish_when_ready(&ctx, &pod, vec![Some(tracing)])?;
+        }
         return Ok(0);
     }
     attach_when_running(&ctx, &args)

@@ -177,3 +177,40 @@ fn apply_and_delete_trace_follow_the_pod_through_the_agent() {
     assert_no_trace_file(&root);
     assert!(root.pod("traced").is_none());
 }
+
+#[test]
+fn podlab_trace_env_traces_run_without_rm_until_ready() {
+    let root = Root::new("trace-env")
+        .with_network()
+        .with_env("PODLAB_TRACE", "1");
+    let out = root.run(&[
+        "run",
+        "envtraced",
+        "--image",
+        "busybox",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "trap 'exit 0' TERM; sleep 1000 & wait",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "pod/envtraced created\n");
+    let (rows, total) = table(&out.stderr);
+    assert_in_order(
+        &rows,
+        &[
+            "start",
+            "store, agent start",
+            "CNI ADD",
+            "mounts",
+            "Ready (or finished) seen",
+        ],
+    );
+    assert_adds_up(&rows, total);
+    assert_no_trace_file(&root);
+    let out = root.run(&["delete", "pod", "envtraced"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("trace of delete"), "{out:?}");
+    assert_no_trace_file(&root);
+}
