@@ -1,6 +1,6 @@
 //! Reliability: create/delete cycles of a networked pod through the node agent. After every
 //! cycle nothing of the pod may be left (mounts, pins, its network namespace by the kernel's
-//! word, processes, state folders, veths, leases), and the agent's resident memory and open
+//! word, processes, state folders, veths, leases, cgroups), and the agent's resident memory and open
 //! descriptors must stay flat from the first tenth of the run to its end.
 //!
 //! The suite runs 30 cycles; `cargo xtask reliability churn --cycles 1000` runs the same test
@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::faults::{bridge_ports, holders_of, leases, veths};
+use crate::faults::{bridge_ports, cgroups_of, holders_of, leases, veths};
 use crate::pods::{processes_of, running, Root};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -107,6 +107,11 @@ fn churn_of_a_networked_pod_leaves_nothing_and_the_agent_stays_flat() {
         }
         if !leases().is_empty() {
             note(format!("leases {:?}", leases()));
+        }
+        // The pod's and its containers' cgroups go with it, and so do the QoS, kubepods and
+        // root folders once empty.
+        for cgroup in cgroups_of(&root) {
+            note(format!("cgroup {}", cgroup.display()));
         }
         if cycle == settle {
             first = Some(agent_usage(pid));

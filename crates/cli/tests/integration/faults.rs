@@ -146,6 +146,39 @@ pub fn leases() -> Vec<String> {
         .collect()
 }
 
+/// The cgroups of `root` that exist in any hierarchy under /sys/fs/cgroup, as the kernel lists
+/// them: its cgroup root (`podlab-<hash of the root>`, kubelet's `--cgroup-root`) and every
+/// folder below it (`kubepods`, the QoS folders, pods, containers), parents first.
+pub fn cgroups_of(root: &Root) -> Vec<PathBuf> {
+    fn below(dir: PathBuf, found: &mut Vec<PathBuf>) {
+        let children: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        found.push(dir);
+        for child in children {
+            below(child, found);
+        }
+    }
+    let name = podlab_cgroups::CgroupRoot::for_state_root(&root.dir).name;
+    let mut found = Vec::new();
+    // `cpu,cpuacct` and the like are symlinks to a hierarchy listed under its own name too.
+    let hierarchies = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten();
+    for hierarchy in hierarchies.filter(|h| h.file_type().is_ok_and(|t| t.is_dir())) {
+        let top = hierarchy.path().join(&name);
+        if top.is_dir() {
+            below(top, &mut found);
+        }
+    }
+    found
+}
+
 /// The points crashed at, as `PODLAB_FAULT_LOG` recorded them.
 fn crashed_at(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
@@ -253,6 +286,9 @@ fn crash_and_collect(point: &Point, bystander_ip: &str) -> Vec<String> {
     let veths = veths();
     if veths.len() != 1 {
         note(format!("veths {veths:?}, only the bystander's expected"));
+    }
+    for cgroup in cgroups_of(&root) {
+        note(format!("cgroup {}", cgroup.display()));
     }
     let leases = leases();
     if leases != [bystander_ip] {
