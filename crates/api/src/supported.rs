@@ -43,6 +43,7 @@ const POD_FIELDS: &[&str] = &[
     "spec.securityContext.seccompProfile.localhostProfile",
     "spec.securityContext.sysctls[*].name",
     "spec.securityContext.sysctls[*].value",
+    "spec.imagePullSecrets[*].name",
     "spec.volumes[*].name",
     "spec.volumes[*].emptyDir.medium",
     "spec.volumes[*].emptyDir.sizeLimit",

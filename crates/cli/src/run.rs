@@ -90,6 +90,38 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
     podlab_api::manifest::decode_pod_value(value, "podlab run").map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// `run --rm` gets its image as the node agent gets a pod's (kubelet's `imagePullPolicy`,
+/// defaulted as the API server does): pulled when `Always`, or `IfNotPresent` and absent;
+/// `Never` and absent is `ErrImageNeverPull`. The built-in busybox is never pulled.
+fn ensure_image(images: &podlab_image::Store, pod: &Pod, image: &str) -> Result<()> {
+    use podlab_kubelet::images::{self, ImageStep, PullPolicy};
+    if podlab_kubelet::node::images::ImageManager::is_builtin(image) {
+        return Ok(());
+    }
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image_pull_policy.as_deref());
+    let policy = PullPolicy::of(policy, image);
+    match images::image_step(policy, images.config(image).is_ok()) {
+        ImageStep::Present => Ok(()),
+        ImageStep::NeverPull => bail!("{}: ErrImageNeverPull", images::never_pull_message(image)),
+        ImageStep::Pull => {
+            let reference = podlab_image::reference::Reference::parse(image)?;
+            let options = podlab_image::pull::PullOptions::default();
+            eprintln!("{}", images::pulling_message(image));
+            podlab_image::pull::pull(images, &reference, &options).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: ErrImagePull",
+                    images::failed_pull_message(image, &e.to_string())
+                )
+            })?;
+            Ok(())
+        }
+    }
+}
+
 /// podlab's label on the sandbox of a `run --rm`: who made it (`podlab-run`), so that the node
 /// agent, which removes the sandboxes it made for pods gone from the store, leaves it alone.
 pub const MANAGED_BY_RUN: &str = "podlab-run";
@@ -224,6 +256,7 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
     let images =
         podlab_image::Store::open(&config.image_root).context("opening the image store")?;
     images.ensure_builtin_if_named(&args.image)?;
+    ensure_image(&images, &pod, &args.image)?;
     let root = config.root.clone();
     let tracing = args
         .trace

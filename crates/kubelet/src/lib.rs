@@ -8,7 +8,8 @@
 //!
 //! Reading order follows a pass: [`sandbox`] → [`actions`] ([`restart`], [`init`], [`ephemeral`],
 //! [`attempt`], [`kill`]) → [`status`] → [`phase`] → [`conditions`]; beside it the clock-driven
-//! machines [`backoff`] and [`probe`], and the event vocabulary [`events`].
+//! machines [`backoff`] and [`probe`], the image manager's rules [`images`] (pull policy, pull
+//! backoff, image GC), and the event vocabulary [`events`].
 //!
 //! Beyond the pure rules: [`translate`] turns a `v1.Pod` into the runtime's CRI requests, and
 //! [`node`] is the node agent (kubelet's twin) that runs a pod worker per pod against
@@ -23,6 +24,7 @@ pub mod ephemeral;
 mod error;
 pub mod events;
 pub mod explain;
+pub mod images;
 pub mod init;
 pub mod kill;
 pub mod model;

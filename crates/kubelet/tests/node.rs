@@ -291,6 +291,8 @@ fn config(dir: &Path) -> NodeConfig {
         reset_after: 600,
     };
     config.error_backoff = Duration::from_secs(1);
+    // Image GC off: the test roots share the host's disk, whose use is not the tests' business.
+    config.image_gc.high_percent = 100;
     config.verbose = std::env::var_os("PODLAB_TEST_VERBOSE").is_some();
     config
 }
@@ -1209,8 +1211,8 @@ impl NetworkPlugin for FlakyNetwork {
 
 /// Section 7: a failing RunPodSandbox (here the network plugin's ADD) is FailedCreatePodSandBox
 /// with the error, the pod stays Pending with ContainerCreating, and the next try after the error
-/// backoff succeeds; the plugin's IP becomes the pod IP. An image that is not in the store is
-/// ErrImageNeverPull.
+/// backoff succeeds; the plugin's IP becomes the pod IP. An image that is not in the store, with
+/// `imagePullPolicy: Never`, is ErrImageNeverPull.
 #[test]
 fn failed_sandbox_creation_is_retried_and_missing_images_are_err_image_never_pull() {
     let mut node = TestNode::new("sandbox-fail");
@@ -1250,7 +1252,7 @@ kind: Pod
 metadata: {name: noimage}
 spec:
   containers:
-  - {name: app, image: "registry.example/absent:1.0"}
+  - {name: app, image: "registry.example/absent:1.0", imagePullPolicy: Never}
 "#,
     );
     let pod = node.wait_pod("noimage", "ErrImageNeverPull", |pod| {
@@ -1258,6 +1260,11 @@ spec:
     });
     assert_eq!(phase(&pod), "Pending");
     assert!(node.has_event(&pod, "Failed", "Error: ErrImageNeverPull"));
+    assert!(node.has_event(
+        &pod,
+        "ErrImageNeverPull",
+        "Container image \"registry.example/absent:1.0\" is not present with pull policy of Never"
+    ));
 }
 
 /// Issue 13: a sandbox that keeps failing is retried as kubelet's pod worker retries a failed

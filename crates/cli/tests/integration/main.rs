@@ -31,6 +31,7 @@ mod ns;
 mod nsrun;
 mod pause;
 mod pid;
+mod pod_images;
 mod pod_updates;
 mod pods;
 mod port_forward;

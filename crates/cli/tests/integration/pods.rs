@@ -77,6 +77,9 @@ impl Root {
             env: vec![
                 ("PODLAB_NETWORK".into(), "none".into()),
                 ("PODLAB_NODE_BACKOFF".into(), "1s,8s".into()),
+                // Image GC off: the test roots share the host's disk, whose use is not the
+                // tests' business (pod_images.rs tests GC on a tmpfs of its own).
+                ("PODLAB_NODE_IMAGE_GC".into(), "100,80".into()),
             ],
             _network: None,
         }

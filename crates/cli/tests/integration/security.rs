@@ -19,7 +19,7 @@ fn status_field(pid: i32, field: &str) -> String {
 }
 
 /// The reason a container of `pod` is waiting for, if it has a status and waits.
-fn waiting_reason(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> Option<String> {
+pub fn waiting_reason(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> Option<String> {
     pod.status
         .as_ref()?
         .container_statuses

@@ -20,6 +20,7 @@ use super::config::NodeConfig;
 use super::daemon::NodeLock;
 use super::events::Recorder;
 use super::execute::kill_pod;
+use super::images::ImageManager;
 use super::pleg::Pleg;
 use super::view::PodRuntime;
 use super::worker::{remove_pod_dirs, PodWorker, WorkerMsg};
@@ -33,6 +34,8 @@ pub struct Node {
     pub config: NodeConfig,
     pub store: Store,
     pub runtime: Runtime,
+    /// The image store, its serialized puller and its GC.
+    pub images: ImageManager,
     pub recorder: Recorder,
     /// `status.hostIP`.
     pub host_ip: String,
@@ -54,6 +57,7 @@ impl Node {
         config.check()?;
         let store = Store::open(config.store_root())?;
         let mut runtime = Runtime::open(config.runtime.clone())?;
+        let images = ImageManager::open(&config.runtime.image_root).map_err(NodeError::Image)?;
         if let Some(plugin) = &config.network {
             runtime.set_network_plugin(Arc::clone(plugin));
         }
@@ -67,6 +71,7 @@ impl Node {
             pleg: Pleg::default(),
             stopping: Arc::new(AtomicBool::new(false)),
             host_ip: node_address(),
+            images,
             config,
             store,
             runtime,
@@ -186,7 +191,13 @@ impl Agent {
             self.dispatch(pod, found);
         }
         let mut idle_since = Instant::now();
+        // kubelet runs image GC at start, then every ImageGCPeriod.
+        let mut image_gc_at = Instant::now();
         while !stop.load(Ordering::SeqCst) {
+            if Instant::now() >= image_gc_at {
+                self.collect_image_garbage();
+                image_gc_at = Instant::now() + self.node.config.image_gc_period;
+            }
             match watch.next_timeout(TICK) {
                 Ok(Some(event)) => match event.event_type {
                     EventType::Deleted => self.deleted(event.object),
@@ -224,6 +235,53 @@ impl Agent {
             }
         }
         Ok(())
+    }
+
+    /// One image GC run (kubelet's `GarbageCollect`): the images of every container the
+    /// runtime has are in use; what cannot be freed is a `FreeDiskSpaceFailed` node event.
+    fn collect_image_garbage(&self) {
+        let used: Vec<String> = match self
+            .node
+            .runtime
+            .list_containers(&podlab_runtime::ContainerFilter::default())
+        {
+            Ok(list) => list.into_iter().map(|c| c.image).collect(),
+            Err(e) => {
+                eprintln!("podlab node: image garbage collection: listing containers: {e}");
+                return;
+            }
+        };
+        let policy = self.node.config.image_gc;
+        match self.node.images.collect_garbage(policy, &used) {
+            Ok((crate::images::GcPlan::Nothing { .. }, _)) => {}
+            Ok((
+                crate::images::GcPlan::Free {
+                    usage_percent,
+                    amount_to_free,
+                    freed,
+                    ..
+                },
+                removed,
+            )) => {
+                eprintln!(
+                    "podlab node: image filesystem {usage_percent}% used (high threshold {}%): {amount_to_free} bytes to free down to {}%; removed {}",
+                    policy.high_percent,
+                    policy.low_percent,
+                    if removed.is_empty() { "nothing".to_string() } else { removed.join(", ") }
+                );
+                if freed < amount_to_free {
+                    let message =
+                        crate::images::free_disk_space_failed_message(amount_to_free, freed);
+                    self.node.recorder.node_event(
+                        &self.node.config.node_name,
+                        super::events::WARNING,
+                        crate::images::FREE_DISK_SPACE_FAILED,
+                        &message,
+                    );
+                }
+            }
+            Err(e) => eprintln!("podlab node: image garbage collection: {e}"),
+        }
     }
 
     /// Every sandbox the agent made, by pod uid.

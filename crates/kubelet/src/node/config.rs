@@ -22,6 +22,14 @@ pub const ENV_FULL_RESYNC: &str = "PODLAB_NODE_FULL_RESYNC";
 /// `PODLAB_NODE_ERROR_BACKOFF`: how long a failed RunPodSandbox or container start waits.
 pub const ENV_ERROR_BACKOFF: &str = "PODLAB_NODE_ERROR_BACKOFF";
 pub const ENV_NODE_NAME: &str = "PODLAB_NODE_NAME";
+/// `PODLAB_NODE_PULL_BACKOFF`: `INITIAL[,MAX]` of the image pull backoff (kubelet: 10s,5m).
+pub const ENV_PULL_BACKOFF: &str = "PODLAB_NODE_PULL_BACKOFF";
+/// `PODLAB_NODE_IMAGE_GC`: `HIGH,LOW[,MIN_AGE]`, kubelet's `--image-gc-high-threshold`,
+/// `--image-gc-low-threshold` (percent of the image filesystem) and `--minimum-image-gc-age`
+/// (85,80,2m; a HIGH of 100 turns image GC off).
+pub const ENV_IMAGE_GC: &str = "PODLAB_NODE_IMAGE_GC";
+/// `PODLAB_NODE_IMAGE_GC_PERIOD`: how often image GC looks at the image filesystem (5m).
+pub const ENV_IMAGE_GC_PERIOD: &str = "PODLAB_NODE_IMAGE_GC_PERIOD";
 /// `PODLAB_NODE_VERBOSE=1`: narrate every pass that decides something.
 pub const ENV_VERBOSE: &str = "PODLAB_NODE_VERBOSE";
 /// `PODLAB_NODE_EXIT_WHEN_IDLE`: a duration; the agent exits after that long without pods.
@@ -51,6 +59,12 @@ pub struct NodeConfig {
     /// How long a failed RunPodSandbox or container create/start waits before it is retried
     /// (kubelet's pod worker `backOffPeriod`, 10 s).
     pub error_backoff: Duration,
+    /// The image pull backoff per pod and image: first wait and cap (kubelet: 10 s, 5 min).
+    pub pull_backoff: (Duration, Duration),
+    /// Image GC thresholds (kubelet: high 85 %, low 80 % of the image filesystem).
+    pub image_gc: crate::images::GcPolicy,
+    /// How often image GC runs (kubelet's `ImageGCPeriod`, 5 min; and once at start).
+    pub image_gc_period: Duration,
     /// Probe fields a pod left unset (the API server defaults them, so this matters only for
     /// pods written to the store without defaulting).
     pub probe_defaults: ProbeSpec,
@@ -77,6 +91,9 @@ impl std::fmt::Debug for NodeConfig {
             .field("resync", &self.resync)
             .field("full_resync", &self.full_resync)
             .field("error_backoff", &self.error_backoff)
+            .field("pull_backoff", &self.pull_backoff)
+            .field("image_gc", &self.image_gc)
+            .field("image_gc_period", &self.image_gc_period)
             .field("verbose", &self.verbose)
             .field("follow_pod", &self.follow_pod)
             .field("exit_when_idle", &self.exit_when_idle)
@@ -109,6 +126,12 @@ impl NodeConfig {
             resync: MAX_RESYNC,
             full_resync: Duration::from_secs(60),
             error_backoff: Duration::from_secs(crate::events::SYNC_ERROR_BACKOFF_SECONDS as u64),
+            pull_backoff: (
+                crate::images::PULL_BACKOFF_INITIAL,
+                crate::images::PULL_BACKOFF_MAX,
+            ),
+            image_gc: crate::images::GcPolicy::default(),
+            image_gc_period: crate::images::GC_PERIOD,
             probe_defaults: ProbeSpec::default(),
             verbose: false,
             follow_pod: None,
@@ -135,6 +158,17 @@ impl NodeConfig {
         }
         if let Some(value) = var(ENV_ERROR_BACKOFF) {
             config.error_backoff = parse_duration(&value).map_err(|m| bad(ENV_ERROR_BACKOFF, m))?;
+        }
+        if let Some(value) = var(ENV_PULL_BACKOFF) {
+            config.pull_backoff =
+                parse_pull_backoff(&value).map_err(|m| bad(ENV_PULL_BACKOFF, m))?;
+        }
+        if let Some(value) = var(ENV_IMAGE_GC) {
+            config.image_gc = parse_image_gc(&value).map_err(|m| bad(ENV_IMAGE_GC, m))?;
+        }
+        if let Some(value) = var(ENV_IMAGE_GC_PERIOD) {
+            config.image_gc_period =
+                parse_duration(&value).map_err(|m| bad(ENV_IMAGE_GC_PERIOD, m))?;
         }
         if let Some(value) = var(ENV_EXIT_WHEN_IDLE) {
             config.exit_when_idle =
@@ -187,6 +221,27 @@ impl NodeConfig {
                 ENV_ERROR_BACKOFF,
                 format!("{}ms", self.error_backoff.as_millis()),
             ),
+            (
+                ENV_PULL_BACKOFF,
+                format!(
+                    "{}ms,{}ms",
+                    self.pull_backoff.0.as_millis(),
+                    self.pull_backoff.1.as_millis()
+                ),
+            ),
+            (
+                ENV_IMAGE_GC,
+                format!(
+                    "{},{},{}ms",
+                    self.image_gc.high_percent,
+                    self.image_gc.low_percent,
+                    self.image_gc.min_age.as_millis()
+                ),
+            ),
+            (
+                ENV_IMAGE_GC_PERIOD,
+                format!("{}ms", self.image_gc_period.as_millis()),
+            ),
             (ENV_NODE_NAME, self.node_name.clone()),
             (ENV_VERBOSE, if self.verbose { "1" } else { "0" }.into()),
         ];
@@ -216,6 +271,18 @@ impl NodeConfig {
                 "backoff durations are whole seconds of at least 1 s, not {}s,{}s,{}s",
                 b.initial, b.max, b.reset_after
             )));
+        }
+        let gc = self.image_gc;
+        if gc.high_percent > 100 || gc.low_percent >= gc.high_percent {
+            return Err(NodeError::Config(format!(
+                "image GC thresholds: the low ({}%) must be below the high ({}%), at most 100%",
+                gc.low_percent, gc.high_percent
+            )));
+        }
+        if self.pull_backoff.0.is_zero() || self.image_gc_period.is_zero() {
+            return Err(NodeError::Config(
+                "the image pull backoff and the image GC period must be above 0".into(),
+            ));
         }
         if self.node_name.is_empty() {
             return Err(NodeError::Config("the node name is empty".into()));
@@ -312,6 +379,44 @@ pub fn parse_backoff(text: &str) -> Result<BackoffPolicy, String> {
     Ok(policy)
 }
 
+/// `INITIAL[,MAX]` of the image pull backoff; MAX is at least INITIAL.
+pub fn parse_pull_backoff(text: &str) -> Result<(Duration, Duration), String> {
+    let (initial, max) = match text.split_once(',') {
+        Some((i, m)) => (parse_duration(i)?, parse_duration(m)?),
+        None => {
+            let initial = parse_duration(text)?;
+            (initial, crate::images::PULL_BACKOFF_MAX.max(initial))
+        }
+    };
+    if initial.is_zero() {
+        return Err(format!("{text:?}: the first backoff must be above 0"));
+    }
+    Ok((initial, max.max(initial)))
+}
+
+/// `HIGH,LOW[,MIN_AGE]`: image GC thresholds in percent and the minimum age of an image.
+pub fn parse_image_gc(text: &str) -> Result<crate::images::GcPolicy, String> {
+    let parts: Vec<&str> = text.split(',').collect();
+    let (high, low, min_age) = match parts[..] {
+        [high, low] => (high, low, None),
+        [high, low, age] => (high, low, Some(parse_duration(age)?)),
+        _ => return Err(format!("{text:?}: HIGH,LOW[,MIN_AGE] (85,80,2m)")),
+    };
+    let percent = |p: &str| {
+        p.trim()
+            .trim_end_matches('%')
+            .parse::<u8>()
+            .ok()
+            .filter(|v| *v <= 100)
+            .ok_or_else(|| format!("{p:?} is not a percentage"))
+    };
+    Ok(crate::images::GcPolicy {
+        high_percent: percent(high)?,
+        low_percent: percent(low)?,
+        min_age: min_age.unwrap_or(crate::images::GC_MIN_AGE),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,6 +455,20 @@ mod tests {
             Ok(config.backoff)
         );
         assert_eq!(parse_duration(&get(ENV_RESYNC).unwrap()), Ok(config.resync));
+        config.pull_backoff = parse_pull_backoff("1s,4s").unwrap();
+        config.image_gc = parse_image_gc("90,70,0s").unwrap();
+        let env = config.to_env();
+        let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            parse_pull_backoff(&get(ENV_PULL_BACKOFF).unwrap()),
+            Ok(config.pull_backoff)
+        );
+        assert_eq!(
+            parse_image_gc(&get(ENV_IMAGE_GC).unwrap()),
+            Ok(config.image_gc)
+        );
+        assert!(parse_image_gc("80,85").is_ok_and(|gc| gc.low_percent == 85));
+        assert!(parse_image_gc("101,80").is_err());
         assert!(config.check().is_ok());
         config.resync = Duration::from_secs(2);
         assert!(config.check().is_err());

@@ -11,6 +11,9 @@ pub enum NodeError {
     #[error("runtime: {0}")]
     Runtime(podlab_runtime::Error),
 
+    #[error("image store: {0}")]
+    Image(podlab_image::Error),
+
     #[error("{what} {path}: {cause}")]
     Io {
         what: &'static str,

@@ -71,6 +71,28 @@ impl Recorder {
         self.emit(pod, None, NORMAL, SCHEDULED, &message, SCHEDULER);
     }
 
+    /// An event about the node (`FreeDiskSpaceFailed`), in namespace `default` as kubelet's
+    /// node events are.
+    pub fn node_event(&self, node: &str, event_type: &str, reason: &str, message: &str) {
+        let involved = k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            uid: Some(node.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        };
+        if let Err(e) = store_events::record(
+            &self.store,
+            involved,
+            event_type,
+            reason,
+            message,
+            COMPONENT,
+        ) {
+            eprintln!("podlab node: recording event {reason} ({message}): {e}");
+        }
+    }
+
     /// Drops what is remembered of a pod's events (it is gone).
     pub fn forget(&self, uid: &str) {
         self.lock().retain(|key, _| key.uid != uid);

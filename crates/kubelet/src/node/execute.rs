@@ -19,6 +19,7 @@ use crate::actions::{KillReason, PodActions};
 use crate::attempt::{attempt_from_log_files, ContainerAttempt};
 use crate::backoff::{Backoff, GateDecision};
 use crate::events as reasons;
+use crate::images::{self, ImageStep, PullBackoff, PullPolicy};
 use crate::kill::{grace_after_pre_stop, grace_period, killing_message, GraceInputs};
 use crate::model::{container_hash, PodSpecView, RuntimeView, StartFailure};
 use crate::rules::Trace;
@@ -51,6 +52,20 @@ pub struct PodCaches {
     pub start_retry_at: HashMap<String, Instant>,
     /// A failed RunPodSandbox is not retried before this.
     pub sandbox_retry_at: Option<Instant>,
+    /// kubelet's image pull backoff, by image (kubelet keys it `<pod uid>_<image>`; these
+    /// caches are the pod's).
+    pub pull_backoff: PullBackoff,
+    /// The last pull error of an image, for the waiting message during its backoff.
+    pub pull_errors: HashMap<String, String>,
+}
+
+impl PodCaches {
+    pub fn new(config: &super::NodeConfig) -> PodCaches {
+        PodCaches {
+            pull_backoff: PullBackoff::new(config.pull_backoff.0, config.pull_backoff.1),
+            ..PodCaches::default()
+        }
+    }
 }
 
 /// kubelet's pod worker requeues a failed sync after `backOffPeriod` plus up to 50 % jitter
@@ -227,6 +242,10 @@ impl Execution<'_> {
         if !self.backoff_allows(name, hash, out) {
             return false;
         }
+        // kubelet's startContainer: EnsureImageExists first.
+        if !self.ensure_image(name, out) {
+            return false;
+        }
         let attempt = match ContainerAttempt::for_container(self.rt, name) {
             ContainerAttempt::Next(n) => n,
             ContainerAttempt::FromLogDir => attempt_from_log_dir(&self.dirs.logs.join(name)),
@@ -234,7 +253,7 @@ impl Execution<'_> {
         let env = match self.resolved_env(name, sandbox) {
             Ok(env) => env,
             Err(message) => {
-                self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                self.create_failed(name, "CreateContainerConfigError", &message, out);
                 return false;
             }
         };
@@ -245,14 +264,14 @@ impl Execution<'_> {
             return false;
         };
         if let Some((reason, message)) = self.security_refusal(name, &config.image) {
-            self.create_failed(name, reason, &message, None, out);
+            self.create_failed(name, reason, &message, out);
             return false;
         }
         if kind == ContainerKind::Ephemeral {
             match self.ephemeral_target(name) {
                 Ok(target) => config.target_container = target,
                 Err(message) => {
-                    self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                    self.create_failed(name, "CreateContainerConfigError", &message, out);
                     return false;
                 }
             }
@@ -265,45 +284,29 @@ impl Execution<'_> {
                     .map_err(crate::volume::SetUpError::PodDirs)
             })
         {
-            self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
+            self.create_failed(name, "CreateContainerError", &e.to_string(), out);
             return false;
         }
         // Held open until the runtime has made the container's mounts (after StartContainer).
         let _subpaths = match crate::subpath::prepare(self.pod, self.dirs, name, &mut config) {
             Ok(held) => held,
             Err(message) => {
-                self.create_failed(name, "CreateContainerConfigError", &message, None, out);
+                self.create_failed(name, "CreateContainerConfigError", &message, out);
                 return false;
             }
         };
         let id = match self.node.runtime.create_container(sandbox, &config) {
             Ok(id) => id,
-            Err(podlab_runtime::Error::ImageNotFound { message, .. }) => {
-                let never_pull = "ErrImageNeverPull";
-                self.create_failed(name, never_pull, &message, Some(never_pull), out);
-                return false;
-            }
             Err(e @ podlab_runtime::Error::InvalidConfig { .. }) => {
-                self.create_failed(
-                    name,
-                    "CreateContainerConfigError",
-                    &e.to_string(),
-                    None,
-                    out,
-                );
+                self.create_failed(name, "CreateContainerConfigError", &e.to_string(), out);
                 return false;
             }
             Err(e) => {
-                self.create_failed(name, "CreateContainerError", &e.to_string(), None, out);
+                self.create_failed(name, "CreateContainerError", &e.to_string(), out);
                 return false;
             }
         };
         out.changed = true;
-        let pulled = format!(
-            "Container image {:?} already present on machine",
-            config.image
-        );
-        self.event(name, NORMAL, reasons::PULLED, &pulled);
         self.event(
             name,
             NORMAL,
@@ -378,6 +381,119 @@ impl Execution<'_> {
         false
     }
 
+    /// kubelet's `EnsureImageExists` for the container `name`: the built-in busybox is made
+    /// when missing (it is in no registry); otherwise `imagePullPolicy` decides between the
+    /// image on the node (`Pulled`: already present), `ErrImageNeverPull`, and a pull —
+    /// refused while the image's pull backoff runs (`BackOff`, `ImagePullBackOff`), else
+    /// `Pulling`, then `Pulled` with its time and size or `Failed` and `ErrImagePull` (and the
+    /// backoff doubles). True when the image is there for the container.
+    fn ensure_image(&mut self, name: &str, out: &mut Outcome) -> bool {
+        let Some((image, policy)) = super::images::container_image(self.pod, name) else {
+            return true;
+        };
+        let images = &self.node.images;
+        if super::images::ImageManager::is_builtin(&image) {
+            if let Err(e) = images.ensure_builtin() {
+                self.image_failed(name, "CreateContainerError", e.to_string(), out);
+                return false;
+            }
+            self.event(
+                name,
+                NORMAL,
+                images::PULLED,
+                &images::already_present_message(&image),
+            );
+            return true;
+        }
+        let policy = PullPolicy::of(policy.as_deref(), &image);
+        match images::image_step(policy, images.present(&image)) {
+            ImageStep::Present => {
+                let message = images::already_present_message(&image);
+                self.event(name, NORMAL, images::PULLED, &message);
+                true
+            }
+            ImageStep::NeverPull => {
+                let message = images::never_pull_message(&image);
+                self.event(name, WARNING, images::ERR_IMAGE_NEVER_PULL, &message);
+                self.image_failed(name, images::ERR_IMAGE_NEVER_PULL, message, out);
+                false
+            }
+            ImageStep::Pull => self.pull(name, &image, out),
+        }
+    }
+
+    fn pull(&mut self, name: &str, image: &str, out: &mut Outcome) -> bool {
+        let now = Instant::now();
+        if self.caches.pull_backoff.in_backoff(image, now) {
+            self.event(
+                name,
+                NORMAL,
+                images::BACK_OFF,
+                &images::back_off_pull_message(image),
+            );
+            let last = self.caches.pull_errors.get(image).map(String::as_str);
+            let message = images::back_off_waiting_message(image, last);
+            self.image_failed(name, images::IMAGE_PULL_BACK_OFF, message, out);
+            return false;
+        }
+        let secrets = super::images::pull_secrets(&self.node.store, self.pod);
+        if !secrets.missing.is_empty() {
+            let message = images::missing_pull_secrets_message(&secrets.missing);
+            self.node.recorder.pod_event(
+                self.pod,
+                WARNING,
+                images::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                &message,
+            );
+        }
+        self.event(
+            name,
+            NORMAL,
+            images::PULLING,
+            &images::pulling_message(image),
+        );
+        match self.node.images.pull(image, &secrets) {
+            Ok(pulled) => {
+                let message = images::pulled_message(
+                    image,
+                    pulled.pulling,
+                    pulled.including_waiting,
+                    pulled.image.size,
+                );
+                self.event(name, NORMAL, images::PULLED, &message);
+                self.caches.pull_backoff.gc(Instant::now());
+                self.caches.pull_errors.remove(image);
+                out.changed = true;
+                true
+            }
+            Err(err) => {
+                let message = images::failed_pull_message(image, &err);
+                self.event(name, WARNING, images::FAILED, &message);
+                self.caches.pull_backoff.next(image, Instant::now());
+                self.caches
+                    .pull_errors
+                    .insert(image.to_string(), err.clone());
+                self.image_failed(name, images::ERR_IMAGE_PULL, err, out);
+                false
+            }
+        }
+    }
+
+    /// A failed EnsureImageExists: `Failed` with `Error: <reason>`, the reason and message
+    /// cached for the waiting state, and the pod worker's retry after its error backoff.
+    fn image_failed(&mut self, name: &str, reason: &str, message: String, out: &mut Outcome) {
+        self.event(
+            name,
+            WARNING,
+            reasons::FAILED,
+            &reasons::failed_message(reason),
+        );
+        self.remember_failure(name, reason, message);
+        let at = error_retry_at(self.node.config.error_backoff);
+        self.caches.start_retry_at.insert(name.to_string(), at);
+        out.wake(at);
+    }
+
     /// Records a container event and tells it in the narration.
     fn event(&mut self, name: &str, event_type: &str, reason: &str, message: &str) {
         self.node
@@ -398,8 +514,6 @@ impl Execution<'_> {
         );
     }
 
-    /// A create that failed: its reason is cached, `Failed` (and the image event) recorded, and
-    /// the next try waits the error backoff.
     /// What kubelet refuses before CreateContainer: a `Localhost` seccomp profile that is not
     /// on the node, a runAsNonRoot container whose user would be root (kubelet's
     /// `CreateContainerConfigError` and message).
@@ -414,27 +528,14 @@ impl Execution<'_> {
             .map(|message| ("CreateContainerConfigError", message))
     }
 
-    fn create_failed(
-        &mut self,
-        name: &str,
-        reason: &str,
-        message: &str,
-        image_event: Option<&str>,
-        out: &mut Outcome,
-    ) {
-        if let Some(event) = image_event {
-            self.event(name, WARNING, event, message);
-        }
-        let error = if image_event.is_some() {
-            reason
-        } else {
-            message
-        };
+    /// A create that failed: its reason is cached, `Failed` recorded, and the next try waits
+    /// the error backoff.
+    fn create_failed(&mut self, name: &str, reason: &str, message: &str, out: &mut Outcome) {
         self.event(
             name,
             WARNING,
             reasons::FAILED,
-            &reasons::failed_message(error),
+            &reasons::failed_message(message),
         );
         self.remember_failure(name, reason, message.to_string());
         let at = error_retry_at(self.node.config.error_backoff);

@@ -11,6 +11,7 @@
 //! | [`pleg`] | the pod lifecycle event generator: a cheap relist of every pod each `resync` |
 //! | [`view`] | runtime records → [`crate::RuntimeView`], `v1.Pod` → [`crate::PodSpecView`], API status → previous status |
 //! | [`execute`] | kuberuntime's SyncPod: kill, prune, RunPodSandbox, start through the backoff gate |
+//! | [`images`] | the image manager (pulls by `imagePullPolicy` with `imagePullSecrets`, serialized) and the image GC |
 //! | [`status`] | generateAPIPodStatus + the status manager: the `v1.PodStatus` written back |
 //! | [`probes`], [`transport`] | the prober: one worker per container probe; exec, tcpSocket, httpGet |
 //! | [`events`] | the event recorder with kubelet's reasons, aggregated like client-go's correlator |
@@ -27,6 +28,7 @@ pub mod daemon;
 mod error;
 pub mod events;
 pub mod execute;
+pub mod images;
 pub mod pleg;
 pub mod probes;
 pub mod status;

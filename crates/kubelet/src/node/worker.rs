@@ -88,6 +88,7 @@ impl PodWorker {
         wake: Sender<WorkerMsg>,
     ) -> PodWorker {
         let dirs = PodDirs::new(&node.config.root, &pod);
+        let caches = PodCaches::new(&node.config);
         let relist = Arc::new(Mutex::new(Relist::default()));
         node.pleg.register(&relist, wake.clone());
         let wake = Mutex::new(wake);
@@ -99,7 +100,7 @@ impl PodWorker {
             pod,
             dirs,
             sandboxes,
-            caches: PodCaches::default(),
+            caches,
             probes,
             last_status: None,
             last_written_rv: None,
