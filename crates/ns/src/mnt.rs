@@ -239,6 +239,32 @@ pub fn bind(src: &Path, dst: &Path, readonly: bool) -> Result<()> {
     Ok(())
 }
 
+/// Bind-mounts `src` with every mount below it onto `dst` (`mount --rbind`); with `readonly`
+/// only the new top mount is remounted read-only (as [`bind`] does it), the mounts below keep
+/// their own flags: runc's non-recursive read-only bind, which kubelet's volumes are.
+pub fn rbind(src: &Path, dst: &Path, readonly: bool) -> Result<()> {
+    nix::mount::mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| mount_error("mount(rbind)", dst, e))?;
+    if readonly {
+        let inherited = inherited_mount_flags(dst)?;
+        nix::mount::mount(
+            None::<&str>,
+            dst,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | inherited,
+            None::<&str>,
+        )
+        .map_err(|e| mount_error("mount(remount-bind-readonly)", dst, e))?;
+    }
+    Ok(())
+}
+
 /// The per-mount flags of the mount that holds `path`, as mount(2) flags: what a read-only
 /// remount must repeat (the kernel refuses to clear flags locked on a less privileged mount).
 pub fn inherited_mount_flags(path: &Path) -> Result<MsFlags> {

@@ -312,7 +312,7 @@ fn copy_node_namespace<'p>(
         volumes: plan
             .mounts
             .iter()
-            .map(|m| (Source::Path(m.host_path.clone()), m, m.host_path.is_dir()))
+            .map(|m| (Source::Tree(m.host_path.clone()), m, m.host_path.is_dir()))
             .collect(),
     };
     Ok((rootfs.clone(), sources))
@@ -353,7 +353,18 @@ fn enter_template<'p>(
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
         let is_dir = mount.host_path.is_dir();
-        volumes.push((detached(&mount.host_path, mount.readonly)?, mount, is_dir));
+        // Volumes carry the mounts below them along (kubelet's and containerd's rbind);
+        // read-only applies to the volume's own mount only.
+        let volume = Detached::rbind(&mount.host_path, mount.readonly)
+            .map(Source::Detached)
+            .map_err(|e| {
+                ns_failure(
+                    "open_tree (a detached bind mount)",
+                    Some(&mount.host_path),
+                    e,
+                )
+            })?;
+        volumes.push((volume, mount, is_dir));
     }
     trace.lap("detached mounts");
     podlab_ns::ops::join(template, NsKind::Mnt)

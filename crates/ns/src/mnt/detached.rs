@@ -50,6 +50,17 @@ impl Detached {
     /// A copy of the mount at `src` (`mount --bind src`, not recursive), read-only when
     /// `readonly` (the other flags it has are kept).
     pub fn bind(src: &Path, readonly: bool) -> Result<Detached> {
+        Detached::clone_tree(src, readonly, 0)
+    }
+
+    /// A copy of the mount at `src` with every mount below it (`mount --rbind src`), as
+    /// kubelet's and containerd's volume mounts are; with `readonly` only the top one is made
+    /// read-only, the mounts below keep their own flags (a non-recursive read-only bind).
+    pub fn rbind(src: &Path, readonly: bool) -> Result<Detached> {
+        Detached::clone_tree(src, readonly, libc::AT_RECURSIVE as libc::c_uint)
+    }
+
+    fn clone_tree(src: &Path, readonly: bool, recursive: libc::c_uint) -> Result<Detached> {
         let path = c_path(src)?;
         // SAFETY: a NUL-terminated path and plain flags; the kernel returns a new descriptor.
         let fd = unsafe {
@@ -57,7 +68,7 @@ impl Detached {
                 libc::SYS_open_tree,
                 libc::AT_FDCWD,
                 path.as_ptr(),
-                OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+                OPEN_TREE_CLONE | recursive | libc::O_CLOEXEC as libc::c_uint,
             )
         };
         let detached = Detached {
@@ -244,6 +255,8 @@ fn check(rc: libc::c_long, call: &'static str, path: &Path) -> Result<()> {
 #[derive(Debug)]
 pub enum Source {
     Path(PathBuf),
+    /// A path bound with every mount below it (a volume).
+    Tree(PathBuf),
     Detached(Detached),
 }
 
@@ -253,6 +266,7 @@ impl Source {
     pub fn place(self, target: &Path, readonly: bool) -> Result<()> {
         match self {
             Source::Path(path) => super::bind(&path, target, readonly),
+            Source::Tree(path) => super::rbind(&path, target, readonly),
             Source::Detached(mount) => mount.attach(target),
         }
     }
