@@ -77,6 +77,9 @@ pub fn sandbox_config(
             searches: dns.searches.clone(),
             options: dns.options.clone(),
         }),
+        // A config without namespace options means POD for each (proto3's zero value), as
+        // containerd reads it: the containers share the pod's pid namespace, pause its PID 1.
+        share_process_namespace: true,
         ..PodSandboxConfig::default()
     };
     // Without a parent (critest's cgroupfs pods) the pod still gets a cgroup, as under
@@ -127,7 +130,7 @@ pub fn sandbox_config(
                 }
                 match mode(ns.pid) {
                     proto::NamespaceMode::Pod => out.share_process_namespace = true,
-                    proto::NamespaceMode::Container => {}
+                    proto::NamespaceMode::Container => out.share_process_namespace = false,
                     proto::NamespaceMode::Node => {
                         return Err(unsupported(&format!("{field}.pid"), "NODE (hostPID)"))
                     }
@@ -674,6 +677,31 @@ mod tests {
         assert!(err
             .message()
             .starts_with("config.port_mappings[0].host_port:"));
+    }
+
+    #[test]
+    fn no_namespace_options_mean_pod_as_in_containerd() {
+        assert!(
+            sandbox_config(Some(&pod("p")))
+                .unwrap()
+                .share_process_namespace
+        );
+        let mut config = pod("p");
+        config.linux = Some(proto::LinuxPodSandboxConfig {
+            security_context: Some(proto::LinuxSandboxSecurityContext {
+                namespace_options: Some(proto::NamespaceOption {
+                    pid: proto::NamespaceMode::Container as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(
+            !sandbox_config(Some(&config))
+                .unwrap()
+                .share_process_namespace
+        );
     }
 
     #[test]

@@ -425,6 +425,135 @@ impl Cri {
         Ok(proto::ListContainersResponse { containers })
     }
 
+    /// One container's stats: CPU time and working set from its cgroup (none without one:
+    /// the values are left out, the timestamps say when they were looked for), and the bytes
+    /// and inodes of its overlay's upper folder (its writable layer).
+    fn container_stats(&self, container: &ContainerStatus) -> proto::ContainerStats {
+        let now = podlab_runtime::liveness::now_ns();
+        let cgroup = self
+            .runtime
+            .container_record(&container.id)
+            .ok()
+            .and_then(|r| r.cgroup);
+        let cpu = cgroup
+            .as_ref()
+            .and_then(|c| podlab_cgroups::cpu::usage_ns(c).ok().flatten());
+        let memory = cgroup
+            .as_ref()
+            .and_then(|c| podlab_cgroups::memory::working_set_bytes(c).ok().flatten());
+        let upper = self
+            .runtime
+            .layout()
+            .sandbox(&container.sandbox_id)
+            .container(&container.id)
+            .upper();
+        let (bytes, inodes) = images::usage(&upper);
+        proto::ContainerStats {
+            attributes: Some(proto::ContainerAttributes {
+                id: container.id.to_string(),
+                metadata: Some(convert::container_metadata(&container.metadata)),
+                labels: convert::hash(&container.labels),
+                annotations: convert::hash(&container.annotations),
+            }),
+            cpu: Some(proto::CpuUsage {
+                timestamp: now,
+                usage_core_nano_seconds: cpu.map(|value| proto::UInt64Value { value }),
+                usage_nano_cores: None,
+            }),
+            memory: Some(proto::MemoryUsage {
+                timestamp: now,
+                working_set_bytes: memory.map(|value| proto::UInt64Value { value }),
+                ..Default::default()
+            }),
+            writable_layer: Some(proto::FilesystemUsage {
+                timestamp: now,
+                fs_id: Some(proto::FilesystemIdentifier {
+                    mountpoint: upper.display().to_string(),
+                }),
+                used_bytes: Some(proto::UInt64Value { value: bytes }),
+                inodes_used: Some(proto::UInt64Value { value: inodes }),
+            }),
+            swap: None,
+        }
+    }
+
+    fn list_container_stats(
+        &self,
+        req: proto::ListContainerStatsRequest,
+    ) -> Result<proto::ListContainerStatsResponse, Status> {
+        let filter = req.filter.unwrap_or_default();
+        let listed = self.list_containers(proto::ListContainersRequest {
+            filter: Some(proto::ContainerFilter {
+                id: filter.id,
+                pod_sandbox_id: filter.pod_sandbox_id,
+                label_selector: filter.label_selector,
+                state: None,
+            }),
+        })?;
+        let mut stats = Vec::new();
+        for container in listed.containers {
+            let Ok(id) = self.runtime.resolve_container_id(&container.id) else {
+                continue;
+            };
+            // One removed meanwhile is left out, as containerd leaves it.
+            if let Ok(status) = self.runtime.container_status(&id) {
+                stats.push(self.container_stats(&status));
+            }
+        }
+        Ok(proto::ListContainerStatsResponse { stats })
+    }
+
+    /// A sandbox's stats: its pod cgroup's CPU time and working set, and its containers'.
+    fn pod_sandbox_stats(&self, id: &SandboxId) -> Result<proto::PodSandboxStats, Status> {
+        let status = self.runtime.pod_sandbox_status(id).map_err(from_runtime)?;
+        let now = podlab_runtime::liveness::now_ns();
+        let record: Option<podlab_runtime::state::SandboxRecord> =
+            podlab_runtime::state::read_record(&self.runtime.layout().sandbox(id).record())
+                .ok()
+                .flatten();
+        let cgroup = record.and_then(|r| r.cgroup);
+        let cpu = cgroup
+            .as_ref()
+            .and_then(|c| podlab_cgroups::cpu::usage_ns(c).ok().flatten());
+        let memory = cgroup
+            .as_ref()
+            .and_then(|c| podlab_cgroups::memory::working_set_bytes(c).ok().flatten());
+        let containers = self
+            .runtime
+            .list_containers(&ContainerFilter {
+                sandbox_id: Some(id.clone()),
+                ..Default::default()
+            })
+            .map_err(from_runtime)?
+            .iter()
+            .map(|c| self.container_stats(c))
+            .collect();
+        Ok(proto::PodSandboxStats {
+            attributes: Some(proto::PodSandboxAttributes {
+                id: status.id.to_string(),
+                metadata: Some(convert::sandbox_metadata(&status.metadata)),
+                labels: convert::hash(&status.labels),
+                annotations: convert::hash(&status.annotations),
+            }),
+            linux: Some(proto::LinuxPodSandboxStats {
+                cpu: Some(proto::CpuUsage {
+                    timestamp: now,
+                    usage_core_nano_seconds: cpu.map(|value| proto::UInt64Value { value }),
+                    usage_nano_cores: None,
+                }),
+                memory: Some(proto::MemoryUsage {
+                    timestamp: now,
+                    working_set_bytes: memory.map(|value| proto::UInt64Value { value }),
+                    ..Default::default()
+                }),
+                network: None,
+                process: None,
+                containers,
+            }),
+            windows: None,
+        })
+    }
+
     fn exec_sync(&self, req: proto::ExecSyncRequest) -> Result<proto::ExecSyncResponse, Status> {
         let id = self.container_id("container_id", &req.container_id)?;
         if req.cmd.is_empty() {
@@ -849,42 +978,65 @@ impl RuntimeService for Runtimes {
 
     async fn container_stats(
         &self,
-        _: Request<proto::ContainerStatsRequest>,
+        request: Request<proto::ContainerStatsRequest>,
     ) -> Reply<proto::ContainerStatsResponse> {
-        unimplemented(
-            "ContainerStats",
-            "stats are read from the cgroups in a later step",
-        )
+        let id = request.into_inner().container_id;
+        self.0.call("ContainerStats", &id, || {
+            let id = self.0.container_id("container_id", &id)?;
+            let status = self.0.runtime.container_status(&id).map_err(from_runtime)?;
+            Ok(proto::ContainerStatsResponse {
+                stats: Some(self.0.container_stats(&status)),
+            })
+        })
     }
 
     async fn list_container_stats(
         &self,
-        _: Request<proto::ListContainerStatsRequest>,
+        request: Request<proto::ListContainerStatsRequest>,
     ) -> Reply<proto::ListContainerStatsResponse> {
-        unimplemented(
-            "ListContainerStats",
-            "stats are read from the cgroups in a later step",
-        )
+        self.0.call("ListContainerStats", "", || {
+            self.0.list_container_stats(request.into_inner())
+        })
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _: Request<proto::PodSandboxStatsRequest>,
+        request: Request<proto::PodSandboxStatsRequest>,
     ) -> Reply<proto::PodSandboxStatsResponse> {
-        unimplemented(
-            "PodSandboxStats",
-            "stats are read from the cgroups in a later step",
-        )
+        let id = request.into_inner().pod_sandbox_id;
+        self.0.call("PodSandboxStats", &id, || {
+            let id = self.0.sandbox_id("pod_sandbox_id", &id)?;
+            Ok(proto::PodSandboxStatsResponse {
+                stats: Some(self.0.pod_sandbox_stats(&id)?),
+            })
+        })
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _: Request<proto::ListPodSandboxStatsRequest>,
+        request: Request<proto::ListPodSandboxStatsRequest>,
     ) -> Reply<proto::ListPodSandboxStatsResponse> {
-        unimplemented(
-            "ListPodSandboxStats",
-            "stats are read from the cgroups in a later step",
-        )
+        let filter = request.into_inner().filter.unwrap_or_default();
+        self.0.call("ListPodSandboxStats", "", || {
+            let listed = self.0.list_pod_sandbox(proto::ListPodSandboxRequest {
+                filter: Some(proto::PodSandboxFilter {
+                    id: filter.id,
+                    label_selector: filter.label_selector,
+                    state: None,
+                }),
+            })?;
+            let mut stats = Vec::new();
+            for sandbox in listed.items {
+                let Ok(id) = self.0.runtime.resolve_sandbox_id(&sandbox.id) else {
+                    continue;
+                };
+                // One removed meanwhile is left out.
+                if let Ok(one) = self.0.pod_sandbox_stats(&id) {
+                    stats.push(one);
+                }
+            }
+            Ok(proto::ListPodSandboxStatsResponse { stats })
+        })
     }
 
     async fn update_runtime_config(

@@ -32,7 +32,13 @@ impl Server {
     fn start(test: &str) -> Option<Server> {
         let packed = kit().join("bin/crictl.xz");
         if !packed.exists() {
-            record_skip(test, &format!("no crictl at {}", packed.display()));
+            record_skip(
+                test,
+                &format!(
+                    "no crictl at {} (the critest kit beside the checkout; set PODLAB_CRITEST_KIT)",
+                    packed.display()
+                ),
+            );
             return None;
         }
         let dir = SharedDir::new("podlab-cri", 0o755);
@@ -233,6 +239,17 @@ fn crictl_drives_a_pod_through_podlab_cri() {
     assert!(
         fields[0].ends_with('Z') && fields[0].contains('T'),
         "{line}"
+    );
+
+    // ContainerStats: the CPU time and memory of the container's own cgroup.
+    let stats: serde_json::Value =
+        serde_json::from_str(&server.ok(&["stats", "-o", "json", "--id", &id])).unwrap();
+    let stat = &stats["stats"][0];
+    assert_eq!(stat["attributes"]["id"], id.as_str(), "{stats}");
+    assert_ne!(stat["cpu"]["timestamp"], "0", "{stats}");
+    assert!(
+        stat["memory"]["workingSetBytes"]["value"].is_string(),
+        "{stats}"
     );
 
     let listed = server.ok(&["ps", "-q", "--label", "tier=front"]);
