@@ -63,8 +63,14 @@ pub fn plugin_with(_root: &Path, bridge: Bridge) -> Result<Option<Arc<dyn Networ
         bail!("{ENV_NETWORK}={kind:?}: expected cni, builtin or none");
     }
     let net_root = network_root()?;
-    let network_kind =
+    let mut network_kind =
         NetworkKind::podlab(&kind, &net_root).with_context(|| format!("the {kind} network"))?;
+    if let NetworkKind::Cni(config) = &mut network_kind {
+        // The pod's shim brings `lo` up over netlink when it makes the network namespace,
+        // before the ADD: the `loopback` plugin would start a Go program for nothing at every
+        // ADD and DEL (containerd runs it because its shim does not do that).
+        config.loopback = false;
+    }
     Ok(Some(Arc::new(PodlabNetwork {
         kind,
         network: network_kind,

@@ -288,6 +288,12 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         Err(_) => Ok(1),
     };
     crate::trace::mark(&tracing, "exit seen, output streamed");
+    if let (Ok(sandbox), Ok(code)) = (&made, &outcome) {
+        // What the command reports is complete: the container's output and exit code.
+        return Ok(remove_after_return(
+            &runtime, sandbox, &root, &dirs, tracing, *code,
+        ));
+    }
     // RemovePodSandbox kills and removes its containers too, as the CRI asks of it.
     let removed = match &made {
         Ok(sandbox) => runtime
@@ -304,6 +310,78 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
     let code = outcome?;
     removed?;
     Ok(code)
+}
+
+/// The pod's removal once its container has exited and its output is streamed: CNI DEL (a
+/// plugin run each), the shim's shutdown with pause and the namespace pins, the sandbox's
+/// folder and cgroups, the volumes. None of it changes what the command reports, so a child
+/// of this command does it while the command returns `code`, as kubelet tears a pod down
+/// after its status is final (it takes well under the 2 s that `podlab gc` and the node agent
+/// may find it in; both leave a sandbox alone while the child holds its lock). The child
+/// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
+/// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
+/// waits for the child and prints the removal's phases after the mark where it returned.
+fn remove_after_return(
+    runtime: &Runtime,
+    sandbox: &SandboxId,
+    root: &std::path::Path,
+    dirs: &PodDirs,
+    tracing: Option<crate::trace::Tracing>,
+    code: i32,
+) -> i32 {
+    // SAFETY: the CLI is single-threaded; the child only runs the removal and exits.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            // A Ctrl-C at the terminal, after the command returned, must not stop it midway.
+            let _ = nix::unistd::setsid();
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                let null = std::os::fd::AsRawFd::as_raw_fd(&null);
+                // SAFETY: dup2 onto stdin and stdout of this single-threaded child.
+                unsafe {
+                    libc::dup2(null, 0);
+                    libc::dup2(null, 1);
+                }
+            }
+            let removed = runtime.remove_pod_sandbox(sandbox);
+            podlab_kubelet::volume::tear_down(root, dirs);
+            crate::trace::mark(&tracing, "volumes torn down");
+            let failed = removed.is_err();
+            if let Err(e) = removed {
+                eprintln!("podlab: removing the pod's sandbox {sandbox}: {e} (`podlab gc` removes what is left)");
+            }
+            // No destructor runs: the trace file is the command's to print and remove.
+            std::process::exit(i32::from(failed));
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            crate::trace::mark(&tracing, "command returns (removal goes on)");
+            if let Some(tracing) = tracing {
+                let _ = nix::sys::wait::waitpid(child, None);
+                tracing.finish();
+            }
+            code
+        }
+        Err(e) => {
+            // No child: the removal is done before returning.
+            eprintln!("podlab: fork: {e}; removing the pod's sandbox before returning");
+            let removed = runtime.remove_pod_sandbox(sandbox);
+            podlab_kubelet::volume::tear_down(root, dirs);
+            crate::trace::mark(&tracing, "volumes torn down");
+            if let Some(tracing) = tracing {
+                tracing.finish();
+            }
+            match removed {
+                Ok(()) => code,
+                Err(e) => {
+                    eprintln!("podlab: removing the pod's sandbox {sandbox}: {e}");
+                    1
+                }
+            }
+        }
+    }
 }
 
 /// Creates and starts the container, streams its output (stdout to stdout, stderr to stderr)
