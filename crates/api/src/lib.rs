@@ -13,12 +13,14 @@
 //! * [`resources`]: `requests` and `limits`: quantities, their checks and defaults, the QoS class.
 //! * [`defaults`]: the API server's defaulting (restartPolicy, grace period, probe timings...).
 //! * [`update`]: what an update of an existing Pod may change (`ValidatePodUpdate`).
+//! * [`patch`]: strategic merge, JSON merge and JSON patches (`kubectl patch --type`).
 //!
 //! Nothing here touches the machine: it is pure and tested without root.
 
 pub mod defaults;
 pub mod env;
 pub mod manifest;
+pub mod patch;
 pub mod quantity;
 pub mod resources;
 pub mod security;

@@ -1,4 +1,4 @@
-//! `podlab apply -f FILE`: Pod, ReplicaSet, ConfigMap and Secret manifests into the object store, as
+//! `podlab apply -f FILE`: Pod, ReplicaSet, Deployment, ConfigMap and Secret manifests into the object store, as
 //! `kubectl apply` sends them to an API server. A pod is bound to this node (podlab is a
 //! one-node cluster, so the scheduler's choice is made here) and the node agent is started.
 //! Every document is decoded and validated before anything is stored: one bad document
@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use podlab_control::manifest::{decode, Manifest};
 
@@ -101,6 +101,14 @@ pub fn apply_all(
                 ));
                 applied(lines.last().expect("just pushed"));
             }
+            Manifest::Deployment(d) => {
+                let name = d.metadata.name.clone().unwrap_or_default();
+                lines.push(format!(
+                    "deployment.apps/{name} {}",
+                    apply_deployment(ctx, *d)?
+                ));
+                applied(lines.last().expect("just pushed"));
+            }
             Manifest::ConfigMap(map) => {
                 let name = map.metadata.name.clone().unwrap_or_default();
                 let outcome = apply_data(ctx, *map, |a, b| {
@@ -132,6 +140,7 @@ fn images_of(manifest: &Manifest) -> Vec<String> {
             .as_ref()
             .and_then(|s| s.template.as_ref())
             .and_then(|t| t.spec.as_ref()),
+        Manifest::Deployment(d) => d.spec.as_ref().and_then(|s| s.template.spec.as_ref()),
         Manifest::ConfigMap(_) | Manifest::Secret(_) => None,
     };
     spec.map(|s| {
@@ -295,6 +304,49 @@ pub fn apply_replicaset(ctx: &Ctx, rs: ReplicaSet) -> Result<&'static str> {
             }
             existing.spec = rs.spec.clone();
             existing.metadata.labels = rs.metadata.labels.clone();
+            ctx.store.update(existing).map(|_| Ok("configured"))
+        }
+    })?;
+    outcome
+}
+
+/// Creates the Deployment, or updates its spec, labels and annotations (as far as validation
+/// allows: the selector is immutable), and says which: `created`, `configured` or
+/// `unchanged`. The annotations the controller keeps (the revision) are kept.
+pub fn apply_deployment(ctx: &Ctx, d: Deployment) -> Result<&'static str> {
+    let namespace = d
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = d.metadata.name.clone().unwrap_or_default();
+    let outcome = retry_on_conflict(|| match ctx.store.get::<Deployment>(&namespace, &name) {
+        Err(e) if e.is_not_found() => ctx.store.create(d.clone()).map(|_| Ok("created")),
+        Err(e) => Err(e),
+        Ok(mut existing) => {
+            let mut annotations = existing.metadata.annotations.clone().unwrap_or_default();
+            let controller_keeps = podlab_control::deployment::sync::NOT_COPIED;
+            annotations.retain(|k, _| controller_keeps.contains(&k.as_str()));
+            annotations.extend(d.metadata.annotations.clone().unwrap_or_default());
+            let annotations = (!annotations.is_empty()).then_some(annotations);
+            if existing.spec == d.spec
+                && existing.metadata.labels == d.metadata.labels
+                && existing.metadata.annotations == annotations
+            {
+                return Ok(Ok("unchanged"));
+            }
+            let errors =
+                podlab_control::deployment::manifest::validate_deployment_update(&existing, &d);
+            if !errors.is_empty() {
+                let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                return Ok(Err(anyhow::anyhow!(
+                    "Deployment.apps {name:?} is invalid: {}",
+                    list.join(", ")
+                )));
+            }
+            existing.spec = d.spec.clone();
+            existing.metadata.labels = d.metadata.labels.clone();
+            existing.metadata.annotations = annotations;
             ctx.store.update(existing).map(|_| Ok("configured"))
         }
     })?;

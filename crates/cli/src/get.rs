@@ -1,8 +1,12 @@
-//! `podlab get pods|events|replicasets|configmaps|secrets|images [NAME]`: objects from the store as kubectl
-//! prints them, with kubectl's output formats and queries.
+//! `podlab get TYPE[,TYPE...] [NAME...]` and `podlab get TYPE/NAME...`: objects from the store
+//! as kubectl prints them, with kubectl's output formats and queries. Several kinds print one
+//! table each, a blank line between, their names as `kind.group/name` once more than one kind
+//! was found; a name that is not there is reported after the others are printed, and the
+//! command then exits 1. `-w` follows one kind (any of them) and shows each change as a row:
+//! a pod being deleted shows `Terminating`.
 
 use anyhow::{bail, Result};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use serde_json::Value;
 
@@ -16,6 +20,7 @@ pub enum Resource {
     Pods,
     Events,
     ReplicaSets,
+    Deployments,
     ConfigMaps,
     /// Printed as kubectl prints them: a table without values, `-o yaml|json` with `data` in
     /// base64.
@@ -29,11 +34,12 @@ impl Resource {
             "pod" | "pods" | "po" => Resource::Pods,
             "event" | "events" | "ev" => Resource::Events,
             "replicaset" | "replicasets" | "rs" | "replicasets.apps" => Resource::ReplicaSets,
+            "deployment" | "deployments" | "deploy" | "deployments.apps" => Resource::Deployments,
             "configmap" | "configmaps" | "cm" => Resource::ConfigMaps,
             "secret" | "secrets" => Resource::Secrets,
             "image" | "images" => Resource::Images,
             other => bail!(
-                "the server doesn't have a resource type {other:?} (podlab serves pods, events, replicasets, configmaps, secrets, images)"
+                "the server doesn't have a resource type {other:?} (podlab serves pods, events, replicasets, deployments, configmaps, secrets, images)"
             ),
         })
     }
@@ -43,6 +49,7 @@ impl Resource {
             Resource::Pods => "pods",
             Resource::Events => "events",
             Resource::ReplicaSets => "replicasets.apps",
+            Resource::Deployments => "deployments.apps",
             Resource::ConfigMaps => "configmaps",
             Resource::Secrets => "secrets",
             Resource::Images => "images",
@@ -51,8 +58,8 @@ impl Resource {
 }
 
 pub struct GetArgs {
-    pub resource: Resource,
-    pub name: Option<String>,
+    /// `TYPE[,TYPE...] [NAME...]` or `TYPE/NAME...`, as kubectl takes them.
+    pub args: Vec<String>,
     pub format: Format,
     pub query: Query,
     pub watch: bool,
@@ -60,27 +67,91 @@ pub struct GetArgs {
     pub index: Option<String>,
 }
 
+/// What one argument group asks for: a kind, and the names wanted (none: all of them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub resource: Resource,
+    pub names: Vec<String>,
+}
+
+/// kubectl's argument forms: `TYPE[,TYPE...] [NAME...]` (the names looked up in each type) or
+/// `TYPE/NAME...` (one group per run of the same type, in the order given).
+pub fn requests(args: &[String]) -> Result<Vec<Request>> {
+    let Some(first) = args.first() else {
+        bail!("You must specify the type of resource to get. Use \"podlab api-resources\" for a complete list of supported resources.");
+    };
+    if args.iter().any(|a| a.contains('/')) {
+        let mut groups: Vec<Request> = Vec::new();
+        for arg in args {
+            let Some((kind, name)) = arg.split_once('/') else {
+                bail!("there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (e.g. 'podlab get resource/<resource_name>' instead of 'podlab get resource resource/<resource_name>'");
+            };
+            let resource = Resource::parse(kind)?;
+            match groups.last_mut() {
+                Some(last) if last.resource == resource => last.names.push(name.into()),
+                _ => groups.push(Request {
+                    resource,
+                    names: vec![name.into()],
+                }),
+            }
+        }
+        return Ok(groups);
+    }
+    let mut groups = Vec::new();
+    for kind in first.split(',').filter(|k| !k.is_empty()) {
+        let resource = Resource::parse(kind)?;
+        if !groups.iter().any(|g: &Request| g.resource == resource) {
+            groups.push(Request {
+                resource,
+                names: args[1..].to_vec(),
+            });
+        }
+    }
+    Ok(groups)
+}
+
 pub fn run(args: GetArgs) -> Result<()> {
+    let groups = requests(&args.args)?;
     let ctx = Ctx::open()?;
-    if args.resource == Resource::Images {
+    if let [Request {
+        resource: Resource::Images,
+        names,
+    }] = groups.as_slice()
+    {
+        if !names.is_empty() {
+            bail!("podlab get images lists every image; see `podlab image inspect NAME`");
+        }
         return crate::image::list(&ctx, &args.format, &args.query);
     }
-    print_once(&ctx, &args)?;
+    if groups.iter().any(|g| g.resource == Resource::Images) {
+        bail!("images are listed alone: podlab get images");
+    }
+    if args.watch && groups.len() > 1 {
+        bail!(
+            "watch is only supported on individual resources and resource collections, but {} resources were found",
+            groups.len()
+        );
+    }
+    let missing = print_once(&ctx, &args, &groups)?;
     if args.watch {
-        watch(&ctx, &args)?;
+        watch(&ctx, &args, &groups[0])?;
+    }
+    if !missing.is_empty() {
+        bail!("{}", missing.join("\n"));
     }
     Ok(())
 }
 
-fn objects(ctx: &Ctx, args: &GetArgs) -> Result<Vec<Value>> {
+fn objects(ctx: &Ctx, resource: Resource, args: &GetArgs) -> Result<Vec<Value>> {
     let ns = args.query.namespace();
-    let mut values: Vec<Value> = match args.resource {
+    let mut values: Vec<Value> = match resource {
         Resource::Pods => match &args.index {
             Some(index) => crate::index::pods_by_index(ctx, index, ns)?,
             None => to_values(ctx.store.list::<Pod>(ns)?.0)?,
         },
         Resource::Events => to_values(ctx.store.list::<Event>(ns)?.0)?,
         Resource::ReplicaSets => to_values(ctx.store.list::<ReplicaSet>(ns)?.0)?,
+        Resource::Deployments => to_values(ctx.store.list::<Deployment>(ns)?.0)?,
         Resource::ConfigMaps => to_values(ctx.store.list::<ConfigMap>(ns)?.0)?,
         Resource::Secrets => to_values(ctx.store.list::<Secret>(ns)?.0)?,
         Resource::Images => unreachable!("images are listed from the image store"),
@@ -109,59 +180,127 @@ fn to_values<T: serde::Serialize>(items: Vec<T>) -> Result<Vec<Value>> {
         .collect()
 }
 
-fn print_once(ctx: &Ctx, args: &GetArgs) -> Result<()> {
-    let mut items = objects(ctx, args)?;
-    if let Some(name) = &args.name {
-        items.retain(|o| o["metadata"]["name"].as_str() == Some(name.as_str()));
-        if items.is_empty() {
-            bail!(
-                "Error from server (NotFound): {} {name:?} not found",
-                args.resource.kind_name()
-            );
+/// Prints every group; returns the NotFound lines of the names that are not there.
+fn print_once(ctx: &Ctx, args: &GetArgs, groups: &[Request]) -> Result<Vec<String>> {
+    let mut missing = Vec::new();
+    let mut found: Vec<(Resource, Vec<Value>)> = Vec::new();
+    for group in groups {
+        let mut items = objects(ctx, group.resource, args)?;
+        if !group.names.is_empty() {
+            // In the order named, as kubectl fetches them one by one.
+            let mut named = Vec::new();
+            for name in &group.names {
+                match items
+                    .iter()
+                    .find(|o| o["metadata"]["name"].as_str() == Some(name.as_str()))
+                {
+                    Some(item) => named.push(item.clone()),
+                    None => missing.push(format!(
+                        "Error from server (NotFound): {} {name:?} not found",
+                        group.resource.kind_name()
+                    )),
+                }
+            }
+            items = named;
+        }
+        let mut items = args.query.filter(kind_of(group.resource), items)?;
+        args.query.sort(&mut items, args.format.is_table())?;
+        if !items.is_empty() {
+            found.push((group.resource, items));
         }
     }
-    let mut items = args.query.filter(kind_of(args.resource), items)?;
-    args.query.sort(&mut items, args.format.is_table())?;
-    if items.is_empty() && args.name.is_none() && args.format.is_table() {
-        match args.query.namespace() {
-            Some(ns) => eprintln!("No resources found in {ns} namespace."),
-            None => eprintln!("No resources found"),
+    let named = groups.iter().any(|g| !g.names.is_empty());
+    if found.is_empty() {
+        if !named && args.format.is_table() {
+            match args.query.namespace() {
+                Some(ns) => eprintln!("No resources found in {ns} namespace."),
+                None => eprintln!("No resources found"),
+            }
+        } else if !named {
+            print!("{}", output::render(&args.format, &[], false)?);
         }
-        return Ok(());
+        return Ok(missing);
     }
-    let text = match args.format.is_table() {
-        true => table(args.resource, &items, &args.format, &args.query)?,
-        false => output::render(&args.format, &items, args.name.is_some())?,
-    };
+    if !args.format.is_table() {
+        let all: Vec<Value> = found.into_iter().flat_map(|(_, items)| items).collect();
+        let single = named && groups.len() == 1 && groups[0].names.len() == 1;
+        print!("{}", output::render(&args.format, &all, single)?);
+        return Ok(missing);
+    }
+    let with_kind = found.len() > 1;
+    let mut text = String::new();
+    for (i, (resource, items)) in found.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(&table_of(
+            *resource,
+            items,
+            &args.format,
+            &args.query,
+            with_kind,
+        )?);
+    }
     print!("{text}");
-    Ok(())
+    Ok(missing)
 }
 
-/// `-w`: the listing, then one line per change, as `kubectl get -w` prints them.
-fn watch(ctx: &Ctx, args: &GetArgs) -> Result<()> {
-    if args.resource != Resource::Pods {
-        bail!("podlab get -w watches pods");
+/// kubectl's NAME once several kinds are printed: `pod/web`, `replicaset.apps/web`.
+fn kind_prefix(resource: Resource) -> &'static str {
+    match resource {
+        Resource::ReplicaSets => "replicaset.apps/",
+        Resource::Deployments => "deployment.apps/",
+        Resource::Pods => "pod/",
+        Resource::Events => "event/",
+        Resource::ConfigMaps => "configmap/",
+        Resource::Secrets => "secret/",
+        Resource::Images => "image/",
     }
-    let events = ctx.store.watch_now::<Pod>()?;
+}
+
+/// `-w`: one line per change after the listing, as `kubectl get -w` prints them.
+fn watch(ctx: &Ctx, args: &GetArgs, group: &Request) -> Result<()> {
+    match group.resource {
+        Resource::Pods => watch_kind::<Pod>(ctx, args, group),
+        Resource::Events => watch_kind::<Event>(ctx, args, group),
+        Resource::ReplicaSets => watch_kind::<ReplicaSet>(ctx, args, group),
+        Resource::Deployments => watch_kind::<Deployment>(ctx, args, group),
+        Resource::ConfigMaps => watch_kind::<ConfigMap>(ctx, args, group),
+        Resource::Secrets => watch_kind::<Secret>(ctx, args, group),
+        Resource::Images => bail!("podlab get -w watches objects of the store, not images"),
+    }
+}
+
+fn watch_kind<T: podlab_control::kind::StoreObject>(
+    ctx: &Ctx,
+    args: &GetArgs,
+    group: &Request,
+) -> Result<()> {
+    let events = ctx.store.watch_now::<T>()?;
     let mut query = args.query.clone();
     query.no_headers = true;
+    let namespace = args.query.namespace();
     for event in events {
         let event = event?;
         let value = serde_json::to_value(&event.object)?;
-        if let Some(name) = &args.name {
-            if value["metadata"]["name"].as_str() != Some(name) {
-                continue;
-            }
+        let name = value["metadata"]["name"].as_str().unwrap_or_default();
+        if !group.names.is_empty() && !group.names.iter().any(|n| n == name) {
+            continue;
         }
-        let items = query.filter("Pod", vec![value])?;
+        if namespace.is_some_and(|ns| value["metadata"]["namespace"].as_str() != Some(ns)) {
+            continue;
+        }
+        let items = query.filter(kind_of(group.resource), vec![value])?;
         if items.is_empty() {
             continue;
         }
         let text = match args.format.is_table() {
-            true => table(Resource::Pods, &items, &args.format, &query)?,
+            true => table(group.resource, &items, &args.format, &query)?,
             false => output::render(&args.format, &items, true)?,
         };
         print!("{text}");
+        use std::io::Write;
+        std::io::stdout().flush()?;
     }
     Ok(())
 }
@@ -187,6 +326,7 @@ fn kind_of(resource: Resource) -> &'static str {
         Resource::Pods => "Pod",
         Resource::Events => "Event",
         Resource::ReplicaSets => "ReplicaSet",
+        Resource::Deployments => "Deployment",
         Resource::ConfigMaps => "ConfigMap",
         Resource::Secrets => "Secret",
         Resource::Images => "Image",
@@ -194,6 +334,18 @@ fn kind_of(resource: Resource) -> &'static str {
 }
 
 fn table(resource: Resource, items: &[Value], format: &Format, query: &Query) -> Result<String> {
+    table_of(resource, items, format, query, false)
+}
+
+/// The table of one kind; `with_kind` names each object as `kind.group/name` (not events,
+/// whose table has no NAME column).
+fn table_of(
+    resource: Resource,
+    items: &[Value],
+    format: &Format,
+    query: &Query,
+    with_kind: bool,
+) -> Result<String> {
     let now = crate::columns::now();
     let wide = matches!(format, Format::Wide);
     let mut headers: Vec<&str> = Vec::new();
@@ -263,6 +415,16 @@ fn table(resource: Resource, items: &[Value], format: &Format, query: &Query) ->
                 rows.push((cells, item));
             }
         }
+        Resource::Deployments => {
+            headers.extend(["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+            if wide {
+                headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+            }
+            for item in items {
+                let d: Deployment = serde_json::from_value(item.clone())?;
+                rows.push((deployment_row(&d, now, wide), item));
+            }
+        }
         Resource::ConfigMaps => {
             headers.extend(["NAME", "DATA", "AGE"]);
             for item in items {
@@ -292,6 +454,11 @@ fn table(resource: Resource, items: &[Value], format: &Format, query: &Query) ->
         }
         Resource::Images => unreachable!("images are listed from the image store"),
     }
+    if with_kind && resource != Resource::Events {
+        for (cells, _) in &mut rows {
+            cells[0] = format!("{}{}", kind_prefix(resource), cells[0]);
+        }
+    }
     Ok(output::table(&headers, rows, query))
 }
 
@@ -303,4 +470,35 @@ fn age(
         .as_ref()
         .map(|t| human_duration(now, t.0))
         .unwrap_or_default()
+}
+
+/// kubectl's Deployment row: READY is ready/desired, then up-to-date, available, age; wide
+/// adds the containers, their images and the selector.
+fn deployment_row(d: &Deployment, now: k8s_openapi::jiff::Timestamp, wide: bool) -> Vec<String> {
+    let status = d.status.clone().unwrap_or_default();
+    let spec = d.spec.clone().unwrap_or_default();
+    let mut cells = vec![
+        d.metadata.name.clone().unwrap_or_default(),
+        format!(
+            "{}/{}",
+            status.ready_replicas.unwrap_or(0),
+            spec.replicas.unwrap_or(1)
+        ),
+        status.updated_replicas.unwrap_or(0).to_string(),
+        status.available_replicas.unwrap_or(0).to_string(),
+        age(now, &d.metadata),
+    ];
+    if wide {
+        let containers = spec.template.spec.map(|s| s.containers).unwrap_or_default();
+        let names: Vec<String> = containers.iter().map(|c| c.name.clone()).collect();
+        let images: Vec<String> = containers.iter().filter_map(|c| c.image.clone()).collect();
+        cells.push(names.join(","));
+        cells.push(images.join(","));
+        cells.push(
+            podlab_control::Selector::from_label_selector(Some(&spec.selector), "spec.selector")
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+        );
+    }
+    cells
 }

@@ -31,8 +31,10 @@ mod nsls;
 mod nsrun;
 mod objects;
 mod output;
+mod patch;
 mod port_forward;
 mod privilege;
+mod rollout;
 mod run;
 mod scale;
 mod terminal;
@@ -191,25 +193,8 @@ enum Command {
         #[arg(last = true)]
         cmd: Vec<String>,
     },
-    /// Delete pods (gracefully: SIGTERM, grace period, SIGKILL) or replicasets.
-    Delete {
-        resource: String,
-        #[arg(required = true)]
-        names: Vec<String>,
-        #[arg(long = "grace-period")]
-        grace_period: Option<i64>,
-        /// Grace period 1: kill at once.
-        #[arg(long)]
-        now: bool,
-        /// Wait until the pod is gone (default true, as kubectl).
-        #[arg(long, default_value = "true", action = clap::ArgAction::Set)]
-        wait: bool,
-        /// Print what each phase of the pod's termination took.
-        #[arg(long)]
-        trace: bool,
-        #[command(flatten)]
-        ns: NamespaceArg,
-    },
+    /// Delete objects: pods gracefully (SIGTERM, grace period, SIGKILL), others at once.
+    Delete(delete::DeleteArgs),
     /// Wait until pods meet a condition, like `kubectl wait`.
     Wait {
         /// `pod/NAME...`, or `pod NAME...`.
@@ -268,9 +253,10 @@ enum Command {
 
 #[derive(Args)]
 struct GetCli {
-    /// pods, events, replicasets or images.
-    resource: String,
-    name: Option<String>,
+    /// `TYPE[,TYPE...] [NAME...]` or `TYPE/NAME...`: pods, events, replicasets, deployments,
+    /// configmaps, secrets, images.
+    #[arg(required = true)]
+    resources: Vec<String>,
     /// wide, json, yaml, name, jsonpath=..., jsonpath-file=..., go-template=...,
     /// go-template-file=..., custom-columns=..., custom-columns-file=...
     #[arg(short = 'o', long = "output")]
@@ -455,8 +441,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 show_labels: get.show_labels,
             };
             get::run(get::GetArgs {
-                resource: get::Resource::parse(&get.resource)?,
-                name: get.name,
+                args: get.resources,
                 format: output::Format::parse(get.output.as_deref())?,
                 query,
                 watch: get.watch,
@@ -517,26 +502,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             &cmd,
         )
         .map(Outcome::Status),
-        Command::Delete {
-            resource,
-            names,
-            grace_period,
-            now,
-            wait,
-            trace,
-            ns,
-        } => {
-            let grace = if now { Some(1) } else { grace_period };
-            delete::run(
-                get::Resource::parse(&resource)?,
-                &names,
-                &ns.namespace,
-                grace,
-                wait,
-                trace::requested(trace),
-            )
-            .map(|()| Done)
-        }
+        Command::Delete(args) => delete::run(args).map(|()| Done),
         Command::Wait {
             resources,
             condition,

@@ -1,5 +1,5 @@
-//! `podlab node`: the node agent, kubelet's twin (and the ReplicaSet controller, the one piece
-//! of kube-controller-manager podlab runs). Other commands start it on demand in the
+//! `podlab node`: the node agent, kubelet's twin (and the ReplicaSet and Deployment
+//! controllers, the pieces of kube-controller-manager podlab runs). Other commands start it on demand in the
 //! background; run it in the foreground to watch each sync pass's decisions as they are made.
 //!
 //! Settings come from the environment a detached agent inherits (`PODLAB_NODE_BACKOFF`,
@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use podlab_control::{ControllerConfig, ReplicaSetController};
+use podlab_control::{ControllerConfig, DeploymentController, ReplicaSetController};
 
 use crate::context::Ctx;
 
@@ -102,8 +102,14 @@ pub fn run(args: NodeArgs) -> Result<()> {
             let mut controller = ReplicaSetController::new(store, ControllerConfig::default());
             controller.run(&controller_stop)
         })?;
+    let deployment_stop = stop.clone();
+    let store = ctx.store.clone();
+    let deployments = std::thread::Builder::new()
+        .name("deployment-controller".into())
+        .spawn(move || DeploymentController::new(store).run(&deployment_stop))?;
     let result = podlab_kubelet::node::run(config, stop.clone()).context("the node agent stopped");
     stop.store(true, Ordering::SeqCst);
     let _ = controller.join();
+    let _ = deployments.join();
     result
 }

@@ -114,6 +114,12 @@ pub fn update(ctx: &Ctx, kind: Kind, value: Value) -> Result<Value> {
     })
 }
 
+/// Deletes the object at once (pods go through [`crate::delete`], gracefully).
+pub fn delete(ctx: &Ctx, kind: Kind, namespace: &str, name: &str) -> Result<()> {
+    with_type!(kind, T => ctx.store.delete::<T>(namespace, name).map(|_| ()))?;
+    Ok(())
+}
+
 /// kubectl's flags that pick objects by label or all at once, and the namespace.
 #[derive(clap::Args)]
 pub struct Selection {

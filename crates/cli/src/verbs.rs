@@ -1,5 +1,5 @@
-//! The kubectl verbs that act on objects of any kind (`label`, `annotate`, `scale`), and the
-//! commands about podlab itself (`completion`, `man`), as one clap group flattened into the
+//! The kubectl verbs that act on objects of any kind (`label`, `annotate`, `scale`, `patch`,
+//! `edit`), `rollout`, and the commands about podlab itself (`completion`, `man`), as one clap group flattened into the
 //! top-level commands so that each lives in its own module.
 
 use std::path::PathBuf;
@@ -17,6 +17,15 @@ pub enum Verb {
     Annotate(label::MapArgs),
     /// Set the number of replicas of replicasets or deployments.
     Scale(crate::scale::ScaleArgs),
+    /// Update fields of an object with a strategic merge, JSON merge or JSON patch.
+    Patch(crate::patch::PatchArgs),
+    /// Edit an object in $KUBE_EDITOR or $EDITOR (vi by default).
+    Edit(crate::patch::EditArgs),
+    /// Manage the rollout of a deployment: status, history, undo, restart.
+    Rollout {
+        #[command(subcommand)]
+        command: crate::rollout::Rollout,
+    },
     /// Print a shell completion script: `source <(podlab completion bash)`.
     Completion {
         /// bash, zsh, fish (or powershell).
@@ -36,6 +45,9 @@ pub fn run(verb: Verb, cli: impl Fn() -> clap::Command) -> Result<()> {
         Verb::Label(args) => label::run(Map::Labels, args),
         Verb::Annotate(args) => label::run(Map::Annotations, args),
         Verb::Scale(args) => crate::scale::run(args),
+        Verb::Patch(args) => crate::patch::patch(args),
+        Verb::Edit(args) => crate::patch::edit(args),
+        Verb::Rollout { command } => crate::rollout::run(command),
         Verb::Completion { shell } => crate::completion::completion(cli(), &shell),
         Verb::Man { dir } => crate::completion::man(cli(), dir.as_deref()),
     }

@@ -14,10 +14,13 @@
 //! * [`selector`]: label selectors (`matchLabels`, `matchExpressions`).
 //! * [`manifest`]: `apps/v1` ReplicaSet manifests, decoded and validated as the API server does.
 //! * [`replicaset`]: the ReplicaSet controller: a pure reconcile function and a driver.
+//! * [`deployment`]: the Deployment controller (ReplicaSets named by `pod-template-hash`,
+//!   revisions, RollingUpdate and Recreate) and the Deployment's manifest rules.
 //! * [`events`]: `v1.Event`s as client-go's recorder writes them.
 
 pub mod changelog;
 pub mod config_data;
+pub mod deployment;
 pub mod durable;
 pub mod error;
 pub mod events;
@@ -33,6 +36,7 @@ pub mod store;
 pub mod watch;
 
 pub use changelog::EventType;
+pub use deployment::DeploymentController;
 pub use error::{Error, IndexError, Result};
 pub use indexer::{index_func, IndexFunc, Indexer, Indexers};
 pub use informer::{EventHandler, HandlerFuncs, Informer};

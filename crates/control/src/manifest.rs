@@ -1,4 +1,4 @@
-//! `apps/v1` ReplicaSet manifests, decoded, checked and defaulted as the API server does, with
+//! `apps/v1` ReplicaSet manifests (and the dispatch to [`crate::deployment::manifest`]), decoded, checked and defaulted as the API server does, with
 //! podlab-api's rules for the Pod template (what podlab's kubelet can run) and its error type.
 //!
 //! The steps: type-decode (a wrong type is reported at its path, an unknown field too), refuse
@@ -22,6 +22,7 @@ use crate::store::DEFAULT_NAMESPACE;
 pub enum Manifest {
     Pod(Box<Pod>),
     ReplicaSet(Box<ReplicaSet>),
+    Deployment(Box<k8s_openapi::api::apps::v1::Deployment>),
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
     Secret(Box<k8s_openapi::api::core::v1::Secret>),
 }
@@ -62,11 +63,15 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
         ("apps/v1", "ReplicaSet") => {
             decode_replicaset_value(value, source).map(|rs| Manifest::ReplicaSet(Box::new(rs)))
         }
+        ("apps/v1", "Deployment") => {
+            crate::deployment::manifest::decode_deployment_value(value, source)
+                .map(|d| Manifest::Deployment(Box::new(d)))
+        }
         (_, "") => Err(other(source, "kind: Required value".into())),
         ("", _) => Err(other(source, "apiVersion: Required value".into())),
         (version, kind) => Err(other(
             source,
-            format!("no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod, ConfigMap, Secret and apps/v1 ReplicaSet)"),
+            format!("no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod, ConfigMap, Secret and apps/v1 ReplicaSet, Deployment)"),
         )),
     }
 }
@@ -283,7 +288,7 @@ fn template_pod(rs: &ReplicaSet) -> Pod {
 
 /// The fields podlab implements: the ReplicaSet's metadata under the Pod metadata rules, and
 /// the template under podlab-api's Pod rules.
-fn check_supported(value: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn check_supported(value: &Value, errors: &mut Vec<FieldError>) {
     let metadata =
         serde_json::json!({"metadata": value.get("metadata").cloned().unwrap_or(Value::Null)});
     podlab_api::supported::check_pod(&metadata, errors);
@@ -301,7 +306,7 @@ fn check_supported(value: &Value, errors: &mut Vec<FieldError>) {
 }
 
 /// A field path as the API server writes it: `spec.template.spec.containers[0].imagee`.
-fn field_path(path: &serde_ignored::Path) -> String {
+pub(crate) fn field_path(path: &serde_ignored::Path) -> String {
     use serde_ignored::Path;
     match path {
         Path::Root => String::new(),
@@ -452,8 +457,8 @@ spec:
             matches!(&objects[0], Manifest::Pod(p) if p.metadata.name.as_deref() == Some("solo"))
         );
         assert!(matches!(&objects[1], Manifest::ReplicaSet(_)));
-        let e = err("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n");
-        assert!(e.contains("no kind \"Deployment\""), "{e}");
+        let e = err("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: d}\n");
+        assert!(e.contains("no kind \"StatefulSet\""), "{e}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ fn manifest(image: &str) -> String {
 
 /// The store's busybox under a second name, as a registry would hold a tag of it: the image
 /// store is an OCI layout, so a copy of it imports.
-fn tag_busybox(root: &Root, name: &str) {
+pub fn tag_busybox(root: &Root, name: &str) {
     let images = root.dir.join("images");
     let copy = root.dir.join("tag-copy");
     std::fs::create_dir_all(&copy).unwrap();
