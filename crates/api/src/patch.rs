@@ -177,7 +177,10 @@ fn merge_list(field: &str, original: &[Value], patch: &[Value]) -> Result<Vec<Va
             Ok(result)
         }
         ListStrategy::MergeKey(key) => {
-            let mut result = original.to_vec();
+            // The patch's elements (merged with the original's of the same key), and the
+            // original's that the patch does not name; then upstream's order of the two.
+            let mut merged = Vec::new();
+            let mut named = Vec::new();
             for item in patch {
                 let Value::Object(fields) = item else {
                     return Err(PatchError::Malformed(format!(
@@ -189,28 +192,50 @@ fn merge_list(field: &str, original: &[Value], patch: &[Value]) -> Result<Vec<Va
                         "map: {item} does not contain declared merge key: {key}"
                     )));
                 };
-                let at = result.iter().position(|old| old.get(key) == Some(wanted));
-                let deleting = fields.get("$patch").and_then(Value::as_str) == Some("delete");
-                match (at, deleting) {
-                    (Some(i), true) => {
-                        result.remove(i);
-                    }
-                    (None, true) => {}
-                    (Some(i), false) => {
-                        let old = result[i].as_object().cloned().unwrap_or_default();
-                        match merge_map(&old, fields)? {
-                            Some(merged) => result[i] = Value::Object(merged),
-                            None => {
-                                result.remove(i);
-                            }
-                        }
-                    }
-                    (None, false) => result.push(strip_value(item)),
+                named.push(wanted.clone());
+                if fields.get("$patch").and_then(Value::as_str) == Some("delete") {
+                    continue;
+                }
+                let old = original.iter().find(|old| old.get(key) == Some(wanted));
+                let old = old.and_then(Value::as_object).cloned().unwrap_or_default();
+                if let Some(item) = merge_map(&old, fields)? {
+                    merged.push(Value::Object(item));
                 }
             }
-            Ok(result)
+            let server_only: Vec<Value> = original
+                .iter()
+                .filter(|old| !old.get(key).is_some_and(|k| named.contains(k)))
+                .cloned()
+                .collect();
+            Ok(merge_sorted(&server_only, &merged, original, key))
         }
     }
+}
+
+/// apimachinery's `mergeSortedSlice`: the original's own elements and the patch's, each list
+/// in its order, interleaved by the original's order where both are in it; a new element comes
+/// before an original one.
+fn merge_sorted(left: &[Value], right: &[Value], order: &[Value], key: &str) -> Vec<Value> {
+    let index = |item: &Value| order.iter().position(|o| o.get(key) == item.get(key));
+    let (mut i, mut j) = (0, 0);
+    let mut result = Vec::with_capacity(left.len() + right.len());
+    while i < left.len() || j < right.len() {
+        let take_left = if j >= right.len() {
+            true
+        } else if i >= left.len() {
+            false
+        } else {
+            matches!((index(&left[i]), index(&right[j])), (Some(l), Some(r)) if l < r)
+        };
+        if take_left {
+            result.push(left[i].clone());
+            i += 1;
+        } else {
+            result.push(right[j].clone());
+            j += 1;
+        }
+    }
+    result
 }
 
 /// The patch's own value without directives, as it lands in the object.
@@ -378,7 +403,8 @@ mod tests {
         assert_eq!(app["ports"], json!([{"containerPort": 80, "name": "http"}]));
         assert_eq!(
             app["env"],
-            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}, {"name": "C", "value": "4"}])
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}, {"name": "C", "value": "4"}]),
+            "as kubectl orders them"
         );
         let names: Vec<&str> = merged["spec"]["containers"]
             .as_array()
@@ -386,7 +412,11 @@ mod tests {
             .iter()
             .map(|c| c["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["app", "side", "new"]);
+        assert_eq!(
+            names,
+            ["app", "new", "side"],
+            "new ones before the ones the patch does not name"
+        );
         assert_eq!(merged["spec"]["tolerations"], json!([{"key": "y"}]));
     }
 

@@ -275,7 +275,11 @@ fn patch_and_edit_change_what_may_change_and_refuse_the_rest() {
         .flatten()
         .map(|e| e.name.clone())
         .collect();
-    assert_eq!(env, ["A", "B"]);
+    assert_eq!(
+        env,
+        ["B", "A"],
+        "a new element before the ones the patch does not name, as kubectl"
+    );
     if installed("kubectl") {
         // kubectl's own strategic merge of the same patch on the same object.
         let mut child = Command::new("kubectl")
