@@ -329,8 +329,16 @@ fn remove_after_return(
     tracing: Option<crate::trace::Tracing>,
     code: i32,
 ) -> i32 {
-    // SAFETY: the CLI is single-threaded; the child only runs the removal and exits.
-    match unsafe { nix::unistd::fork() } {
+    // A child forked from a process with other threads could inherit a lock one of them held
+    // (malloc's, stdio's): then the removal is done here, before returning.
+    let threads = std::fs::read_dir("/proc/self/task").map_or(usize::MAX, |t| t.count());
+    let forked = if threads == 1 {
+        // SAFETY: the process has this one thread; the child only runs the removal and exits.
+        unsafe { nix::unistd::fork() }
+    } else {
+        Err(nix::errno::Errno::EDEADLK)
+    };
+    match forked {
         Ok(nix::unistd::ForkResult::Child) => {
             // A Ctrl-C at the terminal, after the command returned, must not stop it midway.
             let _ = nix::unistd::setsid();
@@ -366,7 +374,9 @@ fn remove_after_return(
         }
         Err(e) => {
             // No child: the removal is done before returning.
-            eprintln!("podlab: fork: {e}; removing the pod's sandbox before returning");
+            if e != nix::errno::Errno::EDEADLK {
+                eprintln!("podlab: fork: {e}; removing the pod's sandbox before returning");
+            }
             let removed = runtime.remove_pod_sandbox(sandbox);
             podlab_kubelet::volume::tear_down(root, dirs);
             crate::trace::mark(&tracing, "volumes torn down");
