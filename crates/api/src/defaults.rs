@@ -1,7 +1,7 @@
 //! The API server's defaulting of a Pod (`SetDefaults_Pod` and friends): what a cluster fills
 //! in before anyone reads the object back, so that `podlab get pod -o yaml` shows the same.
 
-use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe, Volume};
 
 pub const DEFAULT_NAMESPACE: &str = "default";
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -21,6 +21,9 @@ pub fn default_pod(pod: &mut Pod) {
         .get_or_insert_with(|| "default-scheduler".into());
     spec.enable_service_links.get_or_insert(true);
     spec.security_context.get_or_insert_with(Default::default);
+    for volume in spec.volumes.iter_mut().flatten() {
+        default_volume(volume);
+    }
     for container in spec
         .containers
         .iter_mut()
@@ -35,6 +38,29 @@ pub fn default_pod(pod: &mut Pod) {
             &mut c.image_pull_policy,
             c.image.as_deref(),
         );
+    }
+}
+
+/// The files of configMap, secret and downwardAPI volumes default to 0644 (`defaultMode: 420`),
+/// a downwardAPI `fieldRef` to `apiVersion: v1`.
+fn default_volume(volume: &mut Volume) {
+    const DEFAULT_MODE: i32 = 0o644;
+    if let Some(source) = volume.config_map.as_mut() {
+        source.default_mode.get_or_insert(DEFAULT_MODE);
+    }
+    if let Some(source) = volume.secret.as_mut() {
+        source.default_mode.get_or_insert(DEFAULT_MODE);
+    }
+    if let Some(source) = volume.downward_api.as_mut() {
+        source.default_mode.get_or_insert(DEFAULT_MODE);
+        for field in source
+            .items
+            .iter_mut()
+            .flatten()
+            .filter_map(|i| i.field_ref.as_mut())
+        {
+            field.api_version.get_or_insert_with(|| "v1".into());
+        }
     }
 }
 

@@ -22,10 +22,21 @@ pub fn validate_pod(
         [
             ("runAsUser", context.run_as_user),
             ("runAsGroup", context.run_as_group),
+            ("fsGroup", context.fs_group),
         ],
         path,
         errors,
     );
+    if let Some(policy) = context.fs_group_change_policy.as_deref() {
+        if !["Always", "OnRootMismatch"].contains(&policy) {
+            errors.push(FieldError::new(
+                format!("{path}.fsGroupChangePolicy"),
+                format!(
+                    "Unsupported value: {policy:?}: supported values: \"Always\", \"OnRootMismatch\""
+                ),
+            ));
+        }
+    }
     for (i, group) in context.supplemental_groups.iter().flatten().enumerate() {
         validate_ids(
             [("", Some(*group))],

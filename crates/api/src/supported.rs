@@ -39,6 +39,8 @@ const POD_FIELDS: &[&str] = &[
     "spec.securityContext.runAsGroup",
     "spec.securityContext.runAsNonRoot",
     "spec.securityContext.supplementalGroups",
+    "spec.securityContext.fsGroup",
+    "spec.securityContext.fsGroupChangePolicy",
     "spec.securityContext.seccompProfile.type",
     "spec.securityContext.seccompProfile.localhostProfile",
     "spec.securityContext.sysctls[*].name",
@@ -62,6 +64,14 @@ const POD_FIELDS: &[&str] = &[
     "spec.volumes[*].secret.items[*].mode",
     "spec.volumes[*].secret.defaultMode",
     "spec.volumes[*].secret.optional",
+    "spec.volumes[*].downwardAPI.defaultMode",
+    "spec.volumes[*].downwardAPI.items[*].path",
+    "spec.volumes[*].downwardAPI.items[*].mode",
+    "spec.volumes[*].downwardAPI.items[*].fieldRef.fieldPath",
+    "spec.volumes[*].downwardAPI.items[*].fieldRef.apiVersion",
+    "spec.volumes[*].downwardAPI.items[*].resourceFieldRef.containerName",
+    "spec.volumes[*].downwardAPI.items[*].resourceFieldRef.resource",
+    "spec.volumes[*].downwardAPI.items[*].resourceFieldRef.divisor",
     // kubectl and the API server print what they defaulted; reading it back must work.
     "status.*",
 ];

@@ -1,5 +1,6 @@
 //! The API server's checks on `spec.volumes[*]` sources podlab implements (`emptyDir`,
-//! `hostPath`) and on `volumeMounts[*].subPath|subPathExpr`, with its wording.
+//! `hostPath`, `configMap`, `secret`, `downwardAPI`) and on `volumeMounts[*].subPath|subPathExpr`,
+//! with its wording.
 
 use k8s_openapi::api::core::v1::{Volume, VolumeMount};
 
@@ -80,6 +81,13 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
         }
         let items = map.items.iter().flatten().map(|i| (&i.key, &i.path));
         key_to_paths(items, &format!("{path}.configMap"), errors);
+        let modes = map.items.iter().flatten().map(|i| i.mode);
+        file_modes(
+            map.default_mode,
+            modes,
+            &format!("{path}.configMap"),
+            errors,
+        );
     }
     if let Some(secret) = &volume.secret {
         sources.push("secret");
@@ -91,6 +99,17 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
         }
         let items = secret.items.iter().flatten().map(|i| (&i.key, &i.path));
         key_to_paths(items, &format!("{path}.secret"), errors);
+        let modes = secret.items.iter().flatten().map(|i| i.mode);
+        file_modes(
+            secret.default_mode,
+            modes,
+            &format!("{path}.secret"),
+            errors,
+        );
+    }
+    if let Some(downward) = &volume.downward_api {
+        sources.push("downwardAPI");
+        validate_downward_api(downward, &format!("{path}.downwardAPI"), errors);
     }
     match sources.as_slice() {
         [] => errors.push(FieldError::new(
@@ -102,6 +121,115 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
             format!("{path}.{extra}"),
             "Forbidden: may not specify more than 1 volume type",
         )),
+    }
+}
+
+/// The API server's file mode rule: `defaultMode` and each item's `mode` within 0..=0777.
+fn file_modes(
+    default_mode: Option<i32>,
+    item_modes: impl Iterator<Item = Option<i32>>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let check = |mode: Option<i32>, at: String, errors: &mut Vec<FieldError>| {
+        if let Some(mode) = mode.filter(|m| !(0..=0o777).contains(m)) {
+            errors.push(FieldError::new(
+                at,
+                format!(
+                    "Invalid value: {mode}: must be a number between 0 and 0777 (octal), both inclusive"
+                ),
+            ));
+        }
+    };
+    check(default_mode, format!("{path}.defaultMode"), errors);
+    for (i, mode) in item_modes.enumerate() {
+        check(mode, format!("{path}.items[{i}].mode"), errors);
+    }
+}
+
+/// `fieldRef.fieldPath` values a downwardAPI volume serves (and their subscripts).
+pub const VOLUME_FIELD_PATHS: &[&str] = &[
+    "metadata.annotations",
+    "metadata.labels",
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+];
+
+/// The API server's `validateDownwardAPIVolumeSource` (`path` is `…downwardAPI`): modes, and
+/// for each item a path, and exactly one of a volume field or a named container's resource.
+fn validate_downward_api(
+    source: &k8s_openapi::api::core::v1::DownwardAPIVolumeSource,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let modes = source.items.iter().flatten().map(|i| i.mode);
+    file_modes(source.default_mode, modes, path, errors);
+    let quoted = |values: &[&str]| {
+        values
+            .iter()
+            .map(|v| format!("{v:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (i, item) in source.items.iter().flatten().enumerate() {
+        let at = format!("{path}.items[{i}]");
+        if item.path.is_empty() {
+            errors.push(FieldError::new(format!("{at}.path"), "Required value"));
+        } else {
+            local_descending_path(&item.path, &format!("{at}.path"), errors);
+            if item.path.starts_with("..") {
+                errors.push(FieldError::new(
+                    format!("{at}.path"),
+                    format!("Invalid value: {:?}: must not start with '..'", item.path),
+                ));
+            }
+        }
+        match (&item.field_ref, &item.resource_field_ref) {
+            (Some(_), Some(_)) => errors.push(FieldError::new(
+                &at,
+                "Invalid value: \"resource\": fieldRef and resourceFieldRef can not be specified simultaneously",
+            )),
+            (None, None) => errors.push(FieldError::new(
+                &at,
+                "Required value: one of fieldRef and resourceFieldRef is required",
+            )),
+            (Some(field), None) => {
+                let p = field.field_path.as_str();
+                if p.is_empty() {
+                    errors.push(FieldError::new(
+                        format!("{at}.fieldRef.fieldPath"),
+                        "Required value",
+                    ));
+                } else if !VOLUME_FIELD_PATHS.contains(&p) && !crate::env::is_subscript(p) {
+                    errors.push(FieldError::new(
+                        format!("{at}.fieldRef.fieldPath"),
+                        format!(
+                            "Unsupported value: {p:?}: supported values: {}",
+                            quoted(VOLUME_FIELD_PATHS)
+                        ),
+                    ));
+                }
+            }
+            (None, Some(resource)) => {
+                if resource.container_name.as_deref().unwrap_or("").is_empty() {
+                    errors.push(FieldError::new(
+                        format!("{at}.resourceFieldRef.containerName"),
+                        "Required value",
+                    ));
+                }
+                if !crate::env::RESOURCES.contains(&resource.resource.as_str()) {
+                    errors.push(FieldError::new(
+                        format!("{at}.resourceFieldRef.resource"),
+                        format!(
+                            "Unsupported value: {:?}: supported values: {}",
+                            resource.resource,
+                            quoted(crate::env::RESOURCES)
+                        ),
+                    ));
+                }
+            }
+        }
     }
 }
 
@@ -231,6 +359,35 @@ mod tests {
         assert_eq!(
             check(serde_json::json!({"name": "v", "mountPath": "/x", "subPath": "a", "subPathExpr": "b"})),
             ["m.subPathExpr: Invalid value: \"b\": subPathExpr and subPath are mutually exclusive"]
+        );
+    }
+
+    #[test]
+    fn downward_api_items_and_modes_are_checked_at_their_paths() {
+        assert!(errors(serde_json::json!({"name": "v", "downwardAPI": {"defaultMode": 0o644, "items": [
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            {"path": "k8s/app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
+            {"path": "cpu", "mode": 0o400, "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu", "divisor": "1m"}}
+        ]}}))
+        .is_empty());
+        let got = errors(
+            serde_json::json!({"name": "v", "downwardAPI": {"defaultMode": 0o1000, "items": [
+                {"path": "../x", "fieldRef": {"fieldPath": "spec.nodeName"}},
+                {"path": "m", "resourceFieldRef": {"resource": "limits.cpu"}, "mode": 512},
+                {"path": "none"}
+            ]}}),
+        );
+        assert_eq!(
+            got,
+            [
+                "spec.volumes[0].downwardAPI.defaultMode: Invalid value: 512: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[0].downwardAPI.items[1].mode: Invalid value: 512: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"../x\": must not contain '..'",
+                "spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"../x\": must not start with '..'",
+                "spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: \"spec.nodeName\": supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\", \"metadata.namespace\", \"metadata.uid\"",
+                "spec.volumes[0].downwardAPI.items[1].resourceFieldRef.containerName: Required value",
+                "spec.volumes[0].downwardAPI.items[2]: Required value: one of fieldRef and resourceFieldRef is required",
+            ]
         );
     }
 

@@ -256,11 +256,12 @@ pub fn field_value(
     Ok(value)
 }
 
-/// `metadata.labels` as a downward API file holds it: `k="v"` lines, sorted.
+/// `metadata.labels` as a downward API file holds it (`fieldpath.FormatMap`): `k="v"` lines,
+/// sorted, each value quoted as Go's `%q` quotes it.
 fn format_map(map: &Option<BTreeMap<String, String>>) -> String {
     map.iter()
         .flatten()
-        .map(|(k, v)| format!("{k}={v:?}"))
+        .map(|(k, v)| format!("{k}={}", podlab_print::go_quote(v)))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -16,6 +16,7 @@
 //! podlab-runtime and writes statuses and events to podlab-control's store.
 
 pub mod actions;
+pub mod atomic_writer;
 pub mod attempt;
 pub mod backoff;
 pub mod conditions;
@@ -29,6 +30,7 @@ pub mod init;
 pub mod kill;
 pub mod model;
 pub mod node;
+pub mod ownership;
 pub mod phase;
 pub mod probe;
 pub mod qos;

@@ -6,6 +6,12 @@
 //! An `emptyDir` is 0777 inside, as kubelet makes it, so that a container running as any user
 //! can write to it; `medium: Memory` is a tmpfs of `sizeLimit` bytes. A `hostPath` is checked
 //! against its `type` (and made, for the `…OrCreate` types) with kubelet's messages.
+//!
+//! configMap, secret and downwardAPI volumes are emptyDirs underneath, as kubelet wraps them
+//! (the secret and downwardAPI ones on a tmpfs), their files written by kubelet's atomic writer
+//! ([`crate::atomic_writer`]: a timestamped folder behind `..data`). With a pod `fsGroup`, each
+//! volume gets that group the first time it is made, and the projected ones again at each new
+//! write ([`crate::ownership`]).
 
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -24,6 +30,7 @@ const EMPTY_DIR_MODE: u32 = 0o777;
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
 pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
 pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
 /// kubelet's `defaultMode` of configMap and secret volume files.
 const DEFAULT_FILE_MODE: i32 = 0o644;
 
@@ -106,8 +113,7 @@ pub fn set_up(
     make_dir(pod_dir, POD_DIR_MODE).map_err(whole_pod)?;
     make_dir(&dirs.volumes, POD_DIR_MODE).map_err(whole_pod)?;
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        set_up_volume(volume, dirs, namespace, objects).map_err(|source| SetUpError::Volume {
+        set_up_volume(volume, pod, dirs, objects).map_err(|source| SetUpError::Volume {
             volume: volume.name.clone(),
             source,
         })?;
@@ -115,12 +121,30 @@ pub fn set_up(
     Ok(())
 }
 
+/// The pod's `spec.securityContext.fsGroup`.
+fn fs_group(pod: &Pod) -> Option<u32> {
+    pod.spec
+        .as_ref()?
+        .security_context
+        .as_ref()?
+        .fs_group
+        .map(|g| g as u32)
+}
+
 fn set_up_volume(
     volume: &Volume,
+    pod: &Pod,
     dirs: &PodDirs,
-    namespace: &str,
     objects: &dyn crate::env::ConfigSource,
 ) -> Result<(), VolumeError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let fs_group = fs_group(pod);
+    if let Some(source) = &volume.downward_api {
+        let dir = dirs.volumes.join(DOWNWARD_API_PLUGIN).join(&volume.name);
+        let default_mode = source.default_mode.unwrap_or(DEFAULT_FILE_MODE);
+        let payload = downward_api_payload(pod, source.items.iter().flatten(), default_mode)?;
+        return write_projected(&dir, payload, true, fs_group);
+    }
     if let Some(source) = &volume.config_map {
         let dir = dirs.volumes.join(CONFIG_MAP_PLUGIN).join(&volume.name);
         let data = match objects
@@ -153,12 +177,8 @@ fn set_up_volume(
             .flatten()
             .map(|i| (&i.key, &i.path, i.mode));
         let files = project(data, items, source.optional == Some(true), "configmap")?;
-        return write_files(
-            &dir,
-            files,
-            source.default_mode.unwrap_or(DEFAULT_FILE_MODE),
-            false,
-        );
+        let payload = payload_of(files, source.default_mode.unwrap_or(DEFAULT_FILE_MODE));
+        return write_projected(&dir, payload, false, fs_group);
     }
     if let Some(source) = &volume.secret {
         let dir = dirs.volumes.join(SECRET_PLUGIN).join(&volume.name);
@@ -182,34 +202,18 @@ fn set_up_volume(
             .flatten()
             .map(|i| (&i.key, &i.path, i.mode));
         let files = project(data, items, source.optional == Some(true), "secret")?;
-        return write_files(
-            &dir,
-            files,
-            source.default_mode.unwrap_or(DEFAULT_FILE_MODE),
-            true,
-        );
+        let payload = payload_of(files, source.default_mode.unwrap_or(DEFAULT_FILE_MODE));
+        return write_projected(&dir, payload, true, fs_group);
     }
     if let Some(empty_dir) = &volume.empty_dir {
         let dir = dirs.empty_dir(&volume.name);
-        make_dir(dir.parent().unwrap_or(&dir), POD_DIR_MODE)?;
         let memory = empty_dir.medium.as_deref() == Some("Memory");
-        if memory && podlab_ns::mnt::is_mountpoint(&dir).unwrap_or(false) {
-            return Ok(());
-        }
-        make_dir(&dir, EMPTY_DIR_MODE)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(EMPTY_DIR_MODE))
-            .map_err(io("chmod", &dir))?;
-        if memory {
-            // As kubelet's setupTmpfs: a tmpfs (root 1777) of sizeLimit bytes, else the
-            // kernel's default of half the memory.
-            let size = empty_dir
-                .size_limit
-                .as_ref()
-                .and_then(|q| podlab_api::quantity::bytes(&q.0))
-                .filter(|n| *n > 0);
-            let options = size.map(|n| format!("size={n}")).unwrap_or_default();
-            podlab_ns::mnt::mount_tmpfs(&dir, &options)?;
-        }
+        let size = empty_dir
+            .size_limit
+            .as_ref()
+            .and_then(|q| podlab_api::quantity::bytes(&q.0))
+            .filter(|n| *n > 0);
+        set_up_empty_dir(&dir, memory, size, fs_group)?;
     }
     if let Some(host_path) = &volume.host_path {
         check_host_path(Path::new(&host_path.path), host_path.type_.as_deref())?;
@@ -244,38 +248,127 @@ fn project<'a>(
     Ok(files)
 }
 
-/// Writes the projected files (each replaced by rename, so a reader never sees half a file),
-/// with their modes; a secret volume is a tmpfs first, as kubelet keeps secrets off the disk.
-fn write_files(
+/// kubelet's emptyDir `SetUpAt`: nothing to do when it is there already (a tmpfs mounted);
+/// else the folder 0777 (chmod'ed past the umask), a tmpfs of `size` bytes (the kernel's
+/// default of half the memory without one; its root is 1777) for `memory`, and the pod's
+/// fsGroup over it, writable.
+fn set_up_empty_dir(
     dir: &Path,
-    files: Vec<(String, Vec<u8>, Option<i32>)>,
-    default_mode: i32,
-    in_memory: bool,
+    memory: bool,
+    size: Option<i128>,
+    fs_group: Option<u32>,
 ) -> Result<(), VolumeError> {
     make_dir(dir.parent().unwrap_or(dir), POD_DIR_MODE)?;
-    make_dir(dir, 0o755)?;
-    if in_memory && !podlab_ns::mnt::is_mountpoint(dir).unwrap_or(false) {
-        podlab_ns::mnt::mount_tmpfs(dir, "mode=0755")?;
+    let ready = if memory {
+        podlab_ns::mnt::is_mountpoint(dir).unwrap_or(false)
+    } else {
+        dir.is_dir()
+    };
+    if ready {
+        return Ok(());
     }
-    for (path, bytes, mode) in files {
-        if path.split('/').any(|p| p == ".." || p.is_empty()) {
-            return Err(VolumeError::Object(format!("invalid item path {path:?}")));
-        }
-        let target = dir.join(&path);
-        if let Some(parent) = target.parent() {
-            make_dir(parent, 0o755)?;
-        }
-        let tmp = target.with_file_name(format!(
-            ".{}.tmp",
-            target.file_name().unwrap_or_default().to_string_lossy()
-        ));
-        std::fs::write(&tmp, &bytes).map_err(io("writing", &tmp))?;
-        let mode = (mode.unwrap_or(default_mode) & 0o777) as u32;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-            .map_err(io("chmod", &tmp))?;
-        std::fs::rename(&tmp, &target).map_err(io("renaming", &target))?;
+    make_dir(dir, EMPTY_DIR_MODE)?;
+    let perm = std::fs::metadata(dir)
+        .map_err(io("reading", dir))?
+        .permissions()
+        .mode();
+    if perm & 0o777 != EMPTY_DIR_MODE {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(EMPTY_DIR_MODE))
+            .map_err(io("chmod", dir))?;
     }
+    if memory {
+        let options = size.map(|n| format!("size={n}")).unwrap_or_default();
+        podlab_ns::mnt::mount_tmpfs(dir, &options)?;
+    }
+    crate::ownership::set_volume_ownership(dir, fs_group, None, false)?;
     Ok(())
+}
+
+/// The files of a configMap or secret volume as the writer's payload, each with its item's
+/// mode or the volume's `defaultMode`.
+fn payload_of(
+    files: Vec<(String, Vec<u8>, Option<i32>)>,
+    default_mode: i32,
+) -> crate::atomic_writer::Payload {
+    files
+        .into_iter()
+        .map(|(path, data, mode)| {
+            let mode = (mode.unwrap_or(default_mode) & 0o777) as u32;
+            (path, crate::atomic_writer::FileProjection { data, mode })
+        })
+        .collect()
+}
+
+/// A configMap, secret or downwardAPI volume: the wrapped emptyDir (a tmpfs for `in_memory`,
+/// as kubelet keeps secrets and the downward API off the disk), then the payload through the
+/// atomic writer, the pod's fsGroup applied (read-only) before the new files become visible.
+fn write_projected(
+    dir: &Path,
+    payload: crate::atomic_writer::Payload,
+    in_memory: bool,
+    fs_group: Option<u32>,
+) -> Result<(), VolumeError> {
+    set_up_empty_dir(dir, in_memory, None, fs_group)?;
+    crate::atomic_writer::write(dir, &payload, |volume| {
+        crate::ownership::set_volume_ownership(volume, fs_group, None, true).map(drop)
+    })?;
+    Ok(())
+}
+
+/// kubelet's downwardAPI `CollectData`: each item's field (`metadata.*`, its lines sorted) or
+/// a container's resource (with its divisor), with the item's mode or the `defaultMode`.
+fn downward_api_payload<'a>(
+    pod: &Pod,
+    items: impl Iterator<Item = &'a k8s_openapi::api::core::v1::DownwardAPIVolumeFile>,
+    default_mode: i32,
+) -> Result<crate::atomic_writer::Payload, VolumeError> {
+    let facts = crate::env::PodRuntimeFacts::of_this_node(Vec::new(), String::new());
+    let mut payload = crate::atomic_writer::Payload::new();
+    let mut errors = Vec::new();
+    for item in items {
+        let value = if let Some(field) = &item.field_ref {
+            crate::env::field_value(pod, field, &facts).map(|v| sort_lines(&v))
+        } else if let Some(field) = &item.resource_field_ref {
+            let name = field.container_name.as_deref().unwrap_or("");
+            let spec = pod.spec.as_ref();
+            let container = spec
+                .into_iter()
+                .flat_map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                })
+                .find(|c| c.name == name);
+            match container {
+                Some(container) => crate::env::resource_value(container, field, &facts),
+                None => Err(format!("container {name} not found")),
+            }
+        } else {
+            Ok(String::new())
+        };
+        match value {
+            Ok(value) => {
+                let mode = (item.mode.unwrap_or(default_mode) & 0o777) as u32;
+                let file = crate::atomic_writer::FileProjection {
+                    data: value.into_bytes(),
+                    mode,
+                };
+                payload.insert(item.path.clone(), file);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(VolumeError::Object(errors.join(", ")));
+    }
+    Ok(payload)
+}
+
+/// kubelet's `sortLines`: the lines of a map's text (labels, annotations) in byte order.
+fn sort_lines(text: &str) -> String {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    lines.sort_unstable();
+    lines.join("\n")
 }
 
 /// kubelet's hostPath `checkType`: the `…OrCreate` types make what is missing (a folder 0755
@@ -362,7 +455,7 @@ pub fn unmount_below(dir: &Path) {
     }
 }
 
-/// configMap and secret volumes are mounted read-only whatever the mount says, as kubelet has
+/// configMap, secret and downwardAPI volumes are mounted read-only whatever the mount says, as kubelet has
 /// done since CVE-2017-1002102 (a container writing them could make the kubelet delete host
 /// files).
 pub fn always_read_only(pod: &Pod, name: &str) -> bool {
@@ -370,7 +463,7 @@ pub fn always_read_only(pod: &Pod, name: &str) -> bool {
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
         .find(|v| v.name == name)
-        .is_some_and(|v| v.config_map.is_some() || v.secret.is_some())
+        .is_some_and(|v| v.config_map.is_some() || v.secret.is_some() || v.downward_api.is_some())
 }
 
 /// The host path of volume `name` of `pod` (None when the pod has no such volume).
@@ -390,6 +483,9 @@ pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
     }
     if volume.secret.is_some() {
         return Some(dirs.volumes.join(SECRET_PLUGIN).join(name));
+    }
+    if volume.downward_api.is_some() {
+        return Some(dirs.volumes.join(DOWNWARD_API_PLUGIN).join(name));
     }
     Some(dirs.empty_dir(name))
 }

@@ -62,6 +62,11 @@ pub use sort::{parse_quantity, sort_by, SortBy, SortTarget};
 pub use table::{format_labels, labels_of, Row, Table, TableOptions};
 pub use yaml::to_yaml;
 
+/// A string as Go's `strconv.Quote` (`%q`) spells it: what kubelet's downward API files hold.
+pub fn go_quote(s: &str) -> String {
+    golang::quote::quote(s)
+}
+
 /// Tab-separated lines aligned as kubectl's describers align them (Go's `text/tabwriter` with
 /// padding 2, `tabbedString`): each run of lines with a cell in a column is padded to that
 /// column's widest cell plus two spaces.

@@ -607,3 +607,132 @@ fn config_map_and_secret_volumes_with_items_modes_and_a_tmpfs_for_secrets() {
     root.ok(&["delete", "pod", "projected", "missing"]);
     root.assert_nothing_left();
 }
+
+const FACTS_POD: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {a.conf: alpha}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: facts
+  labels: {app: web, tier: front}
+  annotations: {team: blue, note: 'say "hi"'}
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsUser: 1000, fsGroup: 2000}
+  volumes:
+  - name: info
+    downwardAPI:
+      defaultMode: 256
+      items:
+      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: ns, fieldRef: {fieldPath: metadata.namespace}}
+      - {path: uid, fieldRef: {fieldPath: metadata.uid}}
+      - {path: meta/labels, fieldRef: {fieldPath: metadata.labels}}
+      - {path: meta/annotations, fieldRef: {fieldPath: metadata.annotations}, mode: 420}
+      - {path: cpu_limit, resourceFieldRef: {containerName: app, resource: limits.cpu, divisor: 1m}}
+      - {path: mem_request, resourceFieldRef: {containerName: app, resource: requests.memory, divisor: 1Mi}}
+  - {name: scratch, emptyDir: {}}
+  - {name: cfg, configMap: {name: settings, defaultMode: 256}}
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, '1000']
+    resources: {limits: {cpu: 250m, memory: 64Mi}, requests: {cpu: 100m, memory: 32Mi}}
+    volumeMounts:
+    - {name: info, mountPath: /etc/info}
+    - {name: scratch, mountPath: /scratch}
+    - {name: cfg, mountPath: /etc/cfg}
+"#;
+
+#[test]
+fn downward_api_volume_files_and_fs_group_ownership_as_kubelet_writes_them() {
+    let root = Root::new("vol-downward");
+    assert_eq!(root.apply(FACTS_POD).code, Some(0));
+    let pod = root.wait_pod("facts", "running", LIMIT, running);
+    let uid = pod.metadata.uid.clone().unwrap();
+    let inside = |script: &str| {
+        let out = root.ok(&["exec", "facts", "--", "sh", "-c", script]);
+        out.trim_end_matches('\n').to_string()
+    };
+
+    // The files, read by uid 1000 through the group fsGroup gave them (0400 becomes 0440).
+    assert_eq!(
+        inside("id -u; id -G")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["1000", "0", "2000"]
+    );
+    assert_eq!(inside("cat /etc/info/name"), "facts");
+    assert_eq!(inside("cat /etc/info/ns"), "default");
+    assert_eq!(inside("cat /etc/info/uid"), uid);
+    assert_eq!(
+        inside("cat /etc/info/meta/labels"),
+        "app=\"web\"\ntier=\"front\""
+    );
+    let mut annotations: Vec<String> = pod
+        .metadata
+        .annotations
+        .clone()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", podlab_print::go_quote(v)))
+        .collect();
+    annotations.sort();
+    assert_eq!(
+        inside("cat /etc/info/meta/annotations"),
+        annotations.join("\n")
+    );
+    assert!(
+        annotations.contains(&"note=\"say \\\"hi\\\"\"".to_string()),
+        "{annotations:?}"
+    );
+    assert_eq!(inside("cat /etc/info/cpu_limit"), "250");
+    assert_eq!(inside("cat /etc/info/mem_request"), "32");
+
+    // kubelet's atomic writer layout: names are links into ..data, a timestamped folder.
+    assert_eq!(inside("readlink /etc/info/name"), "..data/name");
+    assert_eq!(inside("readlink /etc/info/meta"), "..data/meta");
+    let data = inside("readlink /etc/info/..data");
+    assert!(data.starts_with("..20") && data.len() > 22, "{data}");
+
+    // Modes and groups as the kernel has them: files gain group read, folders setgid.
+    let stat = |path: &str| inside(&format!("stat -L -c '%a %g' {path}"));
+    assert_eq!(stat("/etc/info/name"), "440 2000");
+    assert_eq!(stat("/etc/info/meta/annotations"), "644 2000");
+    assert_eq!(stat("/etc/info"), "3777 2000", "a tmpfs (1777) with setgid");
+    assert_eq!(stat("/etc/cfg/a.conf"), "440 2000");
+    assert_eq!(
+        stat("/scratch"),
+        "2777 2000",
+        "the emptyDir: setgid, writable"
+    );
+    assert_eq!(
+        inside("touch /scratch/made && stat -c '%u %g' /scratch/made"),
+        "1000 2000",
+        "a file made in it inherits the group"
+    );
+    let statfs = nix::sys::statfs::statfs(&root.dir.join(format!(
+        "pods/{uid}/volumes/kubernetes.io~downward-api/info"
+    )))
+    .unwrap();
+    assert_eq!(statfs.filesystem_type(), nix::sys::statfs::TMPFS_MAGIC);
+
+    // fsGroup is a supplementary group of the container's process.
+    let pid = root
+        .record(&crate::pods::container(&pod, "app"))
+        .pid
+        .unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let groups = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .unwrap();
+    assert!(groups.split_whitespace().any(|g| g == "2000"), "{groups}");
+
+    root.ok(&["delete", "pod", "facts"]);
+    root.assert_nothing_left();
+}
