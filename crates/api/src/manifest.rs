@@ -25,14 +25,16 @@ pub fn decode(text: &str, source: &str) -> Result<Vec<Object>, ManifestError> {
         .collect()
 }
 
-/// The documents of a YAML or JSON text (`---`-separated), empty ones skipped; a syntax error
-/// names the line. At least one document is required. The first step of every decoder,
+/// The documents of a YAML or JSON text (`---`-separated), empty ones skipped, plain scalars
+/// read as YAML 1.1 reads them where kubectl's reading matters ([`crate::yaml`]); a syntax
+/// error names the line. At least one document is required. The first step of every decoder,
 /// podlab-control's for ReplicaSets too.
 pub fn documents(text: &str, source: &str) -> Result<Vec<Value>, ManifestError> {
     let mut values = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
-        let value: Value =
-            serde::Deserialize::deserialize(document).map_err(|err| ManifestError::Syntax {
+        // YAML 1.1's octal `0644`, as kubectl reads it (see `crate::yaml`).
+        let value = serde::de::DeserializeSeed::deserialize(crate::yaml::Yaml11 { text }, document)
+            .map_err(|err| ManifestError::Syntax {
                 input: source.to_string(),
                 message: err.to_string(),
             })?;
@@ -281,5 +283,29 @@ spec:
         let text = GOOD.replace("  name: web\n", "  name: web\n  creationTimestamp: null\n")
             + "status:\n  phase: Running\n";
         decode_pod(&text, "pod.yaml").unwrap();
+    }
+
+    #[test]
+    fn octal_file_modes_read_as_kubectl_reads_them_and_a_quoted_one_is_a_type_error() {
+        let volumes = "  volumes:\n  - name: cfg\n    configMap:\n      name: settings\n      defaultMode: 0644\n      items:\n      - {key: a, path: a, mode: 0400}\n";
+        let pod = decode_pod(&format!("{GOOD}{volumes}"), "pod.yaml").unwrap();
+        let source = pod.spec.unwrap().volumes.unwrap()[0]
+            .config_map
+            .clone()
+            .unwrap();
+        assert_eq!(source.default_mode, Some(0o644));
+        assert_eq!(source.items.unwrap()[0].mode, Some(0o400));
+        let quoted = volumes.replace("0644", "'0644'");
+        let e = err(&format!("{GOOD}{quoted}"));
+        assert!(
+            e.contains("spec.volumes[0].configMap.defaultMode: invalid type: string \"0644\""),
+            "{e}"
+        );
+        let too_big = volumes.replace("0644", "01000");
+        let e = err(&format!("{GOOD}{too_big}"));
+        assert!(
+            e.contains("spec.volumes[0].configMap.defaultMode: Invalid value: 512: must be a number between 0 and 0777 (octal), both inclusive"),
+            "{e}"
+        );
     }
 }

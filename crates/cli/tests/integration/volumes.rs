@@ -539,8 +539,9 @@ spec:
   terminationGracePeriodSeconds: 1
   volumes:
   - {name: all, configMap: {name: files}}
-  - {name: some, configMap: {name: files, items: [{key: b.conf, path: sub/b.txt, mode: 256}]}}
-  - {name: creds, secret: {secretName: creds, defaultMode: 288}}
+  # Octal as kubectl (YAML 1.1) reads it: 0400 is 256, 0440 is 288.
+  - {name: some, configMap: {name: files, items: [{key: b.conf, path: sub/b.txt, mode: 0400}]}}
+  - {name: creds, secret: {secretName: creds, defaultMode: 0440}}
   - {name: maybe, configMap: {name: absent, optional: true}}
   containers:
   - name: app
