@@ -110,6 +110,70 @@ impl std::ops::Add for Amount {
     }
 }
 
+/// `Quantity.String()`: the canonical form the API server stores and kubectl prints
+/// (`0.5` → `500m`, `1000` → `1k`, `1024Mi` → `1Gi`, `1.5Gi` → `1536Mi`, `129e6` kept); None
+/// when `text` is not a quantity. The format comes from the suffix, as `ParseQuantity` keeps
+/// it: binary (`Ki`..`Ei`), an exponent (`e3`), else decimal SI; a binary one below 1024 or
+/// not a whole number is written as decimal SI (`CanonicalizeBytes`).
+pub fn canonical(text: &str) -> Option<String> {
+    let text = text.trim();
+    let nanos = Amount::parse(text).ok()?.0;
+    let suffix = text.trim_start_matches(|c: char| c.is_ascii_digit() || "+-.".contains(c));
+    if nanos == 0 {
+        return Some("0".into());
+    }
+    const UNIT: i128 = 1_000_000_000;
+    if suffix.ends_with('i') && nanos.abs() >= 1024 * UNIT && nanos % UNIT == 0 {
+        let mut value = nanos / UNIT;
+        let mut exponent = 0;
+        while value % 1024 == 0 && exponent < 6 {
+            value /= 1024;
+            exponent += 1;
+        }
+        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][exponent];
+        return Some(format!("{value}{suffix}"));
+    }
+    // mantissa × 10^exponent, trailing zeros taken out, the exponent a multiple of 3.
+    let (mut mantissa, mut exponent) = (nanos, -9i32);
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exponent += 1;
+    }
+    match exponent.rem_euclid(3) {
+        1 => {
+            mantissa *= 10;
+            exponent -= 1;
+        }
+        2 => {
+            mantissa *= 100;
+            exponent -= 2;
+        }
+        _ => {}
+    }
+    let suffix = if suffix.starts_with(['e', 'E']) {
+        if exponent == 0 {
+            String::new()
+        } else {
+            format!("e{exponent}")
+        }
+    } else {
+        match exponent {
+            -9 => "n".into(),
+            -6 => "u".into(),
+            -3 => "m".into(),
+            0 => String::new(),
+            3 => "k".into(),
+            6 => "M".into(),
+            9 => "G".into(),
+            12 => "T".into(),
+            15 => "P".into(),
+            18 => "E".into(),
+            e => format!("e{e}"),
+        }
+    };
+    Some(format!("{mantissa}{suffix}"))
+}
+
 /// The value of `text` in bytes, rounded up to a whole byte as `Quantity.Value()` does; None
 /// when it is not a quantity. Negative quantities are returned as such (validation refuses them).
 pub fn bytes(text: &str) -> Option<i128> {
@@ -121,6 +185,31 @@ pub fn bytes(text: &str) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_forms_are_the_api_servers() {
+        let c = |t: &str| canonical(t).unwrap();
+        assert_eq!(c("250m"), "250m");
+        assert_eq!(c("0.5"), "500m");
+        assert_eq!(c("1.5"), "1500m");
+        assert_eq!(c("1000m"), "1");
+        assert_eq!(c("1000"), "1k");
+        assert_eq!(c("2"), "2");
+        assert_eq!(c("64Mi"), "64Mi");
+        assert_eq!(c("1024Mi"), "1Gi");
+        assert_eq!(c("1.5Gi"), "1536Mi");
+        assert_eq!(c("512"), "512");
+        assert_eq!(c("100Ki"), "100Ki");
+        assert_eq!(c("0.5Ki"), "512", "a binary quantity below 1024 is decimal");
+        assert_eq!(c("128974848"), "128974848");
+        assert_eq!(c("129e6"), "129e6");
+        assert_eq!(c("1e3"), "1e3");
+        assert_eq!(c("129M"), "129M");
+        assert_eq!(c("0"), "0");
+        assert_eq!(c("0Mi"), "0");
+        assert_eq!(c("10u"), "10u");
+        assert_eq!(canonical("abc"), None);
+    }
 
     #[test]
     fn binary_decimal_and_exponent_suffixes() {

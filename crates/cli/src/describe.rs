@@ -255,6 +255,25 @@ fn container_block(w: &mut Tabbed, c: &Container, status: Option<&ContainerStatu
         );
         w.line(2, format!("Restart Count:\t{}", s.restart_count));
     }
+    // `describeContainerResources`: each map by resource name, quantities in their canonical
+    // form (`Quantity.String()`), nothing for an empty one.
+    let resources = c.resources.as_ref();
+    for (title, map) in [
+        ("Limits", resources.and_then(|r| r.limits.as_ref())),
+        ("Requests", resources.and_then(|r| r.requests.as_ref())),
+    ] {
+        let Some(map) = map.filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        w.line(2, format!("{title}:"));
+        for (name, quantity) in map {
+            let text = podlab_api::quantity::canonical(&quantity.0);
+            w.line(
+                3,
+                format!("{name}:\t{}", text.unwrap_or(quantity.0.clone())),
+            );
+        }
+    }
     for (title, probe) in [
         ("Liveness", &c.liveness_probe),
         ("Readiness", &c.readiness_probe),
@@ -326,6 +345,37 @@ fn volumes(w: &mut Tabbed, spec: &PodSpec) {
                 2,
                 format!("HostPathType:\t{}", h.type_.as_deref().unwrap_or("")),
             );
+        } else if let Some(m) = &v.config_map {
+            w.line(2, "Type:\tConfigMap (a volume populated by a ConfigMap)");
+            w.line(2, format!("Name:\t{}", m.name));
+            w.line(2, format!("Optional:\t{}", m.optional.unwrap_or(false)));
+        } else if let Some(secret) = &v.secret {
+            w.line(2, "Type:\tSecret (a volume populated by a Secret)");
+            w.line(
+                2,
+                format!(
+                    "SecretName:\t{}",
+                    secret.secret_name.as_deref().unwrap_or("")
+                ),
+            );
+            w.line(
+                2,
+                format!("Optional:\t{}", secret.optional.unwrap_or(false)),
+            );
+        } else if let Some(d) = &v.downward_api {
+            w.line(
+                2,
+                "Type:\tDownwardAPI (a volume populated by information about the pod)",
+            );
+            w.line(2, "Items:");
+            for item in d.items.iter().flatten() {
+                if let Some(f) = &item.field_ref {
+                    w.line(3, format!("{} -> {}", f.field_path, item.path));
+                }
+                if let Some(r) = &item.resource_field_ref {
+                    w.line(3, format!("{} -> {}", r.resource, item.path));
+                }
+            }
         } else {
             w.line(2, "Type:\t<unknown>");
         }
@@ -627,6 +677,37 @@ mod tests {
             text.contains("    Image:          busybox\n"),
             "a block without long titles is as kubectl's: {text}"
         );
+    }
+
+    #[test]
+    fn limits_requests_and_projected_volumes_read_as_kubectl_describe_writes_them() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "image": "busybox",
+                "resources": {"limits": {"memory": "1024Mi", "cpu": "0.5"},
+                              "requests": {"cpu": "250m", "memory": "1000"}}}],
+                "volumes": [
+                    {"name": "cfg", "configMap": {"name": "settings"}},
+                    {"name": "keys", "secret": {"secretName": "tls", "optional": true}},
+                    {"name": "info", "downwardAPI": {"items": [
+                        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "cpu", "resourceFieldRef": {"containerName": "app",
+                            "resource": "limits.cpu"}}]}}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        let now: Timestamp = "2026-12-02T14:29:40Z".parse().unwrap();
+        let text = describe(&pod, &[], now);
+        let want = "    Limits:\n      cpu:     500m\n      memory:  1Gi\n    Requests:\n      cpu:        250m\n      memory:     1k\n";
+        assert!(text.contains(want), "{text}");
+        let want = "  cfg:\n    Type:      ConfigMap (a volume populated by a ConfigMap)\n    Name:      settings\n    Optional:  false\n";
+        assert!(text.contains(want), "{text}");
+        let want = "  keys:\n    Type:        Secret (a volume populated by a Secret)\n    SecretName:  tls\n    Optional:    true\n";
+        assert!(text.contains(want), "{text}");
+        let want = "  info:\n    Type:  DownwardAPI (a volume populated by information about the pod)\n    Items:\n      metadata.name -> name\n      limits.cpu -> cpu\n";
+        assert!(text.contains(want), "{text}");
+        let bare = describe(&Pod::default(), &[], now);
+        assert!(!bare.contains("Limits:") && !bare.contains("Requests:"));
     }
 
     #[test]
