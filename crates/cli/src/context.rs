@@ -23,7 +23,7 @@ impl Ctx {
         crate::privilege::require_root_for_pods()?;
         let runtime_config = RuntimeConfig::from_env();
         let root = runtime_config.root.clone();
-        podlab_runtime::state::private_dir(&root)?;
+        podlab_runtime::state::private_state(&root, &runtime_config.image_root)?;
         let store = Store::open(root.join("store")).context("opening the object store")?;
         Ok(Ctx {
             root,

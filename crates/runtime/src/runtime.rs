@@ -52,9 +52,7 @@ impl Runtime {
         mut config: RuntimeConfig,
         images: Arc<dyn ImageService>,
     ) -> Result<Runtime> {
-        let sandboxes = config.root.join("sandboxes");
-        crate::state::private_dir(&config.root)?;
-        crate::state::private_dir(&sandboxes)?;
+        crate::state::private_state(&config.root, &config.image_root)?;
         // Absolute and free of symlinks: the paths go into mount tables and command lines,
         // where gc looks for them.
         config.root = std::fs::canonicalize(&config.root)

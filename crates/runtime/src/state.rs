@@ -244,15 +244,44 @@ pub enum PidMode {
 }
 
 /// Makes `dir` (and missing parents) 0700, as containerd keeps its state: the records hold env
-/// values and the log and overlay folders are below. A folder that exists keeps its mode (the
-/// root may be one the user named).
+/// values and the log and overlay folders are below. A `dir` that exists loses its group and
+/// other bits: an older podlab made its state root and folders 0755, and containerd's fix of
+/// the same flaw (CVE-2021-41103) chmods the folders it finds at start. Missing parents are
+/// made 0700 too; existing parents are left as they are (they are not podlab's).
 pub fn private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| Error::io("creating", dir, e))
+        .map_err(|e| Error::io("creating", dir, e))?;
+    let mode = std::fs::metadata(dir)
+        .map_err(|e| Error::io("reading", dir, e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        let private = std::fs::Permissions::from_mode(mode & 0o7700);
+        std::fs::set_permissions(dir, private).map_err(|e| Error::io("chmod", dir, e))?;
+    }
+    Ok(())
+}
+
+/// The state root and its folders private ([`private_dir`]): the root and `sandboxes/` made
+/// or tightened, `store/`, `logs/` and the image store tightened where they exist (an older
+/// podlab left them 0755).
+pub fn private_state(root: &Path, image_root: &Path) -> Result<()> {
+    private_dir(root)?;
+    private_dir(&root.join("sandboxes"))?;
+    for dir in [
+        root.join("store"),
+        root.join("logs"),
+        image_root.to_path_buf(),
+    ] {
+        if dir.is_dir() {
+            private_dir(&dir)?;
+        }
+    }
+    Ok(())
 }
 
 /// Replaces `path` with `bytes` atomically: temporary file, rename (see the module doc for why

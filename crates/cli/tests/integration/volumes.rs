@@ -166,6 +166,50 @@ fn state_root_logs_env_values_and_upper_dirs_are_unreadable_by_other_users() {
     root.assert_nothing_left();
 }
 
+/// Issue 14: a state root that an older podlab made 0755, with its folders and a log left
+/// readable in them, is made private by the next podlab command (as containerd chmods the
+/// folders it finds at start since CVE-2021-41103).
+#[test]
+fn a_state_root_an_older_podlab_left_readable_is_made_private_by_the_next_command() {
+    let root = Root::new("vol-old-root");
+    let logs = root.dir.join("logs");
+    let old_log = logs.join("default_old_1/app/0.log");
+    std::fs::create_dir_all(old_log.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(root.dir.join("store")).unwrap();
+    std::fs::create_dir_all(root.dir.join("sandboxes")).unwrap();
+    std::fs::write(&old_log, "old-log-s3cr3t").unwrap();
+    let folders = [
+        root.dir.clone(),
+        root.dir.join("store"),
+        root.dir.join("sandboxes"),
+        logs.clone(),
+    ];
+    for dir in folders
+        .iter()
+        .chain([&logs.join("default_old_1"), &logs.join("default_old_1/app")])
+    {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&old_log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, text) = as_nobody("cat", &[&old_log]);
+    assert!(
+        ok && text.contains("old-log-s3cr3t"),
+        "an older podlab's state is readable by any user: {text}"
+    );
+
+    root.ok(&["get", "pods"]);
+    for dir in &folders {
+        assert_eq!(mode(dir), 0o700, "mode of {}", dir.display());
+    }
+    let (ok, text) = as_nobody("cat", &[&old_log]);
+    assert!(!ok && text.contains("Permission denied"), "{text}");
+    assert!(!text.contains("s3cr3t"), "{text}");
+    let (ok, text) = as_nobody("ls", &[&root.dir]);
+    assert!(!ok && text.contains("Permission denied"), "{text}");
+    std::fs::remove_dir_all(logs.join("default_old_1")).unwrap();
+    root.assert_nothing_left();
+}
+
 const MEMORY_POD: &str = r#"
 apiVersion: v1
 kind: Pod
