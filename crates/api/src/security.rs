@@ -37,6 +37,14 @@ pub fn validate_pod(
             ));
         }
     }
+    if let Some(policy) = context.supplemental_groups_policy.as_deref() {
+        if !["Merge", "Strict"].contains(&policy) {
+            errors.push(FieldError::new(
+                format!("{path}.supplementalGroupsPolicy"),
+                format!("Unsupported value: {policy:?}: supported values: \"Merge\", \"Strict\""),
+            ));
+        }
+    }
     for (i, group) in context.supplemental_groups.iter().flatten().enumerate() {
         validate_ids(
             [("", Some(*group))],
@@ -261,6 +269,31 @@ mod tests {
         assert!(
             errors[0].contains("Unsupported value: \"Strict\""),
             "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn group_policies_are_checked_as_the_api_server_does() {
+        let pod_errors = |yaml: &str| {
+            let context: PodSecurityContext = serde_yaml_ng::from_str(yaml).unwrap();
+            let mut errors = Vec::new();
+            validate_pod(&context, false, "spec.securityContext", &mut errors);
+            errors
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert!(pod_errors(
+            "{supplementalGroupsPolicy: Strict, fsGroupChangePolicy: OnRootMismatch}"
+        )
+        .is_empty());
+        assert!(pod_errors("{supplementalGroupsPolicy: Merge}").is_empty());
+        assert_eq!(
+            pod_errors("{supplementalGroupsPolicy: strict, fsGroupChangePolicy: Never}"),
+            [
+                "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Never\": supported values: \"Always\", \"OnRootMismatch\"",
+                "spec.securityContext.supplementalGroupsPolicy: Unsupported value: \"strict\": supported values: \"Merge\", \"Strict\"",
+            ]
         );
     }
 

@@ -39,6 +39,7 @@ const POD_FIELDS: &[&str] = &[
     "spec.securityContext.runAsGroup",
     "spec.securityContext.runAsNonRoot",
     "spec.securityContext.supplementalGroups",
+    "spec.securityContext.supplementalGroupsPolicy",
     "spec.securityContext.fsGroup",
     "spec.securityContext.fsGroupChangePolicy",
     "spec.securityContext.seccompProfile.type",

@@ -171,6 +171,9 @@ pub fn effective(
             no_new_privs: container.and_then(|c| c.allow_privilege_escalation) == Some(false),
             seccomp,
             supplemental_groups,
+            strict_supplemental_groups: pod_context
+                .and_then(|p| p.supplemental_groups_policy.as_deref())
+                == Some("Strict"),
         },
         seccomp_field,
     }
@@ -383,6 +386,16 @@ spec:
         assert_eq!(e.run_as_user, Some(2000));
         assert!(e.run_as_non_root);
         assert_eq!(e.security.supplemental_groups, [4000]);
+        assert!(!e.security.strict_supplemental_groups, "Merge by default");
+        let strict = POD.replace(
+            "supplementalGroups: [4000]",
+            "supplementalGroups: [4000]\n    supplementalGroupsPolicy: Strict",
+        );
+        assert!(
+            effective_of(&pod(&strict), &node)
+                .security
+                .strict_supplemental_groups
+        );
         assert!(e.security.no_new_privs);
         assert_eq!(e.security.drop_capabilities, ["ALL"]);
         assert_eq!(e.security.masked_paths, Some(Vec::new()));

@@ -275,6 +275,10 @@ pub struct SecurityConfig {
     pub seccomp: crate::seccomp::SeccompProfile,
     /// Groups the process is in besides its primary one (pod `supplementalGroups`).
     pub supplemental_groups: Vec<u32>,
+    /// `supplementalGroupsPolicy: Strict`: the process is in its primary group and
+    /// `supplemental_groups` only, not in the groups the image's `/etc/group` lists its user
+    /// in (containerd's `Merge`, the default, adds those).
+    pub strict_supplemental_groups: bool,
 }
 
 impl SecurityConfig {

@@ -83,7 +83,13 @@ impl Runtime {
         )
         .map_err(invalid)?;
         let security = &config.security;
-        let mut additional_gids = additional_gids;
+        // containerd: the image's /etc/group memberships (`WithAdditionalGIDs`) only under
+        // the Merge policy; Strict keeps the primary group and the pod's groups.
+        let mut additional_gids = if security.strict_supplemental_groups {
+            vec![gid]
+        } else {
+            additional_gids
+        };
         for gid in &security.supplemental_groups {
             if !additional_gids.contains(gid) {
                 additional_gids.push(*gid);

@@ -212,6 +212,60 @@ fn status_field(root: &TestRoot, id: &ContainerId, field: &str) -> String {
     out.split_whitespace().nth(1).unwrap_or("").to_string()
 }
 
+/// The built-in busybox with one more layer on top: an `/etc/group` that lists root in group
+/// 10, as many images list root in `wheel`.
+struct WithGroupFile {
+    inner: podlab_runtime::StoreImages,
+    layer: PathBuf,
+}
+
+impl podlab_runtime::ImageService for WithGroupFile {
+    fn resolve(&self, name: &str) -> podlab_runtime::Result<podlab_runtime::ResolvedImage> {
+        let mut image = self.inner.resolve(name)?;
+        image.lowerdirs.insert(0, self.layer.clone());
+        Ok(image)
+    }
+}
+
+#[test]
+fn strict_supplemental_groups_leave_out_the_images_group_memberships() {
+    let mut root = TestRoot::new("groups-policy");
+    let layer = root.dir.join("group-layer");
+    std::fs::create_dir_all(layer.join("etc")).unwrap();
+    std::fs::write(
+        layer.join("etc/group"),
+        "root:x:0:\nwheel:x:10:root\nnobody:x:65534:\n",
+    )
+    .unwrap();
+    let config = RuntimeConfig {
+        root: root.dir.join("state"),
+        helper_dir: helper_dir(),
+        image_root: root.dir.join("images"),
+    };
+    let inner = podlab_runtime::StoreImages::open(&config.image_root).unwrap();
+    let images = Arc::new(WithGroupFile { inner, layer });
+    root.runtime = Runtime::with_images(config, images).unwrap();
+    let sandbox = root.sandbox(&pod("groups"));
+    let groups = |name: &str, strict: bool| {
+        let mut config = container_config(name, &["sleep", "1000"]);
+        config.security.supplemental_groups = vec![4000];
+        config.security.strict_supplemental_groups = strict;
+        let id = start(&root, &sandbox, config);
+        let (out, _, _) = shell(&root, &id, "grep '^Groups:' /proc/self/status");
+        out.trim().to_string()
+    };
+    assert_eq!(
+        groups("merge", false),
+        "Groups:\t0 10 4000",
+        "Merge: the image's membership of root in group 10 as well"
+    );
+    assert_eq!(
+        groups("strict", true),
+        "Groups:\t0 4000",
+        "Strict: the primary group and the pod's groups only"
+    );
+}
+
 fn start(root: &TestRoot, sandbox: &SandboxId, config: ContainerConfig) -> ContainerId {
     let id = root.runtime.create_container(sandbox, &config).unwrap();
     root.runtime.start_container(&id).unwrap();
