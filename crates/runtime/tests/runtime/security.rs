@@ -514,3 +514,47 @@ fn the_pause_process_has_its_own_pid_and_mount_namespaces_a_read_only_root_and_n
         );
     }
 }
+
+/// runc's CVE-2024-21626 ("Leaky Vessels"): a descriptor of a node folder still open in the
+/// process entering the container lets `workingDir: /proc/self/fd/N` start the program with its
+/// working directory on the node, outside its root. For each N the start either fails or the
+/// program's `getcwd` is a path in its root (never the kernel's "(unreachable)"), and the
+/// program holds no descriptor but its stdio; an exec into a container holds none either.
+#[test]
+fn a_working_dir_through_a_leaked_descriptor_never_lands_outside_the_root() {
+    let root = TestRoot::new("leaky-fd");
+    let sandbox = root.sandbox(&pod("leaky"));
+    let mut started = 0;
+    for n in 3..=40 {
+        let mut config =
+            container_config(&format!("fd{n}"), &["sh", "-c", "pwd -P; ls /proc/$$/fd"]);
+        config.working_dir = Some(format!("/proc/self/fd/{n}"));
+        let id = root.runtime.create_container(&sandbox, &config).unwrap();
+        if let Err(e) = root.runtime.start_container(&id) {
+            let e = e.to_string();
+            assert!(!e.contains("(unreachable)"), "fd {n}: {e}");
+            continue;
+        }
+        started += 1;
+        let status = root.runtime.wait_container(&id, WAIT).unwrap();
+        let text: Vec<String> = podlab_runtime::cri_log::read_log(&status.log_path)
+            .unwrap()
+            .into_iter()
+            .map(|l| String::from_utf8_lossy(&l.content).into_owned())
+            .collect();
+        assert!(
+            text.first().is_some_and(|cwd| cwd.starts_with('/')),
+            "fd {n}: the program's working directory is outside its root: {text:?}"
+        );
+        let fds: Vec<&str> = text[1..].iter().map(String::as_str).collect();
+        assert_eq!(
+            fds,
+            ["0", "1", "2"],
+            "fd {n}: descriptors the program holds"
+        );
+    }
+    eprintln!("{started} of 38 starts through /proc/self/fd/N went ahead, all inside the root");
+    let app = root.container(&sandbox, "app", &["sleep", "1000"]);
+    let (out, _, code) = shell(&root, &app, "ls /proc/$$/fd; pwd -P");
+    assert_eq!((out.as_str(), code), ("0\n1\n2\n/\n", 0));
+}
