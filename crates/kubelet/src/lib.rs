@@ -24,6 +24,7 @@ pub mod env;
 pub mod ephemeral;
 mod error;
 pub mod events;
+pub mod eviction;
 pub mod explain;
 pub mod images;
 pub mod init;

@@ -16,6 +16,7 @@ mod cri;
 mod demos;
 mod deployments;
 mod errors;
+mod eviction;
 mod explain;
 mod faults;
 mod full_disk;

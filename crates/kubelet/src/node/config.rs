@@ -33,6 +33,8 @@ pub const ENV_IMAGE_GC_PERIOD: &str = "PODLAB_NODE_IMAGE_GC_PERIOD";
 /// `PODLAB_NODE_VERBOSE=1`: narrate every pass that decides something.
 pub const ENV_VERBOSE: &str = "PODLAB_NODE_VERBOSE";
 /// `PODLAB_NODE_EXIT_WHEN_IDLE`: a duration; the agent exits after that long without pods.
+/// `PODLAB_NODE_EVICTION_PERIOD`: how often a pod's limited emptyDirs are measured.
+pub const ENV_EVICTION_PERIOD: &str = "PODLAB_NODE_EVICTION_PERIOD";
 pub const ENV_EXIT_WHEN_IDLE: &str = "PODLAB_NODE_EXIT_WHEN_IDLE";
 
 /// The longest resync podlab allows: a pass at least once a second.
@@ -79,6 +81,9 @@ pub struct NodeConfig {
     pub network: Option<Arc<dyn NetworkPlugin>>,
     /// `--seccomp-default` (on in podlab) and the folder of `Localhost` seccomp profiles.
     pub security: crate::security::NodeSecurity,
+    /// How often the usage of a pod's emptyDirs with a `sizeLimit` is measured (kubelet's
+    /// `evictionMonitoringPeriod`, 10 s).
+    pub eviction_period: Duration,
 }
 
 impl std::fmt::Debug for NodeConfig {
@@ -98,6 +103,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("follow_pod", &self.follow_pod)
             .field("exit_when_idle", &self.exit_when_idle)
             .field("security", &self.security)
+            .field("eviction_period", &self.eviction_period)
             .field(
                 "network",
                 &self.network.as_ref().map(|n| n.name().to_string()),
@@ -138,6 +144,7 @@ impl NodeConfig {
             exit_when_idle: None,
             network: None,
             security: crate::security::NodeSecurity::new(&runtime_root),
+            eviction_period: crate::eviction::MONITORING_PERIOD,
         }
     }
 
@@ -155,6 +162,10 @@ impl NodeConfig {
         }
         if let Some(value) = var(ENV_FULL_RESYNC) {
             config.full_resync = parse_duration(&value).map_err(|m| bad(ENV_FULL_RESYNC, m))?;
+        }
+        if let Some(value) = var(ENV_EVICTION_PERIOD) {
+            config.eviction_period =
+                parse_duration(&value).map_err(|m| bad(ENV_EVICTION_PERIOD, m))?;
         }
         if let Some(value) = var(ENV_ERROR_BACKOFF) {
             config.error_backoff = parse_duration(&value).map_err(|m| bad(ENV_ERROR_BACKOFF, m))?;

@@ -76,6 +76,10 @@ pub struct PodWorker {
     admitted: bool,
     /// A pass ran for the pod already (its trace's first agent mark is written).
     seen: bool,
+    /// The eviction manager evicted the pod (its limited emptyDirs are measured when
+    /// `usage_due` falls due).
+    eviction: Option<crate::model::Eviction>,
+    usage_due: Option<Instant>,
 }
 
 impl PodWorker {
@@ -110,6 +114,8 @@ impl PodWorker {
             finished: false,
             admitted: false,
             seen: false,
+            eviction: None,
+            usage_due: None,
         }
     }
 
@@ -124,7 +130,10 @@ impl PodWorker {
         let mut follow_up = false;
         loop {
             let now = Instant::now();
-            let next = self.wake_at.map_or(due, |w| w.min(due));
+            let next = [self.wake_at, self.usage_due]
+                .into_iter()
+                .flatten()
+                .fold(due, Instant::min);
             let mut deleted = None;
             let first = match messages.recv_timeout(next.saturating_duration_since(now)) {
                 Ok(message) => Some(message),
@@ -150,6 +159,9 @@ impl PodWorker {
             let now = Instant::now();
             if self.wake_at.is_some_and(|w| w <= now) {
                 self.wake_at = None;
+                news = true;
+            }
+            if self.usage_due.is_some_and(|at| at <= now) {
                 news = true;
             }
             if due <= now {
@@ -226,6 +238,7 @@ impl PodWorker {
                 }
             }
         }
+        self.check_local_storage();
         let stamp = self.relist().stamp(&self.node.runtime, &self.sandboxes);
         let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
@@ -346,6 +359,40 @@ impl PodWorker {
         format!("{phase}, Ready={ready}")
     }
 
+    /// The eviction manager's local-storage check ([`crate::eviction`]), when it falls due: an
+    /// emptyDir above its `sizeLimit` evicts the pod (a Warning event now; the pass that
+    /// follows makes it Failed and stops it).
+    fn check_local_storage(&mut self) {
+        if self.eviction.is_some() || self.finished {
+            self.usage_due = None;
+            return;
+        }
+        if crate::eviction::limited_empty_dirs(&self.pod).is_empty() {
+            self.usage_due = None;
+            return;
+        }
+        let now = Instant::now();
+        if self.usage_due.is_some_and(|at| at > now) {
+            return;
+        }
+        self.usage_due = Some(now + self.node.config.eviction_period);
+        let dirs = &self.dirs;
+        let Some(eviction) = crate::eviction::empty_dir_limit(&self.pod, |name| {
+            crate::eviction::disk_usage(&dirs.empty_dir(name)).ok()
+        }) else {
+            return;
+        };
+        self.say(|| format!("evicted: {}", eviction.message));
+        self.node.recorder.pod_event(
+            &self.pod,
+            super::events::WARNING,
+            &eviction.reason,
+            &eviction.message,
+        );
+        self.usage_due = None;
+        self.eviction = Some(eviction);
+    }
+
     /// The caches that feed a pass.
     fn context(&self, pod_is_terminal: bool) -> PassContext {
         let status = self.last_status.as_ref().or(self.pod.status.as_ref());
@@ -355,13 +402,14 @@ impl PodWorker {
             other_conditions: view::other_conditions(self.pod.status.as_ref()),
             pod_is_terminal,
             previous: status.map(view::previous_status),
+            eviction: self.eviction.clone(),
             ..PassContext::default()
         }
     }
 
     /// Writes the pass's status unless it is what the API holds already; true when written.
     fn write_status(&mut self, result: &SyncResult, observed: &PodRuntime) -> bool {
-        let status = pod_status(
+        let mut status = pod_status(
             result,
             &StatusInputs {
                 pod: &self.pod,
@@ -370,6 +418,9 @@ impl PodWorker {
                 now: podlab_control::names::now(),
             },
         );
+        if let Some(eviction) = &self.eviction {
+            add_disruption_target(&mut status, eviction);
+        }
         self.store_status(status)
     }
 
@@ -472,9 +523,15 @@ impl PodWorker {
     }
 
     /// Section 1 step 2: a terminal pod has what still runs killed and its sandbox stopped;
-    /// the status then shows the final states.
+    /// the status then shows the final states. An evicted pod's containers get kubelet's
+    /// override of the grace period, 0 (which the kill raises to its 2 s minimum).
     fn stop_terminal_pod(&mut self, observed: &PodRuntime) {
-        let pod = self.pod.clone();
+        let mut pod = self.pod.clone();
+        if self.eviction.is_some() {
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.termination_grace_period_seconds = Some(0);
+            }
+        }
         if kill_pod(&self.node, Some(&pod), observed) {
             self.write_final_status();
         }
@@ -616,6 +673,29 @@ enum Pass {
     Changed,
     /// The pod is gone: the worker ends.
     Done,
+}
+
+/// The `DisruptionTarget` condition kubelet's eviction manager adds (`TerminationByKubelet`,
+/// the eviction's message), unless the status has one.
+fn add_disruption_target(status: &mut PodStatus, eviction: &crate::model::Eviction) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    if conditions
+        .iter()
+        .any(|c| c.type_ == view::DISRUPTION_TARGET)
+    {
+        return;
+    }
+    conditions.insert(
+        0,
+        k8s_openapi::api::core::v1::PodCondition {
+            type_: view::DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: Some(crate::eviction::DISRUPTION_REASON.into()),
+            message: Some(eviction.message.clone()),
+            last_transition_time: Some(podlab_control::names::now()),
+            ..Default::default()
+        },
+    );
 }
 
 /// The pod's volumes (unmounted) and its volume and log folders (never anything outside `root`).
