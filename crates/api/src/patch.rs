@@ -84,6 +84,31 @@ pub fn merge_patch(original: &Value, patch: &Value) -> Value {
     Value::Object(result)
 }
 
+/// The RFC 7386 patch that takes `original` to `modified` (kubectl's two-way merge patch, as
+/// `kubectl edit` sends it): changed keys, `null` for removed ones, lists whole. Applied with
+/// [`merge_patch`] to a newer version of the object, it keeps what others changed meanwhile.
+pub fn create_merge_patch(original: &Value, modified: &Value) -> Value {
+    let (Value::Object(original), Value::Object(modified)) = (original, modified) else {
+        return modified.clone();
+    };
+    let mut patch = Map::new();
+    for key in original.keys().filter(|key| !modified.contains_key(*key)) {
+        patch.insert(key.clone(), Value::Null);
+    }
+    for (key, value) in modified {
+        match original.get(key) {
+            Some(old) if old == value => {}
+            Some(old @ Value::Object(_)) if value.is_object() => {
+                patch.insert(key.clone(), create_merge_patch(old, value));
+            }
+            _ => {
+                patch.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Value::Object(patch)
+}
+
 /// A strategic merge patch of `original` (an object).
 pub fn strategic_merge_patch(original: &Value, patch: &Value) -> Result<Value, PatchError> {
     let (Value::Object(original), Value::Object(patch)) = (original, patch) else {
@@ -361,6 +386,27 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_two_way_merge_patch_carries_only_the_change_onto_a_newer_version() {
+        let original = json!({"metadata": {"resourceVersion": "1", "labels": {"a": "1", "b": "2"}},
+                              "spec": {"replicas": 1, "image": "busybox"}});
+        let edited = json!({"metadata": {"resourceVersion": "1", "labels": {"a": "1"}},
+                            "spec": {"replicas": 1, "image": "busybox:1.36"}});
+        let patch = create_merge_patch(&original, &edited);
+        assert_eq!(
+            patch,
+            json!({"metadata": {"labels": {"b": null}}, "spec": {"image": "busybox:1.36"}})
+        );
+        let newer = json!({"metadata": {"resourceVersion": "2", "labels": {"a": "1", "b": "2"}},
+                           "spec": {"replicas": 1, "image": "busybox"}, "status": {"replicas": 1}});
+        assert_eq!(
+            merge_patch(&newer, &patch),
+            json!({"metadata": {"resourceVersion": "2", "labels": {"a": "1"}},
+                   "spec": {"replicas": 1, "image": "busybox:1.36"}, "status": {"replicas": 1}})
+        );
+        assert_eq!(create_merge_patch(&original, &original), json!({}));
+    }
 
     fn pod() -> Value {
         json!({

@@ -7,7 +7,8 @@
 //! but for its images, a ReplicaSet's or Deployment's selector is immutable, as is the data of
 //! an `immutable` ConfigMap or Secret and a Secret's type), refused in the API server's words
 //! (`The Pod "web" is invalid: spec: Forbidden: ...`). The resourceVersion read guards the
-//! write: a patch starts again on a Conflict, an edit reports it.
+//! write: a patch starts again on a Conflict; an edit is sent as the two-way merge patch of
+//! what the user changed onto the newest version, as kubectl edit's PATCH is.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use podlab_api::patch::{json_patch, merge_patch, strategic_merge_patch};
+use podlab_api::patch::{create_merge_patch, json_patch, merge_patch, strategic_merge_patch};
 use podlab_control::manifest::Manifest;
 use podlab_control::Kind;
 use serde_json::Value;
@@ -331,7 +332,22 @@ pub fn edit(args: EditArgs) -> Result<()> {
             let _ = std::fs::remove_file(&path);
             break Err(anyhow!("Edit cancelled, no valid changes were saved."));
         }
-        let outcome = parse(&edited).and_then(|next| update(&ctx, *kind, &current, next));
+        // As kubectl edit: the change is sent as a patch onto the newest version, so what
+        // others wrote meanwhile (a controller's status, a label) neither conflicts nor is lost;
+        // a Conflict only when the edit itself set a resourceVersion that is no longer current.
+        let outcome = parse(&edited).and_then(|next| {
+            let change = create_merge_patch(&current, &next);
+            let mut attempts = 0;
+            loop {
+                let newest = objects::fetch(&ctx, *kind, &args.namespace, name)?;
+                match update(&ctx, *kind, &newest, merge_patch(&newest, &change)) {
+                    Err(e) if attempts < 10 && is_conflict(&e) && !sets_version(&change) => {
+                        attempts += 1
+                    }
+                    other => break other,
+                }
+            }
+        });
         match outcome {
             Ok(Updated::Unchanged) => {
                 eprintln!("Edit cancelled, no changes made.");
@@ -360,6 +376,11 @@ pub fn edit(args: EditArgs) -> Result<()> {
     };
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// Whether an edit wrote a resourceVersion of its own (then a Conflict is the answer).
+fn sets_version(change: &Value) -> bool {
+    change["metadata"].get("resourceVersion").is_some()
 }
 
 fn render(object: &Value, json: bool) -> Result<String> {
