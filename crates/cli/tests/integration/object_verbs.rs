@@ -232,6 +232,14 @@ fn force_delete_removes_the_pod_at_once_and_watch_shows_terminating() {
         .unwrap()
         .0
         .is_empty()));
+    // The agent's teardown of what ran goes on after the store forgot the pod.
+    let empty = |folder: &str| {
+        std::fs::read_dir(root.dir.join(folder)).map_or(true, |mut d| d.next().is_none())
+    };
+    assert!(
+        wait_until(LIMIT, || empty("sandboxes") && empty("pods")),
+        "the agent never tore down the force-deleted pod"
+    );
     root.assert_nothing_left();
 }
 
