@@ -76,17 +76,26 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
     }
 }
 
-/// Decodes, checks, validates and defaults one ReplicaSet document.
-pub fn decode_replicaset_value(value: Value, source: &str) -> Result<ReplicaSet, ManifestError> {
+/// `value` decoded as a `T`, with the paths of the fields `T` has no place for (the API
+/// server's strict decoding: each becomes an "unknown field" error of the caller's).
+pub(crate) fn deserialize_tracked<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    source: &str,
+) -> Result<(T, Vec<String>), ManifestError> {
     let mut unknown = Vec::new();
     let mut note_unknown = |path: serde_ignored::Path| unknown.push(field_path(&path));
-    let tracked = serde_ignored::Deserializer::new(&value, &mut note_unknown);
-    let mut rs: ReplicaSet =
-        serde_path_to_error::deserialize(tracked).map_err(|err| ManifestError::Type {
-            input: source.into(),
-            path: err.path().to_string(),
-            message: err.inner().to_string(),
-        })?;
+    let tracked = serde_ignored::Deserializer::new(value, &mut note_unknown);
+    let decoded = serde_path_to_error::deserialize(tracked).map_err(|err| ManifestError::Type {
+        input: source.into(),
+        path: err.path().to_string(),
+        message: err.inner().to_string(),
+    })?;
+    Ok((decoded, unknown))
+}
+
+/// Decodes, checks, validates and defaults one ReplicaSet document.
+pub fn decode_replicaset_value(value: Value, source: &str) -> Result<ReplicaSet, ManifestError> {
+    let (mut rs, unknown): (ReplicaSet, _) = deserialize_tracked(&value, source)?;
     let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
         input: source.into(),
         kind: "ReplicaSet".into(),

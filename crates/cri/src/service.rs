@@ -435,12 +435,7 @@ impl Cri {
             .container_record(&container.id)
             .ok()
             .and_then(|r| r.cgroup);
-        let cpu = cgroup
-            .as_ref()
-            .and_then(|c| podlab_cgroups::cpu::usage_ns(c).ok().flatten());
-        let memory = cgroup
-            .as_ref()
-            .and_then(|c| podlab_cgroups::memory::working_set_bytes(c).ok().flatten());
+        let (cpu, memory) = cgroup_usage(cgroup.as_ref(), now);
         let upper = self
             .runtime
             .layout()
@@ -455,16 +450,8 @@ impl Cri {
                 labels: convert::hash(&container.labels),
                 annotations: convert::hash(&container.annotations),
             }),
-            cpu: Some(proto::CpuUsage {
-                timestamp: now,
-                usage_core_nano_seconds: cpu.map(|value| proto::UInt64Value { value }),
-                usage_nano_cores: None,
-            }),
-            memory: Some(proto::MemoryUsage {
-                timestamp: now,
-                working_set_bytes: memory.map(|value| proto::UInt64Value { value }),
-                ..Default::default()
-            }),
+            cpu: Some(cpu),
+            memory: Some(memory),
             writable_layer: Some(proto::FilesystemUsage {
                 timestamp: now,
                 fs_id: Some(proto::FilesystemIdentifier {
@@ -512,12 +499,7 @@ impl Cri {
                 .ok()
                 .flatten();
         let cgroup = record.and_then(|r| r.cgroup);
-        let cpu = cgroup
-            .as_ref()
-            .and_then(|c| podlab_cgroups::cpu::usage_ns(c).ok().flatten());
-        let memory = cgroup
-            .as_ref()
-            .and_then(|c| podlab_cgroups::memory::working_set_bytes(c).ok().flatten());
+        let (cpu, memory) = cgroup_usage(cgroup.as_ref(), now);
         let containers = self
             .runtime
             .list_containers(&ContainerFilter {
@@ -536,16 +518,8 @@ impl Cri {
                 annotations: convert::hash(&status.annotations),
             }),
             linux: Some(proto::LinuxPodSandboxStats {
-                cpu: Some(proto::CpuUsage {
-                    timestamp: now,
-                    usage_core_nano_seconds: cpu.map(|value| proto::UInt64Value { value }),
-                    usage_nano_cores: None,
-                }),
-                memory: Some(proto::MemoryUsage {
-                    timestamp: now,
-                    working_set_bytes: memory.map(|value| proto::UInt64Value { value }),
-                    ..Default::default()
-                }),
+                cpu: Some(cpu),
+                memory: Some(memory),
                 network: None,
                 process: None,
                 containers,
@@ -723,6 +697,28 @@ fn credentials(auth: &proto::AuthConfig) -> Option<podlab_image::credentials::Cr
         return Some(Credentials::Token(auth.identity_token.clone()));
     }
     None
+}
+
+/// CPU time and working set of `cgroup` as the CRI's stats carry them, stamped `now`; the
+/// values are left out when there is no cgroup or it cannot be read.
+fn cgroup_usage(
+    cgroup: Option<&podlab_cgroups::Cgroup>,
+    now: i64,
+) -> (proto::CpuUsage, proto::MemoryUsage) {
+    let cpu = cgroup.and_then(|c| podlab_cgroups::cpu::usage_ns(c).ok().flatten());
+    let memory = cgroup.and_then(|c| podlab_cgroups::memory::working_set_bytes(c).ok().flatten());
+    (
+        proto::CpuUsage {
+            timestamp: now,
+            usage_core_nano_seconds: cpu.map(|value| proto::UInt64Value { value }),
+            usage_nano_cores: None,
+        },
+        proto::MemoryUsage {
+            timestamp: now,
+            working_set_bytes: memory.map(|value| proto::UInt64Value { value }),
+            ..Default::default()
+        },
+    )
 }
 
 fn unimplemented<T>(rpc: &str, why: &str) -> Reply<T> {

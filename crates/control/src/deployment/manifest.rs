@@ -12,19 +12,11 @@ use podlab_api::{FieldError, ManifestError};
 use serde_json::Value;
 
 use super::strategy::DEFAULT_FENCEPOST;
-use crate::manifest::{check_supported, field_path, validate_replicaset};
+use crate::manifest::{check_supported, deserialize_tracked, validate_replicaset};
 
 /// Decodes, checks, validates and defaults one Deployment document.
 pub fn decode_deployment_value(value: Value, source: &str) -> Result<Deployment, ManifestError> {
-    let mut unknown = Vec::new();
-    let mut note_unknown = |path: serde_ignored::Path| unknown.push(field_path(&path));
-    let tracked = serde_ignored::Deserializer::new(&value, &mut note_unknown);
-    let mut deployment: Deployment =
-        serde_path_to_error::deserialize(tracked).map_err(|err| ManifestError::Type {
-            input: source.into(),
-            path: err.path().to_string(),
-            message: err.inner().to_string(),
-        })?;
+    let (mut deployment, unknown): (Deployment, _) = deserialize_tracked(&value, source)?;
     let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
         input: source.into(),
         kind: "Deployment".into(),
