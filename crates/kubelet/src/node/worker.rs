@@ -254,9 +254,6 @@ impl PodWorker {
         let ctx = self.context(false);
         let result = sync_pass(&spec, &rt, &ctx);
         let status_changed = self.write_status(&result, &observed);
-        if status_changed {
-            self.mark(&format!("status written ({})", self.status_summary()));
-        }
         self.publish_targets(&spec, &result, &observed);
 
         if !result.runtime_sync_called {
@@ -348,12 +345,12 @@ impl PodWorker {
         Admission::Rejected { changed }
     }
 
-    /// The phase and Ready condition just written, for the trace.
-    fn status_summary(&self) -> String {
-        let status = self.pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    /// The phase and Ready condition of a status being written, for the trace.
+    fn status_summary(status: &PodStatus) -> String {
+        let phase = status.phase.clone().unwrap_or_default();
         let ready = status
-            .and_then(|s| s.conditions.as_ref())
+            .conditions
+            .as_ref()
             .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
             .map_or("-", |c| c.status.as_str());
         format!("{phase}, Ready={ready}")
@@ -431,6 +428,12 @@ impl PodWorker {
             self.last_status = Some(status);
             return false;
         }
+        // Marked before the write: a traced command stops reading the trace once it sees the
+        // status, so a mark after the commit could land in a file already printed and gone.
+        self.mark(&format!(
+            "status written ({})",
+            Self::status_summary(&status)
+        ));
         let mut pod = self.pod.clone();
         for _ in 0..STATUS_WRITE_TRIES {
             pod.status = Some(status.clone());
