@@ -266,12 +266,8 @@ struct GetCli {
     /// Every namespace.
     #[arg(short = 'A', long = "all-namespaces")]
     all_namespaces: bool,
-    /// Label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`.
-    #[arg(short = 'l', long = "selector")]
-    selector: Option<String>,
-    /// Field selector: `status.phase=Running,metadata.name!=x`.
-    #[arg(long = "field-selector")]
-    field_selector: Option<String>,
+    #[command(flatten)]
+    selectors: SelectorArgs,
     /// Sort by a JSONPath, e.g. `.metadata.name` or `{.status.podIP}`.
     #[arg(long = "sort-by")]
     sort_by: Option<String>,
@@ -285,6 +281,17 @@ struct GetCli {
     /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
     #[arg(long)]
     index: Option<String>,
+}
+
+/// `-l` and `--field-selector`, as kubectl's get and top take them.
+#[derive(Args)]
+struct SelectorArgs {
+    /// Label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`.
+    #[arg(short = 'l', long = "selector")]
+    selector: Option<String>,
+    /// Field selector: `status.phase=Running,metadata.name!=x`.
+    #[arg(long = "field-selector")]
+    field_selector: Option<String>,
 }
 
 /// `-i` and `-t`, as kubectl's exec, run, attach and debug take them.
@@ -324,10 +331,30 @@ enum TopCommand {
         #[arg(long)]
         containers: bool,
         #[command(flatten)]
+        selectors: SelectorArgs,
+        /// `cpu` or `memory`: the largest first.
+        #[arg(long = "sort-by")]
+        sort_by: Option<String>,
+        /// Every namespace.
+        #[arg(short = 'A', long = "all-namespaces")]
+        all_namespaces: bool,
+        #[arg(long = "no-headers")]
+        no_headers: bool,
+        #[command(flatten)]
         ns: NamespaceArg,
     },
     /// The node's CPU and memory.
-    Node,
+    Node {
+        name: Option<String>,
+        /// Label selector, on the node's labels (`kubernetes.io/hostname`, `os`, `arch`).
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+        /// `cpu` or `memory`.
+        #[arg(long = "sort-by")]
+        sort_by: Option<String>,
+        #[arg(long = "no-headers")]
+        no_headers: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -434,8 +461,8 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             let query = output::Query {
                 namespace: Some(get.ns.namespace),
                 all_namespaces: get.all_namespaces,
-                selector: get.selector,
-                field_selector: get.field_selector,
+                selector: get.selectors.selector,
+                field_selector: get.selectors.field_selector,
                 sort_by: get.sort_by,
                 no_headers: get.no_headers,
                 show_labels: get.show_labels,
@@ -525,9 +552,32 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             TopCommand::Pod {
                 name,
                 containers,
+                selectors,
+                sort_by,
+                all_namespaces,
+                no_headers,
                 ns,
-            } => top::pods(name.as_deref(), &ns.namespace, containers),
-            TopCommand::Node => top::node(),
+            } => top::pods(&top::PodQuery {
+                name: name.as_deref(),
+                namespace: &ns.namespace,
+                all_namespaces,
+                selector: selectors.selector.as_deref(),
+                field_selector: selectors.field_selector.as_deref(),
+                sort_by: sort_by.as_deref(),
+                containers,
+                no_headers,
+            }),
+            TopCommand::Node {
+                name,
+                selector,
+                sort_by,
+                no_headers,
+            } => top::node(&top::NodeQuery {
+                name: name.as_deref(),
+                selector: selector.as_deref(),
+                sort_by: sort_by.as_deref(),
+                no_headers,
+            }),
         }
         .map(|()| Done),
         Command::Node(args) => node::run(args).map(|()| Done),

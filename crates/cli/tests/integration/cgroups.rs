@@ -409,3 +409,136 @@ spec:
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("pods \"nosuch\" not found"), "{out:?}");
 }
+
+#[test]
+fn top_chooses_pods_by_selector_and_sorts_them_as_kubectl_top() {
+    let root = Root::new("cg-topsort");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    let pod = |name: &str, tier: &str, command: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{tier: {tier}}}}}\nspec:\n  \
+             terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: busybox\n    \
+             command: [sh, -c, \"{command}\"]\n"
+        )
+    };
+    let fill = "head -c 33554432 /dev/zero > /dev/shm/fill && touch /tmp/filled && sleep 1000";
+    for (name, tier, command) in [
+        ("b-fill", "web", fill),
+        ("a-idle", "web", "sleep 1000"),
+        ("c-other", "db", "sleep 1000"),
+    ] {
+        let out = root.apply(&pod(name, tier, command));
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    for name in ["b-fill", "a-idle", "c-other"] {
+        root.ok(&[
+            "wait",
+            &format!("pod/{name}"),
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ]);
+    }
+    assert!(crate::support::wait_until(LIMIT, || root
+        .run(&["exec", "b-fill", "--", "test", "-e", "/tmp/filled"])
+        .code
+        == Some(0)));
+    let rows = |table: &str| -> Vec<Vec<String>> {
+        table
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect()
+    };
+    let names =
+        |rows: &[Vec<String>]| -> Vec<String> { rows.iter().map(|r| r[0].clone()).collect() };
+
+    // -l chooses by the pods' labels; without --sort-by, by name.
+    let table = rows(&root.ok(&["top", "pod", "-l", "tier=web"]));
+    assert_eq!(table[0], ["NAME", "CPU(cores)", "MEMORY(bytes)"]);
+    assert_eq!(names(&table[1..]), ["a-idle", "b-fill"]);
+    // --sort-by=memory: the largest first (the 32 MiB the filler wrote).
+    let table = rows(&root.ok(&["top", "pod", "-l", "tier in (web)", "--sort-by=memory"]));
+    assert_eq!(names(&table[1..]), ["b-fill", "a-idle"]);
+    // --sort-by=cpu over every pod: the column never grows down the table.
+    let table = rows(&root.ok(&["top", "pod", "--sort-by", "cpu", "--no-headers"]));
+    assert_eq!(table.len(), 3, "{table:?}");
+    let milli: Vec<u64> = table
+        .iter()
+        .map(|r| r[1].trim_end_matches('m').parse().unwrap())
+        .collect();
+    assert!(milli.windows(2).all(|w| w[0] >= w[1]), "{table:?}");
+    // --field-selector, -A with its NAMESPACE column, --containers sorted alike.
+    let table = rows(&root.ok(&[
+        "top",
+        "pod",
+        "-A",
+        "--field-selector",
+        "metadata.name!=c-other",
+        "--containers",
+        "--sort-by=memory",
+    ]));
+    assert_eq!(
+        table[0],
+        ["NAMESPACE", "POD", "NAME", "CPU(cores)", "MEMORY(bytes)"]
+    );
+    assert_eq!(
+        table[1..]
+            .iter()
+            .map(|r| (r[0].as_str(), r[1].as_str()))
+            .collect::<Vec<_>>(),
+        [("default", "b-fill"), ("default", "a-idle")]
+    );
+    // Nothing chosen: kubectl's words, status 0.
+    let out = root.run(&["top", "pod", "-l", "tier=none"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (Some(0), "", "No resources found in default namespace.\n")
+    );
+    // Bad input, in kubectl's words.
+    for (args, error) in [
+        (
+            &["top", "pod", "a-idle", "-l", "tier=web"][..],
+            "only one of NAME or selector can be provided",
+        ),
+        (
+            &["top", "pod", "--sort-by=name"][..],
+            "--sort-by accepts only cpu or memory",
+        ),
+        (
+            &["top", "node", "--sort-by=disk"][..],
+            "--sort-by accepts only cpu or memory",
+        ),
+        (
+            &["top", "node", "-l", "kubernetes.io/os=windows"][..],
+            "metrics not available yet",
+        ),
+        (
+            &["top", "node", "nosuch-node"][..],
+            "Error from server (NotFound): nodemetrics.metrics.k8s.io \"nosuch-node\" not found",
+        ),
+    ] {
+        let out = root.run(args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert_eq!(out.stderr, format!("podlab: {error}\n"), "{args:?}");
+    }
+    // top node: chosen by its kubelet labels, one row.
+    let table = rows(&root.ok(&[
+        "top",
+        "node",
+        "-l",
+        "kubernetes.io/os=linux",
+        "--sort-by=memory",
+        "--no-headers",
+    ]));
+    assert_eq!(table.len(), 1, "{table:?}");
+    assert!(
+        table[0][1].ends_with('m') && table[0][3].ends_with("Mi"),
+        "{table:?}"
+    );
+    for name in ["a-idle", "b-fill", "c-other"] {
+        root.ok(&["delete", "pod", name, "--now"]);
+    }
+    root.assert_nothing_left();
+}
