@@ -304,12 +304,21 @@ pub fn container_config(
         sec.supplemental_groups
             .push(id32(&format!("{field}.supplemental_groups[{i}]"), *gid)?);
     }
-    if security.supplemental_groups_policy != proto::SupplementalGroupsPolicy::Merge as i32 {
-        return Err(unsupported(
-            &format!("{field}.supplemental_groups_policy"),
-            "the Strict policy",
-        ));
-    }
+    // containerd: the image's /etc/group memberships are added only under Merge.
+    sec.strict_supplemental_groups =
+        match proto::SupplementalGroupsPolicy::try_from(security.supplemental_groups_policy) {
+            Ok(proto::SupplementalGroupsPolicy::Merge) => false,
+            Ok(proto::SupplementalGroupsPolicy::Strict) => true,
+            Err(_) => {
+                return Err(invalid(
+                    &format!("{field}.supplemental_groups_policy"),
+                    format!(
+                        "unsupported supplementalGroupsPolicy: {}",
+                        security.supplemental_groups_policy
+                    ),
+                ))
+            }
+        };
     #[allow(deprecated)]
     let legacy_seccomp = security.seccomp_profile_path.as_str();
     sec.seccomp = seccomp(
@@ -761,6 +770,45 @@ mod tests {
         assert!(err
             .message()
             .starts_with("config.linux.security_context.run_as_username:"));
+    }
+
+    #[test]
+    fn the_strict_supplemental_groups_policy_reaches_the_runtime() {
+        let sandbox = PodSandboxConfig::default();
+        let context = ContainerContext {
+            sandbox: &sandbox,
+            image_name: "busybox".into(),
+            passwd: None,
+        };
+        let config = |policy: i32| proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    supplemental_groups: vec![1234],
+                    supplemental_groups_policy: policy,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let strict = |policy| {
+            container_config(&config(policy), &context)
+                .map(|c| c.security.strict_supplemental_groups)
+        };
+        assert!(!strict(proto::SupplementalGroupsPolicy::Merge as i32).unwrap());
+        assert!(strict(proto::SupplementalGroupsPolicy::Strict as i32).unwrap());
+        let err = strict(7).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message()
+                .starts_with("config.linux.security_context.supplemental_groups_policy:"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]

@@ -339,16 +339,29 @@ impl Cri {
             linux: Some(convert::resources_out(&r.config.resources)),
             windows: None,
         });
-        let user = record.as_ref().map(|r| proto::ContainerUser {
-            linux: Some(proto::LinuxContainerUser {
-                uid: r.process.uid as i64,
-                gid: r.process.gid as i64,
-                supplemental_groups: std::iter::once(r.process.gid)
-                    .chain(r.process.additional_gids.iter().copied())
-                    .map(i64::from)
-                    .collect(),
-            }),
-        });
+        // What the kernel gave its process once it started; before that, what it will get
+        // (containerd reports the spec's user, whose additional gids hold the primary one).
+        let user = status
+            .user
+            .clone()
+            .or_else(|| {
+                record.as_ref().map(|r| podlab_runtime::process::LinuxUser {
+                    uid: r.process.uid,
+                    gid: r.process.gid,
+                    supplemental_groups: r.process.additional_gids.clone(),
+                })
+            })
+            .map(|user| proto::ContainerUser {
+                linux: Some(proto::LinuxContainerUser {
+                    uid: user.uid.into(),
+                    gid: user.gid.into(),
+                    supplemental_groups: user
+                        .supplemental_groups
+                        .into_iter()
+                        .map(i64::from)
+                        .collect(),
+                }),
+            });
         proto::ContainerStatus {
             id: status.id.to_string(),
             metadata: Some(convert::container_metadata(&status.metadata)),
@@ -1087,7 +1100,7 @@ impl RuntimeService for Runtimes {
                     }),
                 }],
                 features: Some(proto::RuntimeFeatures {
-                    supplemental_groups_policy: false,
+                    supplemental_groups_policy: true,
                 }),
             })
         })

@@ -166,6 +166,7 @@ impl Runtime {
             namespaces: Default::default(),
             start_trace: Vec::new(),
             cgroup,
+            user: None,
         };
         if let Err(e) = state::write_record(&container.record(), &record) {
             if let Some(cgroup) = &record.cgroup {
@@ -471,6 +472,7 @@ fn container_status(record: ContainerRecord, shim_alive: bool) -> ContainerStatu
         start_trace: record.start_trace,
         labels: record.config.labels,
         annotations: record.config.annotations,
+        user: record.user,
     }
 }
 

@@ -50,6 +50,49 @@ pub struct ProcessSpec {
     pub seccomp: Option<oci_spec::runtime::LinuxSeccomp>,
 }
 
+/// The identity a container's first process runs with, as the CRI's `LinuxContainerUser` and
+/// the pod's `containerStatuses[].user.linux` report it: read from the kernel
+/// (`/proc/PID/status`) once the process has made its `execve`, so it is what the process got,
+/// not what was asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinuxUser {
+    pub uid: u32,
+    pub gid: u32,
+    /// The supplementary groups (the `Groups:` line), in the kernel's order.
+    pub supplemental_groups: Vec<u32>,
+}
+
+impl LinuxUser {
+    /// The real uid, real gid and groups of `pid` from `/proc/PID/status`.
+    pub fn of_process(pid: i32) -> crate::Result<LinuxUser> {
+        let path = format!("/proc/{pid}/status");
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| crate::Error::io("reading", &path, e))?;
+        LinuxUser::parse_status(&text).ok_or_else(|| crate::Error::State {
+            path: path.into(),
+            message: "no Uid, Gid or Groups line".into(),
+        })
+    }
+
+    /// The `Uid:`, `Gid:` (their first, real, field) and `Groups:` lines of a
+    /// `/proc/PID/status` text.
+    pub fn parse_status(text: &str) -> Option<LinuxUser> {
+        let line = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key).map(|rest| rest.split_whitespace()))
+        };
+        let first = |key: &str| line(key)?.next()?.parse::<u32>().ok();
+        let groups = line("Groups:")?
+            .map(|g| g.parse::<u32>().ok())
+            .collect::<Option<Vec<_>>>()?;
+        Some(LinuxUser {
+            uid: first("Uid:")?,
+            gid: first("Gid:")?,
+            supplemental_groups: groups,
+        })
+    }
+}
+
 impl ProcessSpec {
     /// The value of `name` in the environment.
     pub fn env_value(&self, name: &str) -> Option<&str> {
@@ -255,6 +298,29 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_identity_is_the_real_ids_and_the_groups_of_proc_status() {
+        let status = "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t2000\t2000\t2000\nFDSize:\t64\nGroups:\t1000 1234 50000 \n";
+        assert_eq!(
+            LinuxUser::parse_status(status),
+            Some(LinuxUser {
+                uid: 1000,
+                gid: 1000,
+                supplemental_groups: vec![1000, 1234, 50000],
+            })
+        );
+        let none = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n";
+        assert_eq!(
+            LinuxUser::parse_status(none).map(|u| u.supplemental_groups),
+            Some(vec![])
+        );
+        assert_eq!(LinuxUser::parse_status("Name:\tsh\n"), None);
+        // This test process's own identity, read from the kernel.
+        let me = LinuxUser::of_process(std::process::id() as i32).unwrap();
+        assert_eq!(me.uid, nix::unistd::getuid().as_raw());
+        assert_eq!(me.gid, nix::unistd::getgid().as_raw());
     }
 
     fn image() -> ImageProcess {

@@ -230,6 +230,9 @@ pub struct ContainerRecord {
     /// Its cgroup, when the pod has one.
     #[serde(default)]
     pub cgroup: Option<podlab_cgroups::Cgroup>,
+    /// The identity its process got, read from the kernel after its `execve`.
+    #[serde(default)]
+    pub user: Option<crate::process::LinuxUser>,
 }
 
 /// Where a container's processes are numbered.
@@ -466,6 +469,11 @@ mod tests {
                 nanos: 5,
             }],
             cgroup: None,
+            user: Some(crate::process::LinuxUser {
+                uid: 1000,
+                gid: 1000,
+                supplemental_groups: vec![1000, 50000],
+            }),
         };
         let path = dir.join("container.json");
         write_record(&path, &container).unwrap();

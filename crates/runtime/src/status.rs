@@ -121,6 +121,9 @@ pub struct ContainerStatus {
     pub start_trace: Vec<crate::report::StartStep>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// The identity its first process got (uid, gid, groups), read from the kernel when it
+    /// started; None before it started, or when it could not be read.
+    pub user: Option<crate::process::LinuxUser>,
 }
 
 /// Which containers `list_containers` returns; empty fields match everything.

@@ -218,3 +218,91 @@ fn a_net_sysctl_with_host_network_is_refused_at_apply_with_its_field_path() {
     assert!(root.pod("hostnet").is_none(), "nothing stored");
     root.assert_nothing_left();
 }
+
+/// `uid=U gid=G groups=A,B` as busybox's `id` prints it, as numbers.
+fn id_output(text: &str) -> (i64, i64, Vec<i64>) {
+    let field = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {text:?}"))
+    };
+    let number = |s: &str| s.split('(').next().unwrap().parse::<i64>().unwrap();
+    let groups = field("groups=").split(',').map(number).collect();
+    (number(field("uid=")), number(field("gid=")), groups)
+}
+
+/// `(uid, gid, groups)` of a container status's `user.linux`.
+fn reported_user(status: &k8s_openapi::api::core::v1::ContainerStatus) -> (i64, i64, Vec<i64>) {
+    let linux = status
+        .user
+        .as_ref()
+        .and_then(|u| u.linux.as_ref())
+        .unwrap_or_else(|| panic!("no user.linux in the status of {}", status.name));
+    (
+        linux.uid,
+        linux.gid,
+        linux.supplemental_groups.clone().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn container_statuses_report_the_user_the_kernel_gave_each_container() {
+    let root = Root::new("status-user");
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: ids}\nspec:\n  securityContext: {runAsUser: 1000, runAsGroup: 3000, supplementalGroups: [4000]}\n  initContainers:\n  - {name: init, image: busybox, command: [id]}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n  - name: other\n    image: busybox\n    command: [sleep, '1000']\n    securityContext: {runAsUser: 2000, runAsGroup: 2000}\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("ids", "running", LIMIT, running);
+    // Running containers: what the kernel holds for their process right now.
+    for name in ["app", "other"] {
+        let status = container(&pod, name);
+        let pid = root.record(&status).pid.unwrap();
+        let first = |field: &str| {
+            status_field(pid, field)
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        };
+        let groups: Vec<i64> = status_field(pid, "Groups")
+            .split_whitespace()
+            .map(|g| g.parse().unwrap())
+            .collect();
+        assert_eq!(
+            reported_user(&status),
+            (first("Uid"), first("Gid"), groups),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        reported_user(&container(&pod, "app")),
+        (1000, 3000, vec![3000, 4000])
+    );
+    assert_eq!(
+        reported_user(&container(&pod, "other")),
+        (2000, 2000, vec![2000, 4000]),
+        "the container's ids win, the pod's groups stay"
+    );
+    // The init container has exited: what its own process said of itself.
+    let said = root.ok(&["logs", "ids", "-c", "init"]);
+    assert_eq!(reported_user(&container(&pod, "init")), id_output(&said));
+    // An ephemeral container gets the pod's context too.
+    let debug = root.run(&[
+        "debug", "ids", "--image", "busybox", "-c", "dbg", "--", "id",
+    ]);
+    assert_eq!(debug.code, Some(0), "{debug:?}");
+    let shown = root.wait_pod("ids", "showing the ephemeral container", LIMIT, |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.ephemeral_container_statuses.as_ref())
+            .is_some_and(|e| e.iter().any(|s| s.name == "dbg" && s.user.is_some()))
+    });
+    assert_eq!(
+        reported_user(&container(&shown, "dbg")),
+        id_output(&debug.stdout)
+    );
+    assert_eq!(id_output(&debug.stdout), (1000, 3000, vec![3000, 4000]));
+    root.ok(&["delete", "pod", "ids"]);
+    root.assert_nothing_left();
+}

@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
-    VolumeMountStatus,
+    ContainerStateWaiting, ContainerStatus, ContainerUser, HostIP, LinuxContainerUser, Pod,
+    PodCondition, PodIP, PodStatus, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -222,6 +222,23 @@ fn container_status(
                 })
                 .collect()
         }),
+        // kubelet copies the runtime's ContainerUser (SupplementalGroupsPolicy, on by
+        // default): the identity the kernel gave the container's first process.
+        user: record
+            .and_then(|r| r.user.as_ref())
+            .map(|user| ContainerUser {
+                linux: Some(LinuxContainerUser {
+                    uid: user.uid.into(),
+                    gid: user.gid.into(),
+                    supplemental_groups: Some(
+                        user.supplemental_groups
+                            .iter()
+                            .copied()
+                            .map(i64::from)
+                            .collect(),
+                    ),
+                }),
+            }),
         ..ContainerStatus::default()
     }
 }

@@ -309,6 +309,9 @@ impl Shim {
         record.pid = ProcessIdentity::of(pid.as_raw()).ok();
         // A process that exited at once has no namespaces left to read; that is fine.
         record.namespaces = ops::inspect(pid.as_raw()).unwrap_or_default();
+        // Its report pipe closed at its execve, and it is not reaped before this: the kernel
+        // still holds its credentials, even if it has exited already.
+        record.user = crate::process::LinuxUser::of_process(pid.as_raw()).ok();
         save(&paths.record(), &record);
         let started_at = record.started_at;
         let live = Live {

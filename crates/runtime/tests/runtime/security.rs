@@ -252,16 +252,35 @@ fn strict_supplemental_groups_leave_out_the_images_group_memberships() {
         config.security.strict_supplemental_groups = strict;
         let id = start(&root, &sandbox, config);
         let (out, _, _) = shell(&root, &id, "grep '^Groups:' /proc/self/status");
-        out.trim().to_string()
+        // The status reports what the container's own process got, as the kernel has it.
+        let status = root.runtime.container_status(&id).unwrap();
+        let pid = status.pid.expect("running");
+        let kernel = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = |key: &str| {
+            kernel
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap()
+                .to_string()
+        };
+        let user = status.user.expect("the user is recorded at start");
+        let listed = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+        assert_eq!(
+            line("Groups:").trim_end(),
+            format!("Groups:\t{}", listed(&user.supplemental_groups))
+        );
+        assert!(line("Uid:").starts_with(&format!("Uid:\t{}\t", user.uid)));
+        assert!(line("Gid:").starts_with(&format!("Gid:\t{}\t", user.gid)));
+        (out.trim().to_string(), user.supplemental_groups)
     };
     assert_eq!(
         groups("merge", false),
-        "Groups:\t0 10 4000",
+        ("Groups:\t0 10 4000".to_string(), vec![0, 10, 4000]),
         "Merge: the image's membership of root in group 10 as well"
     );
     assert_eq!(
         groups("strict", true),
-        "Groups:\t0 4000",
+        ("Groups:\t0 4000".to_string(), vec![0, 4000]),
         "Strict: the primary group and the pod's groups only"
     );
 }
