@@ -63,6 +63,8 @@ pub(crate) struct Plan<'a> {
     pub platform: &'a Platform,
     pub ingest: PathBuf,
     pub store_blobs: PathBuf,
+    /// The store's lock, held by a pull's commit while it moves blobs out of ingest.
+    pub store_lock: PathBuf,
     pub progress: Option<&'a dyn Progress>,
     pub concurrency: usize,
 }
@@ -626,8 +628,26 @@ async fn fetch_blob(
         }
         Err(e) => return Err(failed(PullErrorKind::Store(e))),
     };
-    if present() {
-        return already_there(); // another pull fetched it while this one waited: coalesced
+    // Another pull that fetched this blob may be committing it now: its commit moves the blob
+    // from ingest through staging into the store, all under the store's lock. Looking under a
+    // shared hold of that lock, a blob in neither place is truly missing.
+    let settled = {
+        let path = plan.store_lock.clone();
+        tokio::task::spawn_blocking(move || StoreLock::acquire(&path, false))
+            .await
+            .map_err(|e| {
+                failed(PullErrorKind::Store(Error::io(
+                    "waiting for",
+                    &plan.store_lock,
+                    std::io::Error::other(e),
+                )))
+            })?
+            .map_err(|e| failed(PullErrorKind::Store(e)))?
+    };
+    let coalesced = present();
+    drop(settled);
+    if coalesced {
+        return already_there(); // another pull fetched it while this one waited
     }
     client
         .store_auth_if_needed(reference.resolve_registry(), auth)

@@ -244,6 +244,7 @@ pub fn pull(
         platform: &platform,
         ingest: store.ingest_dir(),
         store_blobs: store.blobs_dir(),
+        store_lock: store.lock_path(),
         progress: options.progress.as_deref(),
         concurrency: options.max_concurrent_downloads.max(1),
     };

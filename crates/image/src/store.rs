@@ -171,6 +171,11 @@ impl Store {
         let _ = touch();
     }
 
+    /// The file whose `flock` guards the index, snapshots and blobs against a concurrent commit.
+    pub(crate) fn lock_path(&self) -> PathBuf {
+        self.lock_path.clone()
+    }
+
     fn lock(&self, exclusive: bool) -> Result<StoreLock> {
         StoreLock::acquire(&self.lock_path, exclusive)
     }
