@@ -7,9 +7,11 @@
 //! A node made with `mknod` for anything else (the host's disk, `/dev/kmsg`, `/dev/mem`) cannot
 //! be opened: `EPERM`.
 //!
+//! A privileged container gets every device (containerd's `a *:* rwm`, [`apply_privileged`]).
+//!
 //! On v1 the rules are lines written to `devices.deny` and `devices.allow`. On v2 the kernel
-//! asks a `BPF_PROG_TYPE_CGROUP_DEVICE` program attached to the cgroup instead; podlab does not
-//! load one yet, and says so ([`apply_default`] returns false).
+//! asks a `BPF_PROG_TYPE_CGROUP_DEVICE` program attached to the cgroup instead: the same rules
+//! compiled to one ([`crate::bpf`]), as runc's and youki's v2 managers do.
 
 use crate::hierarchy::{Controller, Version};
 use crate::{Cgroup, Result};
@@ -80,21 +82,50 @@ pub const DEFAULT_ALLOWED: [Rule; 10] = [
     Rule::char(5, 2), // /dev/ptmx
 ];
 
+/// Every device, every access: a privileged container's rule.
+pub const ALLOW_ALL: Rule = Rule {
+    kind: 'a',
+    major: None,
+    minor: None,
+    access: "rwm",
+};
+
 /// Denies every device, then allows [`DEFAULT_ALLOWED`]. Returns whether the rules are
-/// enforced (false on v2, see the module's doc).
+/// enforced (false on a v1 machine without the devices controller).
 pub fn apply_default(cgroup: &Cgroup) -> Result<bool> {
+    apply(cgroup, &DEFAULT_ALLOWED)
+}
+
+/// Allows every device (containerd's privileged container). Returns whether a rule was set.
+pub fn apply_privileged(cgroup: &Cgroup) -> Result<bool> {
+    apply(cgroup, &[ALLOW_ALL])
+}
+
+/// Denies every device but those `allowed` lists: v1 lines, or a v2 device program.
+pub fn apply(cgroup: &Cgroup, allowed: &[Rule]) -> Result<bool> {
     match cgroup.version {
         Version::V1 => {
             if !cgroup.has(Controller::Devices) {
                 return Ok(false);
             }
+            if allowed.contains(&ALLOW_ALL) {
+                // What a new cgroup inherits may already deny; `a` in devices.allow lifts all.
+                cgroup.write(Controller::Devices, "devices.allow", "a")?;
+                return Ok(true);
+            }
             cgroup.write(Controller::Devices, "devices.deny", "a")?;
-            for rule in DEFAULT_ALLOWED {
+            for rule in allowed {
                 cgroup.write(Controller::Devices, "devices.allow", &rule.line())?;
             }
             Ok(true)
         }
-        Version::V2 => Ok(false),
+        Version::V2 => {
+            let Some(dir) = cgroup.unique_dirs().first().map(|d| d.to_path_buf()) else {
+                return Ok(false);
+            };
+            crate::bpf::attach_rules(allowed, &dir)?;
+            Ok(true)
+        }
     }
 }
 

@@ -27,6 +27,15 @@ pub enum Error {
         what: &'static str,
         text: String,
     },
+    /// A `bpf(2)` call for a cgroup failed (v2 device program): the call, the cgroup's folder,
+    /// the errno, and the verifier's log when it refused the program.
+    #[error("{call} for {path}: {errno}{}", if log.is_empty() { String::new() } else { format!(" (verifier: {log})") })]
+    Bpf {
+        call: &'static str,
+        path: PathBuf,
+        errno: nix::Error,
+        log: String,
+    },
     /// No usable cgroup hierarchy on this machine.
     #[error("no cgroup hierarchy: {0}")]
     NoHierarchy(String),
@@ -47,6 +56,7 @@ impl Error {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             Error::Io { source, .. } | Error::Write { source, .. } => source.raw_os_error(),
+            Error::Bpf { errno, .. } => Some(*errno as i32),
             _ => None,
         }
     }

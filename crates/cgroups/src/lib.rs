@@ -26,13 +26,15 @@
 //! | [`cpu`] | `cpu.shares`/`cpu.cfs_quota_us` (v1), `cpu.weight`/`cpu.max` (v2), kubelet's conversions |
 //! | [`memory`] | the memory limit, OOM kills seen by the kernel, the working set |
 //! | [`pids`] | the process count limit |
-//! | [`devices`] | runc's default device allow list (v1 `devices.deny`/`devices.allow`) |
+//! | [`devices`] | runc's default device allow list (v1 `devices.deny`/`devices.allow`, v2 a BPF program) |
+//! | [`bpf`] | the v2 device program: built from the rules, `bpf(BPF_PROG_LOAD)`, `BPF_PROG_ATTACH` |
 //! | [`resources`] | the CRI's `LinuxContainerResources`, written in one go |
 //! | [`layout`] | kubelet's QoS classes and cgroup names |
 //!
 //! Every function works on plain files and folders, allocates little, and starts no thread: the
 //! runtime's shim calls them between `fork` and `execve`.
 
+pub mod bpf;
 pub mod cgroup;
 pub mod cpu;
 pub mod devices;

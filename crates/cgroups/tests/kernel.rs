@@ -5,7 +5,7 @@
 
 use std::ffi::CString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use podlab_cgroups::{
@@ -67,16 +67,21 @@ fn root_for(hierarchy: &Hierarchy, test: &str) -> (CgroupRoot, Cleanup) {
     (root, guard)
 }
 
-/// A command that writes itself into `cgroup` before it `execve`s: between fork and exec only
-/// raw system calls run (the test harness is multi-threaded).
-fn in_cgroup(mut command: Command, cgroup: &Cgroup) -> Command {
-    let files: Vec<CString> = cgroup
+/// The `cgroup.procs` files of `cgroup`, ready for `open` between fork and exec.
+fn procs_files(cgroup: &Cgroup) -> Vec<CString> {
+    cgroup
         .unique_dirs()
         .iter()
         .map(|d| {
             CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes()).unwrap()
         })
-        .collect();
+        .collect()
+}
+
+/// A command that writes itself into `cgroup` before it `execve`s: between fork and exec only
+/// raw system calls run (the test harness is multi-threaded).
+fn in_cgroup(mut command: Command, cgroup: &Cgroup) -> Command {
+    let files = procs_files(cgroup);
     // SAFETY: the closure only calls open, write and close.
     unsafe {
         command.pre_exec(move || {
@@ -222,4 +227,136 @@ fn removing_a_cgroup_kills_what_is_left_in_it() {
     let status = reaper.join().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     assert!(!pod.exists() && !container.exists());
+}
+
+/// The cgroup2 filesystem of this machine: `/sys/fs/cgroup` on a v2 machine, the `unified`
+/// mount beside the v1 controllers on a hybrid one (this lab's), found in mountinfo.
+fn cgroup2_mount(test: &str) -> Option<PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        record_skip(test, "needs root to make cgroups and load BPF programs");
+        return None;
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let found = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mount_point = left.split(' ').nth(4)?;
+        (right.split(' ').next() == Some("cgroup2")).then(|| PathBuf::from(mount_point))
+    });
+    if found.is_none() {
+        record_skip(test, "no cgroup2 filesystem is mounted");
+    }
+    found
+}
+
+/// What a process of `cgroup` gets from the kernel for each device access, as errnos (0: it
+/// worked): open `/dev/null` read-write, open `/dev/kmsg` read-only, mknod `node` as `c 1:11`
+/// (kmsg), open that node. Measured in a forked child that enters the cgroup first; between
+/// fork and `_exit` it makes only raw system calls (the test harness has threads).
+fn device_accesses(cgroup: &Cgroup, node: &Path) -> [i32; 4] {
+    let procs = procs_files(cgroup);
+    let null = CString::new("/dev/null").unwrap();
+    let kmsg = CString::new("/dev/kmsg").unwrap();
+    let node = CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    // SAFETY: the child makes only async-signal-safe system calls and leaves with _exit.
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            use std::os::fd::AsRawFd;
+            let errno = || *libc::__errno_location();
+            let mut results = [0i32; 4];
+            for file in &procs {
+                let fd = libc::open(file.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::close(fd);
+            }
+            let try_open = |path: &CString, flags: i32| {
+                let fd = libc::open(path.as_ptr(), flags | libc::O_NONBLOCK | libc::O_CLOEXEC);
+                if fd < 0 {
+                    errno()
+                } else {
+                    libc::close(fd);
+                    0
+                }
+            };
+            results[0] = try_open(&null, libc::O_RDWR);
+            results[1] = try_open(&kmsg, libc::O_RDONLY);
+            results[2] =
+                if libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 11)) < 0 {
+                    errno()
+                } else {
+                    0
+                };
+            results[3] = try_open(&node, libc::O_RDONLY);
+            libc::unlink(node.as_ptr());
+            let bytes: [u8; 16] = std::mem::transmute(results);
+            libc::write(write_end.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0)
+        },
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        pid => {
+            drop(write_end);
+            let mut bytes = [0u8; 16];
+            let got = nix::unistd::read(&read_end, &mut bytes).unwrap();
+            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+            assert_eq!(
+                status,
+                nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0),
+                "the probe could not enter {}",
+                cgroup.relative
+            );
+            assert_eq!(got, 16);
+            // SAFETY: 16 bytes are four i32s.
+            unsafe { std::mem::transmute::<[u8; 16], [i32; 4]>(bytes) }
+        }
+    }
+}
+
+#[test]
+fn a_v2_device_program_lets_a_process_open_only_the_default_devices() {
+    let test = "a_v2_device_program_lets_a_process_open_only_the_default_devices";
+    let Some(mount) = cgroup2_mount(test) else {
+        return;
+    };
+    let hierarchy = Hierarchy::v2_at(&mount).unwrap();
+    let (root, _cleanup) = root_for(&hierarchy, "devbpf");
+    let free = root.cgroup(&hierarchy).child("free");
+    let default = root.cgroup(&hierarchy).child("default");
+    let privileged = root.cgroup(&hierarchy).child("privileged");
+    let none = root.cgroup(&hierarchy).child("none");
+    for cgroup in [&free, &default, &privileged, &none] {
+        cgroup.create().unwrap();
+    }
+    let scratch = std::env::temp_dir().join(format!("podlab-devbpf-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let node = scratch.join("kmsg");
+
+    // Without a program every access works: what follows is the program's doing.
+    let before = device_accesses(&free, &node);
+    if before != [0, 0, 0, 0] {
+        let _ = std::fs::remove_dir_all(&scratch);
+        return record_skip(
+            test,
+            &format!("this process cannot open /dev/kmsg or mknod here without a cgroup: errnos {before:?}"),
+        );
+    }
+    assert!(devices::apply_default(&default).unwrap());
+    assert!(devices::apply_privileged(&privileged).unwrap());
+    assert!(devices::apply(&none, &[]).unwrap());
+    let with_default = device_accesses(&default, &node);
+    let with_privileged = device_accesses(&privileged, &node);
+    let with_none = device_accesses(&none, &node);
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    let eperm = libc::EPERM;
+    // runc's defaults: /dev/null opens, mknod of anything works (`c *:* m`), the host's
+    // /dev/kmsg cannot be opened, neither the node just made for it.
+    assert_eq!(with_default, [0, eperm, 0, eperm], "default rules");
+    assert_eq!(with_privileged, [0, 0, 0, 0], "privileged: every device");
+    assert_eq!(
+        with_none,
+        [eperm, eperm, eperm, libc::ENOENT],
+        "no rule: nothing"
+    );
 }

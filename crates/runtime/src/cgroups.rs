@@ -134,17 +134,23 @@ pub fn remove_with_pod(cgroup: &Cgroup) -> Result<()> {
 }
 
 /// Makes a container's (or the sandbox's) cgroup below the pod's: its values, and runc's
-/// device rules.
+/// device rules (v1 `devices.*` files, v2 a BPF device program); a privileged container gets
+/// every device, as containerd gives it.
 pub fn make_container(
     pod: &Cgroup,
     id: &str,
     resources: &podlab_cgroups::Resources,
+    privileged: bool,
 ) -> Result<Cgroup> {
     let cgroup = pod.child(id);
     cgroup.create()?;
-    let made = resources
-        .apply(&cgroup)
-        .and_then(|()| devices::apply_default(&cgroup).map(drop));
+    let made = resources.apply(&cgroup).and_then(|()| {
+        if privileged {
+            devices::apply_privileged(&cgroup).map(drop)
+        } else {
+            devices::apply_default(&cgroup).map(drop)
+        }
+    });
     if let Err(e) = made {
         let _ = cgroup.remove();
         return Err(e.into());

@@ -123,7 +123,12 @@ impl Runtime {
         // runc makes the cgroup at create; its values are the container's from here on.
         let cgroup = match &sandbox.cgroup {
             Some(pod) => {
-                match crate::cgroups::make_container(pod, id.as_str(), &config.resources.cgroup) {
+                match crate::cgroups::make_container(
+                    pod,
+                    id.as_str(),
+                    &config.resources.cgroup,
+                    security.privileged,
+                ) {
                     Ok(cgroup) => Some(cgroup),
                     Err(e) => {
                         let _ = remove_tree(&container.dir);

@@ -78,7 +78,8 @@ impl Runtime {
         let placement = match (&self.cgroups, &pod_cgroup) {
             (Some(node), Some(_)) => {
                 let pod = node.make_pod(&config.linux.cgroup_parent, &config.linux.resources)?;
-                let own = crate::cgroups::make_container(&pod, id.as_str(), &Default::default())?;
+                let own =
+                    crate::cgroups::make_container(&pod, id.as_str(), &Default::default(), false)?;
                 Some(crate::cgroups::Placement {
                     cgroup: Some(own),
                     oom_score_adj: Some(crate::cgroups::SANDBOX_OOM_SCORE_ADJ),

@@ -318,6 +318,53 @@ fn the_device_cgroup_refuses_a_device_node_made_with_mknod() {
 }
 
 #[test]
+fn a_privileged_container_may_open_the_hosts_devices() {
+    let root = Root::new("cg-privileged");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    skip_unless!(
+        Path::new("/dev/kmsg").exists(),
+        "the host has no /dev/kmsg to open"
+    );
+    let out = root.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: priv}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, "1000"]
+    securityContext: {privileged: true}
+"#,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("priv", "running", LIMIT, running);
+    let pid = root.record(&container(&pod, "app")).pid.unwrap();
+    // containerd's `a *:* rwm`: the kernel lists every device as allowed.
+    assert_eq!(
+        read(&cgroup_dir(&root, pid, Controller::Devices), "devices.list"),
+        "a *:* rwm"
+    );
+    // Opened for reading, nothing read.
+    let opened = root.ok(&[
+        "exec",
+        "priv",
+        "--",
+        "sh",
+        "-c",
+        "true < /dev/kmsg && echo opened",
+    ]);
+    assert_eq!(opened.trim(), "opened");
+    root.ok(&["delete", "pod", "priv"]);
+    root.assert_nothing_left();
+}
+
+#[test]
 fn limits_below_requests_are_refused_with_the_field_path_and_nothing_is_made() {
     let root = Root::new("cg-invalid");
     let out = root.apply(

@@ -433,6 +433,10 @@ fn a_privileged_container_gets_everything_containerd_gives_it() {
     if std::path::Path::new("/dev/kmsg").exists() {
         let (_, _, code) = shell(&root, &id, "test -c /dev/kmsg");
         assert_eq!(code, 0, "the host's /dev/kmsg");
+        // ... and its device cgroup lets it open them (containerd's `a *:* rwm`): opened for
+        // reading, nothing read.
+        let (out, err, code) = shell(&root, &id, "true < /dev/kmsg && echo opened");
+        assert_eq!((out.trim(), code), ("opened", 0), "{err}");
     }
 }
 
