@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -214,53 +214,15 @@ fn pod_netns(ctx: &Ctx, pod: &Pod) -> Result<PathBuf> {
 /// A TCP socket made in the network namespace pinned at `netns`, by a forked child that
 /// joined it (the CLI stays in its own namespaces), connected there to `127.0.0.1:port`.
 pub fn connect_in_netns(netns: &Path, port: u16) -> Result<TcpStream> {
-    let (receiver, sender) = podlab_runtime::tty::console_socket_pair()?;
-    let ns = std::fs::File::open(netns)
-        .with_context(|| format!("opening the pod's network namespace {}", netns.display()))?;
-    // SAFETY: the CLI is single-threaded; the child only makes a socket, sends it and exits.
-    match unsafe { nix::unistd::fork() }.context("fork")? {
-        nix::unistd::ForkResult::Child => {
-            let code = match podlab_ns::ops::join(ns.as_fd(), NsKind::Net)
-                .map_err(|e| e.to_string())
-                .and_then(|()| {
-                    nix::sys::socket::socket(
-                        nix::sys::socket::AddressFamily::Inet,
-                        nix::sys::socket::SockType::Stream,
-                        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-                        None,
-                    )
-                    .map_err(|e| e.to_string())
-                })
-                .and_then(|socket| {
-                    podlab_runtime::tty::send_fd(sender.as_raw_fd(), socket.as_fd())
-                        .map_err(|e| e.to_string())
-                }) {
-                Ok(()) => 0,
-                Err(_) => 1,
-            };
-            // SAFETY: leave without running the parent's atexit handlers.
-            unsafe { libc::_exit(code) }
-        }
-        nix::unistd::ForkResult::Parent { child } => {
-            drop(sender);
-            let socket = podlab_runtime::tty::receive_fd(receiver.as_fd());
-            let _ = podlab_ns::child::wait_for(child);
-            let socket: OwnedFd = socket?.with_context(|| {
-                format!(
-                    "failed to make a socket inside namespace {:?}",
-                    netns.display().to_string()
-                )
-            })?;
-            let addr = nix::sys::socket::SockaddrIn::new(127, 0, 0, 1, port);
-            nix::sys::socket::connect(socket.as_raw_fd(), &addr).with_context(|| {
-                format!(
-                    "failed to connect to localhost:{port} inside namespace {:?}, IPv4: dial tcp4 127.0.0.1:{port}",
-                    netns.display().to_string()
-                )
-            })?;
-            Ok(TcpStream::from(socket))
-        }
-    }
+    let socket = podlab_runtime::network::tcp_socket_in_netns(netns)?;
+    let addr = nix::sys::socket::SockaddrIn::new(127, 0, 0, 1, port);
+    nix::sys::socket::connect(socket.as_raw_fd(), &addr).with_context(|| {
+        format!(
+            "failed to connect to localhost:{port} inside namespace {:?}, IPv4: dial tcp4 127.0.0.1:{port}",
+            netns.display().to_string()
+        )
+    })?;
+    Ok(TcpStream::from(socket))
 }
 
 /// One direction of a relayed connection.

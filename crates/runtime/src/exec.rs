@@ -141,19 +141,12 @@ impl Runtime {
         stdio: ExecStdio<'_>,
         timeout: Option<Duration>,
     ) -> Result<i32> {
-        let (sandbox, client, pid) = self.start_exec(id, cmd, stdio)?;
-        match client.receive(timeout) {
-            Ok(Response::ExecExited { exit_code }) => Ok(exit_code),
-            Ok(other) => Err(unexpected(&sandbox, Some(id), "Exec", other)),
-            Err(Error::Timeout { .. }) => {
-                self.kill_exec(&sandbox, pid);
-                Err(Error::Timeout {
-                    what: format!("exec {cmd:?} in container {id}"),
-                    seconds: timeout.unwrap_or_default().as_secs_f64(),
-                })
-            }
-            Err(e) => Err(e),
+        let process = self.exec_start(id, cmd, stdio)?;
+        let result = process.wait(timeout);
+        if let Err(Error::Timeout { .. }) = result {
+            self.kill_exec(&process.sandbox, process.pid);
         }
+        result
     }
 
     /// Runs `cmd` in the container with a terminal of `size` (`exec -it`, the CRI's Exec with
@@ -169,10 +162,12 @@ impl Runtime {
         match crate::tty::receive_fd(receiver.as_fd())? {
             Some(master) => Ok(TtyExec {
                 master,
-                client,
-                sandbox,
-                pid,
-                what: format!("exec {cmd:?} in container {id}"),
+                process: ExecProcess {
+                    client,
+                    sandbox,
+                    pid,
+                    what: format!("exec {cmd:?} in container {id}"),
+                },
             }),
             None => {
                 self.kill_exec(&sandbox, pid);
@@ -181,6 +176,24 @@ impl Runtime {
                 )))
             }
         }
+    }
+
+    /// Starts `cmd` in the container with `stdio` as its descriptors and returns at once (the
+    /// CRI's streamed Exec without a terminal): the caller keeps the other ends of the
+    /// descriptors and learns the exit from the returned process.
+    pub fn exec_start(
+        &self,
+        id: &ContainerId,
+        cmd: &[String],
+        stdio: ExecStdio<'_>,
+    ) -> Result<ExecProcess> {
+        let (sandbox, client, pid) = self.start_exec(id, cmd, stdio)?;
+        Ok(ExecProcess {
+            client,
+            sandbox,
+            pid,
+            what: format!("exec {cmd:?} in container {id}"),
+        })
     }
 
     fn start_exec<'a>(
@@ -250,35 +263,64 @@ impl<'a> From<ExecStdio<'a>> for ExecIo<'a> {
     }
 }
 
-/// A process exec'd with a terminal: the pty's master and the shim connection that reports
-/// its exit. Dropping it hangs up that connection, and the shim then kills the process if it
-/// still runs (nobody would be left to hear its exit).
+/// A process exec'd with a terminal: the pty's master and the process. Dropping it hangs up
+/// the shim connection, and the shim then kills the process if it still runs (nobody would be
+/// left to hear its exit).
 #[derive(Debug)]
 pub struct TtyExec {
     /// The pty's master: what the process writes is read here, what is written here is its
     /// input (through the container's line discipline: a Ctrl-C byte signals its foreground
     /// process group).
     pub master: OwnedFd,
+    process: ExecProcess,
+}
+
+impl TtyExec {
+    /// The process's pid (in the shim's pid namespace).
+    pub fn pid(&self) -> i32 {
+        self.process.pid
+    }
+
+    /// Readable once the process has exited (its exit code is then [`TtyExec::wait`]'s).
+    pub fn ended(&self) -> BorrowedFd<'_> {
+        self.process.ended()
+    }
+
+    /// Sets the terminal's size; the process's foreground group gets SIGWINCH.
+    pub fn resize(&self, size: WindowSize) -> Result<()> {
+        crate::tty::set_window_size(self.master.as_fd(), size)
+    }
+
+    /// Waits for the process's exit code (128+N for signal N), at most `timeout`.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<i32> {
+        self.process.wait(timeout)
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, runtime: &Runtime, signal: i32) -> Result<()> {
+        self.process.signal(runtime, signal)
+    }
+}
+
+/// A process started by exec and the shim connection that reports its exit. Dropping it hangs
+/// up that connection, and the shim then kills the process if it still runs.
+#[derive(Debug)]
+pub struct ExecProcess {
     client: ShimClient,
     sandbox: SandboxId,
     pid: i32,
     what: String,
 }
 
-impl TtyExec {
+impl ExecProcess {
     /// The process's pid (in the shim's pid namespace).
     pub fn pid(&self) -> i32 {
         self.pid
     }
 
-    /// Readable once the process has exited (its exit code is then [`TtyExec::wait`]'s).
+    /// Readable once the process has exited (its exit code is then [`ExecProcess::wait`]'s).
     pub fn ended(&self) -> BorrowedFd<'_> {
         self.client.as_fd()
-    }
-
-    /// Sets the terminal's size; the process's foreground group gets SIGWINCH.
-    pub fn resize(&self, size: WindowSize) -> Result<()> {
-        crate::tty::set_window_size(self.master.as_fd(), size)
     }
 
     /// Waits for the process's exit code (128+N for signal N), at most `timeout`.

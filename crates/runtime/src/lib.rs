@@ -102,7 +102,7 @@ pub use config::{
     PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SandboxSecurity, SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};
-pub use exec::{ExecStdio, TtyExec};
+pub use exec::{ExecProcess, ExecStdio, TtyExec};
 pub use gc::GcReport;
 pub use id::{ContainerId, SandboxId};
 pub use image::{ImageService, ResolvedImage, StoreImages};

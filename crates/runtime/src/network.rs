@@ -54,3 +54,45 @@ pub trait NetworkPlugin: Send + Sync {
         Ok(())
     }
 }
+
+/// A TCP/IPv4 socket made inside the network namespace pinned at `netns`, for a port-forward's
+/// upstream connection (a socket belongs to the namespace it was made in, whatever process
+/// uses it later). A forked child joins the namespace, makes the socket and passes it back
+/// over a unix socket (`SCM_RIGHTS`), so the caller never changes namespace and no address,
+/// route or NAT rule is added anywhere. The caller must be single-threaded (it forks).
+pub fn tcp_socket_in_netns(netns: &Path) -> crate::Result<std::os::fd::OwnedFd> {
+    use crate::Error;
+    use std::os::fd::{AsFd, AsRawFd};
+    let (receiver, sender) = crate::tty::console_socket_pair()?;
+    let ns = std::fs::File::open(netns)
+        .map_err(|e| Error::io("opening the pod's network namespace", netns, e))?;
+    // SAFETY: the caller is single-threaded; the child only makes a socket, sends it and exits.
+    match unsafe { nix::unistd::fork() }.map_err(|e| Error::sys("fork", netns.display(), e))? {
+        nix::unistd::ForkResult::Child => {
+            let made = podlab_ns::ops::join(ns.as_fd(), podlab_ns::NsKind::Net)
+                .map_err(|_| nix::Error::EINVAL)
+                .and_then(|()| {
+                    nix::sys::socket::socket(
+                        nix::sys::socket::AddressFamily::Inet,
+                        nix::sys::socket::SockType::Stream,
+                        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+                        None,
+                    )
+                })
+                .and_then(|socket| crate::tty::send_fd(sender.as_raw_fd(), socket.as_fd()));
+            // SAFETY: leave without running the parent's atexit handlers.
+            unsafe { libc::_exit(i32::from(made.is_err())) }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(sender);
+            let socket = crate::tty::receive_fd(receiver.as_fd());
+            let _ = podlab_ns::child::wait_for(child);
+            socket?.ok_or_else(|| {
+                Error::Invalid(format!(
+                    "failed to make a socket inside namespace {:?}",
+                    netns.display().to_string()
+                ))
+            })
+        }
+    }
+}
