@@ -21,6 +21,10 @@ pub struct CriArgs {
     /// Print each RPC with what it did and how long it took.
     #[arg(long)]
     trace: bool,
+    /// Where the streaming server (Exec, Attach, PortForward URLs) listens: loopback and a
+    /// port the kernel picks by default, as containerd's `stream_server_address`.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    stream_address: std::net::SocketAddr,
 }
 
 pub fn run(args: CriArgs) -> Result<()> {
@@ -50,7 +54,7 @@ pub fn run(args: CriArgs) -> Result<()> {
     }
     let cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);
     let socket = podlab_cri::socket_path(&args.listen);
-    podlab_cri::serve(cri, &socket, || {
+    podlab_cri::serve(cri, &socket, args.stream_address, || {
         eprintln!("podlab cri: serving CRI v1 on unix://{}", socket.display());
     })
     .with_context(|| format!("podlab cri on {}", socket.display()))?;

@@ -244,12 +244,6 @@ pub fn container_config(
     if !config.cdi_devices.is_empty() {
         return Err(unsupported("config.cdi_devices", "a CDI device"));
     }
-    if config.tty {
-        return Err(unsupported("config.tty", "a terminal"));
-    }
-    if config.stdin {
-        return Err(unsupported("config.stdin", "standard input"));
-    }
     let mut out = ContainerConfig {
         metadata: ContainerMetadata {
             name: metadata.name.clone(),
@@ -267,6 +261,10 @@ pub fn container_config(
         labels: btree(&config.labels),
         annotations: btree(&config.annotations),
         log_path: (!config.log_path.is_empty()).then(|| PathBuf::from(&config.log_path)),
+        // Held by the shim for Attach: a console with `tty`, a stdin pipe with `stdin`.
+        stdin: config.stdin,
+        stdin_once: config.stdin_once,
+        tty: config.tty,
         ..ContainerConfig::default()
     };
     for (i, mount) in config.mounts.iter().enumerate() {

@@ -17,12 +17,14 @@
 //! | [`convert`] | CRI configs to podlab's, fields refused by name |
 //! | [`images`] | the store as CRI images (ids, repo tags, repo digests) |
 //! | [`status`] | errors as containerd words them on the wire |
+//! | [`streaming`] | the streaming server behind Exec, Attach and PortForward (SPDY/3.1) |
 
 pub mod convert;
 pub mod images;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod streaming;
 
 /// The CRI v1 messages and service traits, generated from `proto/api.proto`.
 #[allow(clippy::all, missing_docs)]

@@ -25,6 +25,11 @@ pub enum ServeError {
     },
     #[error("{path}: another server is listening there")]
     InUse { path: PathBuf },
+    #[error("streaming server on {address}: bind: {cause}")]
+    Streaming {
+        address: std::net::SocketAddr,
+        cause: std::io::Error,
+    },
     #[error("starting the tokio runtime: {0}")]
     Runtime(std::io::Error),
     #[error("serving gRPC on {path}: {message}")]
@@ -42,16 +47,29 @@ pub fn socket_path(listen: &str) -> PathBuf {
 
 /// Serves `cri` on the unix socket `path` until SIGTERM or SIGINT; `ready` is called once the
 /// socket accepts connections. The process stays single-threaded throughout.
-pub fn serve(cri: Cri, path: &Path, ready: impl FnOnce()) -> Result<(), ServeError> {
+///
+/// The streaming server (Exec, Attach, PortForward URLs) listens on `stream_address`
+/// (`127.0.0.1:0`: loopback, a port the kernel picks, as containerd's default).
+pub fn serve(
+    cri: Cri,
+    path: &Path,
+    stream_address: std::net::SocketAddr,
+    ready: impl FnOnce(),
+) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
         .map_err(ServeError::Runtime)?;
-    runtime.block_on(serve_async(Arc::new(cri), path, ready))
+    runtime.block_on(serve_async(Arc::new(cri), path, stream_address, ready))
 }
 
-async fn serve_async(cri: Arc<Cri>, path: &Path, ready: impl FnOnce()) -> Result<(), ServeError> {
+async fn serve_async(
+    cri: Arc<Cri>,
+    path: &Path,
+    stream_address: std::net::SocketAddr,
+    ready: impl FnOnce(),
+) -> Result<(), ServeError> {
     let socket_err = |what, cause| ServeError::Socket {
         what,
         path: path.to_path_buf(),
@@ -70,6 +88,13 @@ async fn serve_async(cri: Arc<Cri>, path: &Path, ready: impl FnOnce()) -> Result
         std::fs::remove_file(path).map_err(|e| socket_err("removing the stale socket", e))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| socket_err("binding", e))?;
+    let streaming = tokio::net::TcpListener::bind(stream_address)
+        .await
+        .map_err(|cause| ServeError::Streaming {
+            address: stream_address,
+            cause,
+        })?;
+    let streaming = tokio::spawn(crate::streaming::serve(streaming, Arc::clone(&cri)));
     let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Runtime)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Runtime)?;
     ready();
@@ -83,6 +108,7 @@ async fn serve_async(cri: Arc<Cri>, path: &Path, ready: impl FnOnce()) -> Result
             }
         })
         .await;
+    streaming.abort();
     let _ = std::fs::remove_file(path);
     result.map_err(|e| ServeError::Serve {
         path: path.to_path_buf(),

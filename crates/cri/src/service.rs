@@ -29,9 +29,24 @@ pub struct Cri {
     images: Arc<StoreImages>,
     trace: bool,
     network_ready: bool,
+    streams: crate::streaming::Streams,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
+
+/// kubelet's streaming server's checks of a request's streams.
+fn stream_flags(tty: bool, stdin: bool, stdout: bool, stderr: bool) -> Result<(), Status> {
+    if tty && stderr {
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !stdin && !stdout && !stderr {
+        return Err(invalid(
+            "stdout",
+            "one of stdin, stdout, or stderr must be set",
+        ));
+    }
+    Ok(())
+}
 
 impl Cri {
     /// `runtime` must have been opened on `images` (`Runtime::with_images`), so that what
@@ -42,6 +57,7 @@ impl Cri {
             images,
             trace: false,
             network_ready,
+            streams: Default::default(),
         }
     }
 
@@ -53,6 +69,16 @@ impl Cri {
 
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The streaming server's pending URLs.
+    pub fn streams(&self) -> &crate::streaming::Streams {
+        &self.streams
+    }
+
+    /// Whether RPCs (and streaming sessions' errors) are printed.
+    pub fn tracing(&self) -> bool {
+        self.trace
     }
 
     fn store(&self) -> &podlab_image::Store {
@@ -96,6 +122,22 @@ impl Cri {
             podlab_runtime::Error::ContainerNotFound { .. } => container_not_found(id),
             other => from_runtime(other),
         })
+    }
+
+    /// A container that Exec or Attach may stream to: known and running.
+    fn running_container(&self, id: &str) -> Result<ContainerId, Status> {
+        let id = self.container_id("container_id", id)?;
+        let status = self.runtime.container_status(&id).map_err(from_runtime)?;
+        if status.state != podlab_runtime::status::ContainerState::Running {
+            let state = proto::ContainerState::try_from(convert::container_state(status.state))
+                .map(|s| s.as_str_name())
+                .unwrap_or("CONTAINER_UNKNOWN");
+            return Err(Status::failed_precondition(format!(
+                "container {:?} is in {state} state",
+                id.as_str()
+            )));
+        }
+        Ok(id)
     }
 
     fn run_pod_sandbox(&self, req: proto::RunPodSandboxRequest) -> Result<String, Status> {
@@ -967,22 +1009,56 @@ impl RuntimeService for Runtimes {
         self.0.call("ExecSync", &id, || self.0.exec_sync(req))
     }
 
-    async fn exec(&self, _: Request<proto::ExecRequest>) -> Reply<proto::ExecResponse> {
-        unimplemented(
-            "Exec",
-            "podlab cri has no streaming server yet (ExecSync works)",
-        )
+    async fn exec(&self, request: Request<proto::ExecRequest>) -> Reply<proto::ExecResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("Exec", &id, || {
+            self.0.running_container(&req.container_id)?;
+            if req.cmd.is_empty() {
+                return Err(invalid("cmd", "a command is required"));
+            }
+            stream_flags(req.tty, req.stdin, req.stdout, req.stderr)?;
+            let url = self.0.streams.url(crate::streaming::Pending::Exec(req))?;
+            Ok(proto::ExecResponse { url })
+        })
     }
 
-    async fn attach(&self, _: Request<proto::AttachRequest>) -> Reply<proto::AttachResponse> {
-        unimplemented("Attach", "podlab cri has no streaming server yet")
+    async fn attach(&self, request: Request<proto::AttachRequest>) -> Reply<proto::AttachResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        self.0.call("Attach", &id, || {
+            self.0.running_container(&req.container_id)?;
+            stream_flags(req.tty, req.stdin, req.stdout, req.stderr)?;
+            let url = self.0.streams.url(crate::streaming::Pending::Attach(req))?;
+            Ok(proto::AttachResponse { url })
+        })
     }
 
     async fn port_forward(
         &self,
-        _: Request<proto::PortForwardRequest>,
+        request: Request<proto::PortForwardRequest>,
     ) -> Reply<proto::PortForwardResponse> {
-        unimplemented("PortForward", "podlab cri has no streaming server yet")
+        let req = request.into_inner();
+        let id = req.pod_sandbox_id.clone();
+        self.0.call("PortForward", &id, || {
+            let sandbox = self.0.sandbox_id("pod_sandbox_id", &req.pod_sandbox_id)?;
+            let status = self
+                .0
+                .runtime
+                .pod_sandbox_status(&sandbox)
+                .map_err(from_runtime)?;
+            if status.state != podlab_runtime::status::SandboxState::Ready {
+                return Err(Status::failed_precondition(format!(
+                    "failed to get sandbox ip: sandbox {:?} is not running",
+                    sandbox.as_str()
+                )));
+            }
+            let url = self
+                .0
+                .streams
+                .url(crate::streaming::Pending::PortForward(req))?;
+            Ok(proto::PortForwardResponse { url })
+        })
     }
 
     async fn container_stats(

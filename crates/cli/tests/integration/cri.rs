@@ -1,6 +1,7 @@
 //! `podlab cri` driven by the real `crictl` (cri-tools, from the critest kit beside the
 //! checkout): the core verbs end to end, checked against the kernel, and the CRI's error rules.
 
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -106,6 +107,42 @@ impl Server {
             .stdin(Stdio::null())
             .output()
             .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `crictl ARGS` with its connection flags, for a caller that sets its stdio itself.
+    fn crictl_command(&self, args: &[&str]) -> Command {
+        let endpoint = format!("unix://{}", self.socket().display());
+        let mut command = Command::new(&self.crictl);
+        command
+            .args([
+                "--runtime-endpoint",
+                &endpoint,
+                "--image-endpoint",
+                &endpoint,
+            ])
+            .args(["--timeout", "60s"])
+            .args(args)
+            .current_dir(self.dir.path());
+        command
+    }
+
+    /// `crictl ARGS` with `input` on its stdin: exit status, stdout, stderr.
+    fn crictl_input(&self, args: &[&str], input: &[u8]) -> (i32, String, String) {
+        use std::io::Write;
+        let mut child = self
+            .crictl_command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -318,5 +355,226 @@ fn crictl_sees_cri_errors_as_containerd_words_them() {
     );
     // Nothing half-made: the refused container left no trace.
     assert_eq!(server.ok(&["ps", "-a", "-q"]), "");
+    server.ok(&["rmp", "-f", &sandbox]);
+}
+
+/// A running pod of the test server (`PODLAB_NETWORK=none`: its own network namespace with
+/// `lo` only) and its containers, by name, from `(name, config)`.
+fn pod_with(
+    server: &Server,
+    name: &str,
+    containers: &[(&str, serde_json::Value)],
+) -> (String, Vec<String>) {
+    server.ok(&["pull", "busybox"]);
+    let pod = server.write(
+        &format!("{name}-pod.json"),
+        serde_json::json!({"metadata": {"name": name, "namespace": "default", "uid": name, "attempt": 0},
+            "log_directory": server.dir.path().join("logs"), "linux": {}}),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let mut ids = Vec::new();
+    for (container, config) in containers {
+        let mut config = config.clone();
+        config["metadata"] = serde_json::json!({"name": container});
+        config["image"] = serde_json::json!({"image": "busybox"});
+        config["log_path"] = serde_json::json!(format!("{container}.log"));
+        config["linux"] = serde_json::json!({});
+        let file = server.write(&format!("{container}.json"), config);
+        let id = server.ok(&["create", &sandbox, &file, &pod]);
+        server.ok(&["start", &id]);
+        ids.push(id);
+    }
+    (sandbox, ids)
+}
+
+fn container_state(server: &Server, id: &str) -> (String, i64) {
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", id])).unwrap();
+    (
+        inspect["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        inspect["status"]["exitCode"].as_i64().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn crictl_exec_and_attach_stream_through_podlab_cri() {
+    use crate::terminals::{wait_exit, Terminal};
+    let Some(server) = Server::start("cri::crictl_exec_and_attach_stream_through_podlab_cri")
+    else {
+        return;
+    };
+    let (sandbox, ids) = pod_with(
+        &server,
+        "streams",
+        &[
+            ("app", serde_json::json!({"command": ["sleep", "1000"]})),
+            (
+                "once",
+                serde_json::json!({"command": ["sh"], "stdin": true, "stdin_once": true}),
+            ),
+            (
+                "console",
+                serde_json::json!({"command": ["sh"], "stdin": true, "tty": true}),
+            ),
+        ],
+    );
+    let (app, once, console) = (&ids[0], &ids[1], &ids[2]);
+
+    // Exec (the streaming server, not ExecSync): stdout and stderr apart, and the exit code as
+    // client-go reads it from the status on the error stream.
+    let (code, stdout, stderr) =
+        server.crictl(&["exec", app, "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(stdout, "out\n");
+    assert!(stderr.contains("err\n"), "{stderr}");
+    assert!(
+        stderr.contains("command terminated with exit code 3"),
+        "{stderr}"
+    );
+    assert_eq!(code, 1, "crictl ends 1 on a non-zero exit; {stderr}");
+    // -i: stdin piped to the process, its end the process's end of file.
+    let (code, stdout, stderr) = server.crictl_input(
+        &["exec", "-i", app, "sh", "-c", "cat; echo end"],
+        b"piped\nlines\n",
+    );
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "piped\nlines\nend\n"),
+        "{stderr}"
+    );
+
+    // -it through a real pty: the terminal's size inside, a resize, the exit code.
+    let mut terminal = Terminal::new(30, 100);
+    let mut crictl = terminal.spawn(server.crictl_command(&["exec", "-it", app, "sh"]));
+    terminal.expect("# ");
+    assert!(
+        terminal.shell("stty size").contains("\n30 100"),
+        "stty size inside is the terminal's"
+    );
+    terminal.resize(40, 120);
+    let mut resized = false;
+    for _ in 0..100 {
+        if terminal.shell("stty size").contains("\n40 120") {
+            resized = true;
+            break;
+        }
+    }
+    assert!(resized, "stty size follows the resize");
+    assert!(terminal.shell("tty").contains("\n/dev/pts/0"));
+    terminal.send(b"exit 7\r");
+    terminal.expect("command terminated with exit code 7");
+    assert_eq!(wait_exit(&mut crictl), 1);
+
+    // Attach to a stdinOnce container: its output, our input, and the end of our input is
+    // the end of its stdin, so its shell exits.
+    let (code, stdout, stderr) = server.crictl_input(
+        &["attach", "-i", once],
+        b"echo hello-attach; echo to-stderr >&2; exit 4\n",
+    );
+    assert_eq!((code, stdout.as_str()), (0, "hello-attach\n"), "{stderr}");
+    assert!(stderr.contains("to-stderr"), "{stderr}");
+    assert!(
+        wait_until(Duration::from_secs(30), || container_state(&server, once)
+            == ("CONTAINER_EXITED".to_string(), 4)),
+        "the attached shell exited 4: {:?}",
+        container_state(&server, once)
+    );
+
+    // Attach -it to a container's own console: its size is the terminal's, what is typed
+    // reaches its shell.
+    let mut terminal = Terminal::new(25, 90);
+    let mut crictl = terminal.spawn(server.crictl_command(&["attach", "-it", console]));
+    let mut sized = false;
+    for _ in 0..100 {
+        if terminal.shell("stty size").contains("\n25 90") {
+            sized = true;
+            break;
+        }
+    }
+    assert!(sized, "the console has the attached terminal's size");
+    terminal.send(b"exit 5\r");
+    assert_eq!(wait_exit(&mut crictl), 0);
+    assert!(wait_until(Duration::from_secs(30), || container_state(
+        &server, console
+    ) == (
+        "CONTAINER_EXITED".to_string(),
+        5
+    )));
+
+    // The server still has one thread: streams are tasks on it.
+    assert_eq!(threads(server.child.id()), "1");
+    server.ok(&["rmp", "-f", &sandbox]);
+}
+
+#[test]
+fn crictl_port_forward_reaches_a_server_in_the_pods_network_namespace() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Some(server) =
+        Server::start("cri::crictl_port_forward_reaches_a_server_in_the_pods_network_namespace")
+    else {
+        return;
+    };
+    // The server listens on the pod's own 127.0.0.1: only a socket made in the pod's network
+    // namespace reaches it.
+    let (sandbox, _) = pod_with(
+        &server,
+        "forward",
+        &[(
+            "web",
+            serde_json::json!({"command": ["sh", "-c",
+                "mkdir -p /tmp/www && echo pod-page > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"]}),
+        )],
+    );
+    let mut child = server
+        .crictl_command(&["port-forward", &sandbox, ":8080", ":8081"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut ports = Vec::new();
+    while ports.len() < 2 {
+        let mut line = String::new();
+        assert_ne!(
+            lines.read_line(&mut line).unwrap(),
+            0,
+            "crictl port-forward ended early"
+        );
+        if let Some(rest) = line.strip_prefix("Forwarding from 127.0.0.1:") {
+            let port: u16 = rest.split(' ').next().unwrap().parse().unwrap();
+            ports.push(port);
+        }
+    }
+    let fetch = |port: u16| {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    };
+    for _ in 0..2 {
+        let response = fetch(ports[0]);
+        assert!(
+            response.starts_with("HTTP/1.") && response.ends_with("pod-page\n"),
+            "{response}"
+        );
+    }
+    // Nothing listens on 8081 in the pod: the connection ends, and the error comes back on
+    // the error stream, for crictl to print.
+    assert_eq!(fetch(ports[1]), "");
+    // SAFETY: kill(2) on the crictl this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("an error occurred forwarding") && stderr.contains("connection refused"),
+        "{stderr}"
+    );
+    assert_eq!(threads(server.child.id()), "1");
     server.ok(&["rmp", "-f", &sandbox]);
 }
