@@ -517,7 +517,7 @@ fn crictl_port_forward_reaches_a_server_in_the_pods_network_namespace() {
     };
     // The server listens on the pod's own 127.0.0.1: only a socket made in the pod's network
     // namespace reaches it.
-    let (sandbox, _) = pod_with(
+    let (sandbox, ids) = pod_with(
         &server,
         "forward",
         &[(
@@ -525,6 +525,23 @@ fn crictl_port_forward_reaches_a_server_in_the_pods_network_namespace() {
             serde_json::json!({"command": ["sh", "-c",
                 "mkdir -p /tmp/www && echo pod-page > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"]}),
         )],
+    );
+    // httpd listens once its shell has made its page: asked from inside the pod (bounded).
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let (_, stdout, _) = server.crictl(&[
+                "exec",
+                "-s",
+                &ids[0],
+                "wget",
+                "-q",
+                "-O-",
+                "http://127.0.0.1:8080/",
+            ]);
+            stdout.contains("pod-page")
+        }),
+        "httpd did not serve in the pod; server log: {}",
+        server.log()
     );
     let mut child = server
         .crictl_command(&["port-forward", &sandbox, ":8080", ":8081"])

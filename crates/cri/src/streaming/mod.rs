@@ -45,6 +45,9 @@ const TOKEN_TTL: Duration = Duration::from_secs(60);
 const MAX_PENDING: usize = 1000;
 /// The longest HTTP request head read.
 const MAX_HEAD: usize = 16 * 1024;
+/// How long a client has to send its request once connected (a connection that sends
+/// nothing is closed, not kept for ever).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The protocol of exec and attach sessions.
 pub const REMOTECOMMAND_V4: &str = "v4.channel.k8s.io";
@@ -144,6 +147,7 @@ async fn connection(mut stream: TcpStream, cri: &Arc<Cri>) -> std::io::Result<()
     let _ = stream.set_nodelay(true);
     let mut head = Vec::with_capacity(1024);
     let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
     let end = loop {
         if let Some(at) = find(&head, b"\r\n\r\n") {
             break at + 4;
@@ -151,7 +155,10 @@ async fn connection(mut stream: TcpStream, cri: &Arc<Cri>) -> std::io::Result<()
         if head.len() > MAX_HEAD {
             return reply(&mut stream, "431 Request Header Fields Too Large", "").await;
         }
-        let n = stream.read(&mut buffer).await?;
+        let n = match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Ok(read) => read?,
+            Err(_) => return reply(&mut stream, "408 Request Timeout", "").await,
+        };
         if n == 0 {
             return Ok(());
         }
