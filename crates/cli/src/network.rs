@@ -20,13 +20,19 @@
 //! The folder records which namespace it is for (its cookie: inode numbers are reused), so that
 //! a later namespace with the same number never inherits an earlier one's leases, and `podlab
 //! gc` and the node agent remove the folders of namespaces that are gone ([`identity`]).
+//!
+//! A one-shot command leaves one network namespace attached ahead of time for the next pod, for
+//! a few seconds ([`warm`]): the next `run --rm`'s pause joins it, so the plugins' ADD is off
+//! that command's way.
 
 mod identity;
+pub mod warm;
 
 pub use identity::collect_gone;
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,7 +60,12 @@ pub fn plugin(root: &Path) -> Result<Option<Arc<dyn NetworkPlugin>>> {
 }
 
 /// [`plugin`], with the bridge kept or not after the last detach.
-pub fn plugin_with(_root: &Path, bridge: Bridge) -> Result<Option<Arc<dyn NetworkPlugin>>> {
+pub fn plugin_with(root: &Path, bridge: Bridge) -> Result<Option<Arc<dyn NetworkPlugin>>> {
+    Ok(podlab_network(root, bridge)?.map(|n| Arc::new(n) as Arc<dyn NetworkPlugin>))
+}
+
+/// The network `PODLAB_NETWORK` chooses, as podlab's own type (None: `none`).
+pub(crate) fn podlab_network(_root: &Path, bridge: Bridge) -> Result<Option<PodlabNetwork>> {
     let kind = std::env::var(ENV_NETWORK).unwrap_or_else(|_| "cni".into());
     if kind == "none" {
         return Ok(None);
@@ -71,16 +82,20 @@ pub fn plugin_with(_root: &Path, bridge: Bridge) -> Result<Option<Arc<dyn Networ
         // ADD and DEL (containerd runs it because its shim does not do that).
         config.loopback = false;
     }
-    Ok(Some(Arc::new(PodlabNetwork {
+    Ok(Some(PodlabNetwork {
         kind,
         network: network_kind,
         bridge: PodlabNet::podlab(&net_root).bridge,
         keep_bridge: bridge == Bridge::Keep,
         net_root,
-    })))
+    }))
 }
 
-struct PodlabNetwork {
+/// Set in a `run --rm`'s removal when a warm namespace's keeper follows it ([`warm`]): the
+/// removal then keeps the bridge for it (the keeper removes it, if unused, when it ends).
+static WARM_KEEPER_FOLLOWS: AtomicBool = AtomicBool::new(false);
+
+pub(crate) struct PodlabNetwork {
     kind: String,
     /// Opened for each attach and detach, under the lock: opening writes the default conflist,
     /// which must not come back after the last pod's detach removed it.
@@ -95,12 +110,11 @@ impl PodlabNetwork {
     fn attachment(pod: &PodNetwork<'_>) -> Attachment {
         // The ADD result is cached in the sandbox's folder (`<sandbox>/ns/net` → `<sandbox>`),
         // which goes with the sandbox.
-        let sandbox_dir = pod
-            .netns
-            .parent()
-            .and_then(Path::parent)
-            .unwrap_or(pod.netns);
-        Attachment::new(pod.sandbox_id.as_str(), pod.netns, sandbox_dir).for_pod(
+        let sandbox_dir = warm::sandbox_dir(pod.netns);
+        // A pod that joined a warm namespace keeps the CNI container id its ADD ran with.
+        let container_id = warm::adopted_id(sandbox_dir);
+        let container_id = container_id.as_deref().unwrap_or(pod.sandbox_id.as_str());
+        Attachment::new(container_id, pod.netns, sandbox_dir).for_pod(
             &pod.metadata.namespace,
             &pod.metadata.name,
             &pod.metadata.uid,
@@ -112,6 +126,47 @@ impl PodlabNetwork {
     fn locked<T>(&self, f: impl FnOnce() -> T) -> Result<T, podlab_runtime::network::PluginError> {
         let _lock = lock_network_namespace()?;
         Ok(f())
+    }
+
+    /// The ADD of `attachment`, under the network's lock.
+    fn add(
+        &self,
+        attachment: &Attachment,
+    ) -> Result<podlab_cni::NetworkStatus, podlab_runtime::network::PluginError> {
+        Ok(self.locked(|| {
+            identity::claim(&self.net_root).map_err(|e| {
+                podlab_cni::Error::Invalid(format!("the pod network's state folder: {e:#}"))
+            })?;
+            // The bridge plugin turns on IPv4 forwarding for the node whenever it makes the
+            // bridge a gateway. Pods on podlab0 reach each other and the node on-link, so
+            // forwarding is not needed, and podlab forwards nothing towards the host's network:
+            // the node's setting is put back as it was.
+            let forwarding = std::fs::read_to_string(IP_FORWARD).ok();
+            let status = open_network(self.network.clone()).and_then(|n| n.setup(attachment));
+            if let Some(before) = forwarding {
+                if std::fs::read_to_string(IP_FORWARD).ok().as_deref() != Some(before.as_str()) {
+                    let _ = std::fs::write(IP_FORWARD, before.trim());
+                }
+            }
+            status
+        })??)
+    }
+
+    /// The DEL of `attachment`, under the network's lock; then the bridge and the network's
+    /// folder go if no pod is left on it, unless `keep_bridge`.
+    fn del(
+        &self,
+        attachment: &Attachment,
+        keep_bridge: bool,
+    ) -> Result<(), podlab_runtime::network::PluginError> {
+        self.locked(|| {
+            open_network(self.network.clone())?.teardown(attachment)?;
+            if !keep_bridge {
+                let _ = remove_if_unused(&self.bridge, &self.net_root);
+            }
+            Ok::<(), podlab_cni::Error>(())
+        })??;
+        Ok(())
     }
 }
 
@@ -125,23 +180,7 @@ impl NetworkPlugin for PodlabNetwork {
         pod: &PodNetwork<'_>,
     ) -> Result<NetworkAttachment, podlab_runtime::network::PluginError> {
         let attachment = Self::attachment(pod);
-        let status = self.locked(|| {
-            identity::claim(&self.net_root).map_err(|e| {
-                podlab_cni::Error::Invalid(format!("the pod network's state folder: {e:#}"))
-            })?;
-            // The bridge plugin turns on IPv4 forwarding for the node whenever it makes the
-            // bridge a gateway. Pods on podlab0 reach each other and the node on-link, so
-            // forwarding is not needed, and podlab forwards nothing towards the host's network:
-            // the node's setting is put back as it was.
-            let forwarding = std::fs::read_to_string(IP_FORWARD).ok();
-            let status = open_network(self.network.clone()).and_then(|n| n.setup(&attachment));
-            if let Some(before) = forwarding {
-                if std::fs::read_to_string(IP_FORWARD).ok().as_deref() != Some(before.as_str()) {
-                    let _ = std::fs::write(IP_FORWARD, before.trim());
-                }
-            }
-            status
-        })??;
+        let status = self.add(&attachment)?;
         let result = serde_json::from_str(&status.result_json).ok();
         Ok(NetworkAttachment {
             ips: status.ips.iter().map(|ip| ip.to_string()).collect(),
@@ -155,14 +194,12 @@ impl NetworkPlugin for PodlabNetwork {
         _result: Option<&serde_json::Value>,
     ) -> Result<(), podlab_runtime::network::PluginError> {
         let attachment = Self::attachment(pod);
-        self.locked(|| {
-            open_network(self.network.clone())?.teardown(&attachment)?;
-            if !self.keep_bridge {
-                let _ = remove_if_unused(&self.bridge, &self.net_root);
-            }
-            Ok::<(), podlab_cni::Error>(())
-        })??;
-        Ok(())
+        let keep = self.keep_bridge || WARM_KEEPER_FOLLOWS.load(Ordering::SeqCst);
+        self.del(&attachment, keep)
+    }
+
+    fn take_prepared(&self, pod: &PodNetwork<'_>) -> Option<podlab_runtime::PreparedNetwork> {
+        warm::take(self, pod)
     }
 
     fn node_stopping(&self) -> Result<(), podlab_runtime::network::PluginError> {
@@ -245,7 +282,11 @@ fn lock_network_namespace() -> std::io::Result<OwnedFd> {
 /// it is stale, so the bridge and the folder go. True when something was removed.
 pub fn gc() -> Result<bool> {
     let net_root = network_root()?;
+    // The warm namespace kept for the next pod goes first (its keeper DELs it), and what a
+    // killed keeper left (its lease) after it.
+    warm::stop_keeper();
     let _lock = lock_network_namespace()?;
+    warm::collect_orphans(&net_root);
     // The bridge is looked for even without the folder: a network of the user's own conflist
     // (`PODLAB_CNI_CONF_DIR`) keeps its leases elsewhere but its bridge here.
     remove_if_unused(&PodlabNet::podlab(&net_root).bridge, &net_root)

@@ -317,7 +317,9 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
 /// folder and cgroups, the volumes. None of it changes what the command reports, so a child
 /// of this command does it while the command returns `code`, as kubelet tears a pod down
 /// after its status is final (it takes well under the 2 s that `podlab gc` and the node agent
-/// may find it in; both leave a sandbox alone while the child holds its lock). The child
+/// may find it in; both leave a sandbox alone while the child holds its lock). On the default
+/// CNI network the child then leaves a network namespace attached for the next one-shot pod,
+/// kept by a process of its own for a few seconds ([`crate::network::warm`]). The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
 /// waits for the child and prints the removal's phases after the mark where it returned.
@@ -354,9 +356,15 @@ fn remove_after_return(
                     libc::dup2(null, 1);
                 }
             }
+            // The next one-shot pod's network is made now, off its way: the bridge stays
+            // for the namespace kept warm (see `network::warm`).
+            let warm = crate::network::warm::will_follow(root);
             let removed = runtime.remove_pod_sandbox(sandbox);
             podlab_kubelet::volume::tear_down(root, dirs);
             crate::trace::mark(&tracing, "volumes torn down");
+            if warm {
+                crate::network::warm::start_keeper(root);
+            }
             let failed = removed.is_err();
             if let Err(e) = removed {
                 eprintln!("podlab: removing the pod's sandbox {sandbox}: {e} (`podlab gc` removes what is left)");

@@ -106,7 +106,7 @@ pub use exec::{ExecProcess, ExecStdio, TtyExec};
 pub use gc::GcReport;
 pub use id::{ContainerId, SandboxId};
 pub use image::{ImageService, ResolvedImage, StoreImages};
-pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork};
+pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork, PreparedNetwork};
 pub use report::StartStep;
 pub use runtime::Runtime;
 pub use status::{

@@ -6,8 +6,14 @@
 //! after the containers are stopped and before the namespace is unpinned; a failed teardown
 //! fails the stop, so that it can be retried while the namespace still exists (CNI wants a DEL
 //! for every ADD). `hostNetwork` pods are never handed to the plugin.
+//!
+//! A plugin may also hand RunPodSandbox a network namespace it made and attached ahead of time
+//! ([`NetworkPlugin::take_prepared`], a warm one): then pause joins that namespace instead of
+//! making one, the ADD's result is the attachment's, and the teardown is the same as for a pod
+//! attached on the way.
 
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use crate::config::PodSandboxMetadata;
@@ -36,6 +42,15 @@ pub struct NetworkAttachment {
     pub result: Option<serde_json::Value>,
 }
 
+/// A network namespace made and attached before the pod asked for it: the pod's from now on.
+#[derive(Debug)]
+pub struct PreparedNetwork {
+    /// The namespace (with `lo` up and the attachment in it); pause joins it.
+    pub netns: OwnedFd,
+    /// What its set-up gave it, as [`NetworkPlugin::set_up`] would have returned it.
+    pub attachment: NetworkAttachment,
+}
+
 pub trait NetworkPlugin: Send + Sync {
     /// A name for messages (`cni`, `bridge`...).
     fn name(&self) -> &str;
@@ -47,6 +62,13 @@ pub trait NetworkPlugin: Send + Sync {
         pod: &PodNetwork<'_>,
         result: Option<&serde_json::Value>,
     ) -> Result<(), PluginError>;
+
+    /// A namespace attached ahead of time for `pod`, if the plugin has one ready; the plugin
+    /// has recorded by then whatever its `tear_down` of `pod` needs. `pod.netns` is where the
+    /// namespace will be pinned. None: RunPodSandbox makes the namespace and calls `set_up`.
+    fn take_prepared(&self, _pod: &PodNetwork<'_>) -> Option<PreparedNetwork> {
+        None
+    }
 
     /// The node agent that used this plugin is stopping: what the network kept for the next
     /// pod (a bridge without a port) can go. Pods still attached keep theirs.

@@ -89,7 +89,18 @@ impl Runtime {
         };
         trace.mark("sandbox folder, shm, cgroups");
 
-        start_shim(
+        // A namespace attached ahead of time, if the network has one: pause joins it.
+        let prepared = match (&self.network, network_mode) {
+            (Some(plugin), NetworkMode::Pod) => {
+                plugin.take_prepared(&pod_network(id, config, &paths.ns(podlab_ns::NsKind::Net)))
+            }
+            _ => None,
+        };
+        let prepared_path = prepared.as_ref().map(|p| {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
+            PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
+        });
+        let started = start_shim(
             id,
             paths,
             &shim,
@@ -115,11 +126,21 @@ impl Runtime {
                     &config.metadata.namespace,
                     &config.metadata.name,
                 )),
+                netns: prepared_path.clone(),
             },
-        )?;
+        );
+        if let (Err(_), Some(plugin), Some(path)) = (&started, &self.network, &prepared_path) {
+            // No shim pinned it: the DEL goes to the namespace this process still holds.
+            let _ = plugin.tear_down(&pod_network(id, config, path), None);
+        }
+        started?;
         podlab_fault::point_reached("sandbox.after-shim");
-        let attachment = match (&self.network, network_mode) {
-            (Some(plugin), NetworkMode::Pod) => {
+        let attachment = match (&self.network, network_mode, prepared) {
+            (Some(_), NetworkMode::Pod, Some(prepared)) => {
+                trace.mark("CNI ADD (made ahead, joined)");
+                prepared.attachment
+            }
+            (Some(plugin), NetworkMode::Pod, None) => {
                 let netns = paths.ns(podlab_ns::NsKind::Net);
                 let pod = pod_network(id, config, &netns);
                 let attachment = plugin.set_up(&pod).map_err(|e| Error::Network {

@@ -47,3 +47,4 @@ mod uts;
 mod verbs;
 mod volumes;
 mod wait;
+mod warm_netns;

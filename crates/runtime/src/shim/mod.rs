@@ -64,6 +64,9 @@ pub struct ShimArgs {
     pub mount_template: Option<PathBuf>,
     /// The pod's trace file, which a command that traces the pod makes ([`crate::trace`]).
     pub trace: Option<PathBuf>,
+    /// A network namespace made and attached ahead of time (`/proc/<caller>/fd/<n>`, see
+    /// [`crate::network::PreparedNetwork`]) that pause joins instead of making its own.
+    pub netns: Option<PathBuf>,
 }
 
 impl ShimArgs {
@@ -112,6 +115,10 @@ impl ShimArgs {
             args.push("--trace".into());
             args.push(trace.clone().into());
         }
+        if let Some(netns) = &self.netns {
+            args.push("--netns".into());
+            args.push(netns.clone().into());
+        }
         args
     }
 
@@ -128,6 +135,7 @@ impl ShimArgs {
         let mut security = Default::default();
         let mut mount_template = None;
         let mut trace = None;
+        let mut netns = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -159,6 +167,7 @@ impl ShimArgs {
                 }
                 "--template-ns" => mount_template = Some(PathBuf::from(value()?)),
                 "--trace" => trace = Some(PathBuf::from(value()?)),
+                "--netns" => netns = Some(PathBuf::from(value()?)),
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -175,6 +184,7 @@ impl ShimArgs {
             security,
             mount_template,
             trace,
+            netns,
         })
     }
 }
@@ -623,6 +633,7 @@ mod tests {
             },
             mount_template: Some("/proc/1/fd/7".into()),
             trace: Some("/run/podlab/traces/default_web".into()),
+            netns: Some("/proc/1/fd/9".into()),
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

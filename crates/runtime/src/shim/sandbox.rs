@@ -10,6 +10,10 @@
 //! bounding set and the pause image's user 65535 (which leaves it no effective capability), and
 //! `execve`s podlab-pause. Then the shim pins every pod namespace under `ns/`, so they outlive
 //! the pause process if it dies, and keeps them open for the containers to join.
+//!
+//! With a network namespace made and attached ahead of time (`--netns`, a warm one: see
+//! [`crate::network::PreparedNetwork`]), pause joins that one instead of unsharing a new one;
+//! it is the pod's alone from then on, pinned and torn down as a new one would be.
 
 use std::convert::Infallible;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -239,6 +243,14 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         },
         None => None,
     };
+    // Opened before the fork: the path is the caller's descriptor, valid while it waits.
+    let netns = match &args.netns {
+        Some(path) => Some(
+            ops::open(path, NsKind::Net)
+                .map_err(|e| format!("the pod's network namespace made ahead: {e}"))?,
+        ),
+        None => None,
+    };
     let (report_r, report_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))?;
     let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
@@ -253,9 +265,10 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
         console: None,
     };
     let template = template.as_ref().map(|fd| fd.as_fd());
+    let netns = netns.as_ref().map(|fd| fd.as_fd());
     let pid = fork_in(own_pid, pid_ns, || {
         init::run_child(stdio, report_w, |trace| {
-            pause_child(args, &process, template, trace)
+            pause_child(args, &process, template, netns, trace)
         })
     })?;
     drop(null);
@@ -274,6 +287,7 @@ fn pause_child(
     args: &ShimArgs,
     process: &ProcessSpec,
     template: Option<BorrowedFd<'_>>,
+    netns: Option<BorrowedFd<'_>>,
     trace: &mut Trace,
 ) -> Step<Infallible> {
     if let Some(placement) = &args.placement {
@@ -281,6 +295,11 @@ fn pause_child(
     }
     let mut kinds = pod_kinds(args.host_network, false);
     kinds.retain(|k| *k != NsKind::Pid);
+    if let (Some(netns), false) = (netns, args.host_network) {
+        ops::join(netns, NsKind::Net)
+            .map_err(|e| ns_failure("join the network namespace made ahead", None, e))?;
+        kinds.retain(|k| *k != NsKind::Net);
+    }
     ops::create(&kinds).map_err(|e| ns_failure("unshare the pod namespaces", None, e))?;
     if !args.host_network {
         podlab_ns::uts::set_hostname(&args.hostname)

@@ -1,0 +1,499 @@
+//! A warm network namespace: one made and attached by the real CNI plugins ahead of time, for
+//! the next pod of a one-shot command to join, so that the plugins' ADD (two Go programs'
+//! starts, `bridge` and its `host-local`) is off that command's way.
+//!
+//! **Who makes it.** After a `podlab run --rm` on the default CNI network has removed its pod,
+//! its removal child forks a keeper (named `podlab-warm`, stdio on /dev/null, no descriptor of
+//! the command kept, cwd `/`). The keeper binds the abstract unix socket `@podlab-warm-netns`
+//! of the node's network namespace (one keeper per node namespace: a second one exits at
+//! once), then makes a network namespace (held by its descriptor only, never pinned, `lo` up)
+//! and runs the network's ADD on it exactly as a sandbox's would run (same conflist, same
+//! plugins, same lock; `CNI_CONTAINERID` is the keeper's own `warm…` id). Its ADD result is
+//! cached in `/run/podlab-net/<netns inode>/warm/<id>/`, with the keeper's identity.
+//!
+//! **Who takes it.** RunPodSandbox asks the network for a prepared namespace before it starts
+//! the shim ([`take`]): the command connects to the socket and the keeper sends the namespace's
+//! descriptor and its ADD result. The command checks that the result was made with the conflist
+//! in force now, moves the cached result into the sandbox's folder and records there the CNI
+//! container id (`network-attachment`), and says "taken"; the keeper exits. pause joins that
+//! namespace instead of making one; it is pinned, recorded and torn down as any pod's (the DEL
+//! runs with the ADD's container id and config, from the sandbox's folder). A keeper still in
+//! its ADD answers when the ADD is done; a command finds no keeper in one failed `connect`.
+//!
+//! **Lifetime.** At most one warm namespace per node network namespace, alive while its keeper
+//! lives: until a pod takes it, or [`TTL`] seconds (`PODLAB_WARM_NETNS=SECONDS`, default 10; 0
+//! makes none) after it was made, or `podlab gc` (and the node agent's stop, which runs the
+//! same collection) asks the keeper to stop. Ending, the keeper runs the DEL (its veth and
+//! lease go; the namespace goes with its descriptor) and removes the bridge and the network's
+//! folder if no pod is left on it, as the last one-shot pod's removal does. A keeper killed
+//! with SIGKILL takes its namespace and veth with it; its lease is released by the next
+//! `podlab gc` ([`collect_orphans`]), or goes with the network's folder.
+
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{
+    accept4, bind, connect, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+};
+use podlab_cni::Attachment;
+use podlab_runtime::liveness::ProcessIdentity;
+use podlab_runtime::protocol::{receive_message, send_message};
+use podlab_runtime::{NetworkAttachment, PodNetwork, PreparedNetwork};
+use serde::{Deserialize, Serialize};
+
+use super::{Bridge, PodlabNetwork};
+
+/// `PODLAB_WARM_NETNS`: how many seconds a warm namespace waits for a pod (0: none is made).
+pub const ENV_TTL: &str = "PODLAB_WARM_NETNS";
+/// The default wait, in seconds.
+pub const TTL: u64 = 10;
+/// The keeper's socket, in the abstract namespace of the node's network namespace.
+const SOCKET: &[u8] = b"podlab-warm-netns";
+/// The keeper's process name (`/proc/PID/comm`).
+pub const KEEPER_NAME: &str = "podlab-warm";
+/// In a sandbox's folder: the CNI container id of the warm namespace it took.
+const ADOPTED: &str = "network-attachment";
+/// In the network's folder: one folder per warm namespace (its ADD result, its keeper).
+const WARM_DIR: &str = "warm";
+/// In a warm namespace's folder: the keeper's identity (`PID:STARTTIME`).
+const KEEPER_FILE: &str = "keeper";
+/// How long a command waits for a keeper that is still in its ADD.
+const TAKE_WAIT: Duration = Duration::from_secs(5);
+/// How long `podlab gc` waits for a keeper's DEL.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Request {
+    Take,
+    Stop,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Reply {
+    /// The namespace (its descriptor comes with the message) and its ADD.
+    Offer {
+        container_id: String,
+        cache_dir: PathBuf,
+        ips: Vec<String>,
+        result_json: String,
+    },
+    /// Stopped (the DEL is done), or nothing to offer.
+    Done,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    taken: bool,
+}
+
+/// The seconds a warm namespace waits, from `PODLAB_WARM_NETNS`; None when off.
+fn ttl() -> Option<Duration> {
+    let seconds = match std::env::var(ENV_TTL) {
+        Ok(value) => value.trim().parse::<u64>().unwrap_or(TTL),
+        Err(_) => TTL,
+    };
+    (seconds > 0).then(|| Duration::from_secs(seconds))
+}
+
+/// `<sandbox>` of the pin `<sandbox>/ns/net`.
+pub(super) fn sandbox_dir(netns_pin: &Path) -> &Path {
+    netns_pin
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(netns_pin)
+}
+
+/// The CNI container id of the warm namespace a sandbox took, if it took one.
+pub(super) fn adopted_id(sandbox_dir: &Path) -> Option<String> {
+    let id = std::fs::read_to_string(sandbox_dir.join(ADOPTED)).ok()?;
+    let id = id.trim();
+    podlab_cni::args::check_container_id(id).ok()?;
+    Some(id.to_owned())
+}
+
+fn abstract_address() -> nix::Result<UnixAddr> {
+    UnixAddr::new_abstract(SOCKET)
+}
+
+fn seqpacket() -> nix::Result<OwnedFd> {
+    socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+}
+
+/// Connected to the keeper of this network namespace, if one listens.
+fn connect_keeper() -> Option<OwnedFd> {
+    let fd = seqpacket().ok()?;
+    connect(fd.as_raw_fd(), &abstract_address().ok()?).ok()?;
+    Some(fd)
+}
+
+/// Waits until `fd` is readable, at most `wait`.
+fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout =
+            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(n) if n > 0 => return true,
+            Ok(_) if Instant::now() >= deadline => return false,
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// RunPodSandbox's question ([`podlab_runtime::NetworkPlugin::take_prepared`]): the warm
+/// namespace of this node's keeper, if there is one made with the conflist in force, adopted
+/// by the sandbox whose namespace pin is `pod.netns`.
+pub(super) fn take(network: &PodlabNetwork, pod: &PodNetwork<'_>) -> Option<PreparedNetwork> {
+    if network.kind != "cni" || ttl().is_none() {
+        return None;
+    }
+    let keeper = connect_keeper()?;
+    send_message(keeper.as_fd(), &Request::Take, &[]).ok()?;
+    if !readable(keeper.as_fd(), TAKE_WAIT) {
+        return None;
+    }
+    let (reply, mut fds) = receive_message::<Reply>(keeper.as_fd()).ok()??;
+    let Reply::Offer {
+        container_id,
+        cache_dir,
+        ips,
+        result_json,
+    } = reply
+    else {
+        return None;
+    };
+    let netns = fds.pop()?;
+    let adopted = adopt(network, pod, &container_id, &cache_dir);
+    let answer = Answer {
+        taken: adopted.is_ok(),
+    };
+    if send_message(keeper.as_fd(), &answer, &[]).is_err() && adopted.is_ok() {
+        // The keeper is gone: the namespace is ours all the same (this descriptor holds it).
+    }
+    if adopted.is_err() {
+        // Not made with the conflist in force (or not adoptable): the keeper DELs it.
+        let _ = std::fs::remove_file(sandbox_dir(pod.netns).join(ADOPTED));
+        return None;
+    }
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    Some(PreparedNetwork {
+        netns,
+        attachment: NetworkAttachment {
+            ips,
+            result: serde_json::from_str(&result_json).ok(),
+        },
+    })
+}
+
+/// Moves the warm namespace's cached ADD into the sandbox's folder and records its container
+/// id there, when the ADD ran with the conflist in force now.
+fn adopt(
+    network: &PodlabNetwork,
+    pod: &PodNetwork<'_>,
+    container_id: &str,
+    cache_dir: &Path,
+) -> Result<(), String> {
+    let podlab_cni::NetworkKind::Cni(config) = &network.network else {
+        return Err("not a CNI network".into());
+    };
+    let list = podlab_cni::CniNetwork::new(config.clone())
+        .and_then(|n| n.conflist())
+        .map_err(|e| e.to_string())?;
+    let from = podlab_cni::cache::cache_path(cache_dir, &list.name, container_id, "eth0");
+    let record = podlab_cni::cache::load(&from)
+        .map_err(|e| e.to_string())?
+        .ok_or("no cached result")?;
+    if record.config != list.raw {
+        return Err("made with another conflist".into());
+    }
+    let sandbox = sandbox_dir(pod.netns);
+    let to = podlab_cni::cache::cache_path(sandbox, &list.name, container_id, "eth0");
+    podlab_cni::cache::store(&to, &record).map_err(|e| e.to_string())?;
+    std::fs::write(sandbox.join(ADOPTED), container_id).map_err(|e| e.to_string())
+}
+
+/// In a `run --rm`'s removal child, before the removal: a keeper will follow, so the removal
+/// keeps the bridge for it. False when no warm namespace is wanted.
+pub fn will_follow(root: &Path) -> bool {
+    let wanted = ttl().is_some()
+        && matches!(
+            super::podlab_network(root, Bridge::RemoveWhenUnused),
+            Ok(Some(n)) if n.kind == "cni"
+        );
+    if wanted {
+        super::WARM_KEEPER_FOLLOWS.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    wanted
+}
+
+/// In a `run --rm`'s removal child, after the removal: forks the keeper of a warm namespace
+/// (see the module doc) and returns once it holds the socket, or found another keeper there.
+/// Single-threaded callers only.
+pub fn start_keeper(root: &Path) {
+    let (Some(ttl), Ok(Some(network))) =
+        (ttl(), super::podlab_network(root, Bridge::RemoveWhenUnused))
+    else {
+        return;
+    };
+    let Ok((ready_r, ready_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+        return;
+    };
+    // SAFETY: the caller is single-threaded; the child runs the keeper and exits.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(ready_r);
+            let code = keeper(&network, ttl, ready_w);
+            // SAFETY: no destructor of the command's must run in this copy of it.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { .. }) => {
+            drop(ready_w);
+            // One byte, or end of file when it exits (another keeper holds the socket).
+            let mut byte = [0u8; 1];
+            let _ = nix::unistd::read(&ready_r, &mut byte);
+        }
+        Err(_) => {
+            // No keeper: the bridge was kept for it, and goes now if no pod is left on it.
+            let _ = super::gc();
+        }
+    }
+}
+
+/// The keeper's life: the socket, the namespace, its ADD, then one taker, the stop, or the end
+/// of `ttl`. Returns the exit code.
+fn keeper(network: &PodlabNetwork, ttl: Duration, ready: OwnedFd) -> i32 {
+    // Nothing of the command's: not its output streams (a caller reading them to their end
+    // would wait for the keeper), not its descriptors (locks), not its folder.
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        // SAFETY: dup2 onto the standard streams of this single-threaded process.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+            libc::dup2(null.as_raw_fd(), 2);
+        }
+    }
+    let keep = ready.as_raw_fd() as libc::c_uint;
+    // SAFETY: closes descriptors this process no longer uses (every one above 2 but `ready`).
+    unsafe {
+        if keep > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+    }
+    let _ = nix::unistd::setsid();
+    let _ = nix::unistd::chdir("/");
+    let _ = nix::sys::prctl::set_name(c"podlab-warm");
+    let Ok(listener) = seqpacket() else { return 1 };
+    let Ok(address) = abstract_address() else {
+        return 1;
+    };
+    if bind(listener.as_raw_fd(), &address).is_err()
+        || listen(&listener, Backlog::new(8).unwrap_or(Backlog::MAXCONN)).is_err()
+    {
+        return 0; // another keeper holds it
+    }
+    let _ = nix::unistd::write(&ready, &[1]);
+    drop(ready);
+    let made = Instant::now();
+    let Some(warm) = Warm::make(network) else {
+        // The bridge was kept for this keeper; it goes if no pod is left on it.
+        let _ = network.del_nothing();
+        return 1;
+    };
+    let deadline = made + ttl;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !readable(listener.as_fd(), left) {
+            warm.end(network);
+            return 0;
+        }
+        let Ok(client) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) else {
+            continue;
+        };
+        // SAFETY: accept4 returned a new descriptor that nothing else owns.
+        let client = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(client) };
+        if !readable(client.as_fd(), Duration::from_secs(5)) {
+            continue;
+        }
+        match receive_message::<Request>(client.as_fd()) {
+            Ok(Some((Request::Take, _))) => {
+                let offer = warm.offer();
+                if send_message(client.as_fd(), &offer, &[warm.netns.as_raw_fd()]).is_err() {
+                    continue;
+                }
+                let taken = readable(client.as_fd(), Duration::from_secs(5))
+                    && matches!(
+                        receive_message::<Answer>(client.as_fd()),
+                        Ok(Some((Answer { taken: true }, _)))
+                    );
+                if taken {
+                    return 0; // the pod's now: nothing to tear down here
+                }
+                // Refused (another conflist) or the taker died: not offered again.
+                warm.end(network);
+                return 0;
+            }
+            Ok(Some((Request::Stop, _))) => {
+                warm.end(network);
+                let _ = send_message(client.as_fd(), &Reply::Done, &[]);
+                return 0;
+            }
+            _ => continue,
+        }
+    }
+}
+
+/// The keeper's namespace and its attachment.
+struct Warm {
+    netns: OwnedFd,
+    attachment: Attachment,
+    status: podlab_cni::NetworkStatus,
+}
+
+impl Warm {
+    /// A new network namespace with `lo` up, attached by the network's ADD; its folder records
+    /// the keeper first, so that a keeper killed midway is found by `podlab gc`.
+    fn make(network: &PodlabNetwork) -> Option<Warm> {
+        let netns = new_netns().ok()?;
+        let id = format!("warm{}", podlab_runtime::SandboxId::generate().as_str());
+        let folder = network.net_root.join(WARM_DIR).join(&id);
+        std::fs::create_dir_all(&folder).ok()?;
+        let me = ProcessIdentity::of(std::process::id() as i32).ok()?;
+        std::fs::write(
+            folder.join(KEEPER_FILE),
+            format!("{}:{}", me.pid, me.start_time),
+        )
+        .ok()?;
+        let path = PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            netns.as_raw_fd()
+        ));
+        let attachment = Attachment::new(&id, &path, &folder).for_pod("", KEEPER_NAME, "");
+        match network.add(&attachment) {
+            Ok(status) => Some(Warm {
+                netns,
+                attachment,
+                status,
+            }),
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&folder);
+                None
+            }
+        }
+    }
+
+    fn offer(&self) -> Reply {
+        Reply::Offer {
+            container_id: self.attachment.container_id.clone(),
+            cache_dir: self.attachment.cache_dir.clone(),
+            ips: self.status.ips.iter().map(|ip| ip.to_string()).collect(),
+            result_json: self.status.result_json.clone(),
+        }
+    }
+
+    /// The DEL, the folder, and the bridge if no pod is left on it.
+    fn end(self, network: &PodlabNetwork) {
+        let _ = network.del(&self.attachment, false);
+        let _ = std::fs::remove_dir_all(&self.attachment.cache_dir);
+        let _ = std::fs::remove_dir(self.attachment.cache_dir.parent().unwrap_or(Path::new("/")));
+    }
+}
+
+impl PodlabNetwork {
+    /// The bridge and the network's folder, if no pod is left on the bridge.
+    fn del_nothing(&self) -> Result<(), podlab_runtime::network::PluginError> {
+        self.locked(|| super::remove_if_unused(&self.bridge, &self.net_root))?
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}").into())
+    }
+}
+
+/// A new network namespace with `lo` up, held by the returned descriptor; the caller stays in
+/// its own.
+fn new_netns() -> Result<OwnedFd, String> {
+    use podlab_ns::NsKind;
+    let home = podlab_ns::ops::open(Path::new("/proc/thread-self/ns/net"), NsKind::Net)
+        .map_err(|e| e.to_string())?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("unshare(CLONE_NEWNET): {e}"))?;
+    let made = podlab_ns::ops::open(Path::new("/proc/thread-self/ns/net"), NsKind::Net)
+        .map_err(|e| e.to_string())
+        .and_then(|fd| {
+            podlab_ns::net::Netlink::open()
+                .and_then(|mut netlink| netlink.loopback_up())
+                .map_err(|e| e.to_string())?;
+            Ok(fd)
+        });
+    podlab_ns::ops::join(home.as_fd(), NsKind::Net).map_err(|e| e.to_string())?;
+    made
+}
+
+/// `podlab gc`'s part (and the node agent's stop): asks this network namespace's keeper to end
+/// (it runs the DEL first) and waits for it. True when there was one.
+pub fn stop_keeper() -> bool {
+    let Some(keeper) = connect_keeper() else {
+        return false;
+    };
+    if send_message(keeper.as_fd(), &Request::Stop, &[]).is_err() {
+        return false;
+    }
+    // A keeper still in its ADD answers when its DEL is done.
+    if readable(keeper.as_fd(), STOP_WAIT) {
+        let _ = receive_message::<Reply>(keeper.as_fd());
+    }
+    let _ = std::io::stdout().flush();
+    true
+}
+
+/// With the network's lock held: the warm namespaces whose keeper is gone (killed): their
+/// namespace went with it; the DEL releases the lease (no namespace to enter) and the folder
+/// goes.
+pub(super) fn collect_orphans(net_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(net_root.join(WARM_DIR)) else {
+        return;
+    };
+    let Ok(Some(network)) = super::podlab_network(Path::new("/"), Bridge::Keep) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let folder = entry.path();
+        let alive = std::fs::read_to_string(folder.join(KEEPER_FILE))
+            .ok()
+            .and_then(|text| {
+                let (pid, start) = text.trim().split_once(':')?;
+                Some(ProcessIdentity {
+                    pid: pid.parse().ok()?,
+                    start_time: start.parse().ok()?,
+                })
+            })
+            .is_some_and(|keeper| keeper.is_alive());
+        if alive {
+            continue;
+        }
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let attachment = Attachment::new(&id, Path::new("/nonexistent"), &folder);
+        let _ =
+            podlab_cni::open_network(network.network.clone()).and_then(|n| n.teardown(&attachment));
+        let _ = std::fs::remove_dir_all(&folder);
+    }
+    let _ = std::fs::remove_dir(net_root.join(WARM_DIR));
+}
