@@ -11,6 +11,10 @@
 //! plugins, same lock; `CNI_CONTAINERID` is the keeper's own `warm…` id). Its ADD result is
 //! cached in `/run/podlab-net/<netns inode>/warm/<id>/`, with the keeper's identity.
 //!
+//! Both ends check the other's user (`SO_PEERCRED`): any process of the namespace could bind
+//! the abstract name or connect to it, and a namespace handed over by another user's process
+//! is never joined.
+//!
 //! **Who takes it.** RunPodSandbox asks the network for a prepared namespace before it starts
 //! the shim ([`take`]): the command connects to the socket and the keeper sends the namespace's
 //! descriptor and its ADD result. The command checks that the result was made with the conflist
@@ -129,11 +133,18 @@ fn seqpacket() -> nix::Result<OwnedFd> {
     )
 }
 
-/// Connected to the keeper of this network namespace, if one listens.
+/// Whether the process at the other end of `fd` runs as this one's user: an abstract name
+/// can be bound by any process of the namespace, so neither side trusts another user's.
+fn same_user(fd: BorrowedFd<'_>) -> bool {
+    nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials)
+        .is_ok_and(|peer| peer.uid() == nix::unistd::geteuid().as_raw())
+}
+
+/// Connected to the keeper of this network namespace, if one listens (as this user).
 fn connect_keeper() -> Option<OwnedFd> {
     let fd = seqpacket().ok()?;
     connect(fd.as_raw_fd(), &abstract_address().ok()?).ok()?;
-    Some(fd)
+    same_user(fd.as_fd()).then_some(fd)
 }
 
 /// Waits until `fd` is readable, at most `wait`.
@@ -330,7 +341,7 @@ fn keeper(network: &PodlabNetwork, ttl: Duration, ready: OwnedFd) -> i32 {
         };
         // SAFETY: accept4 returned a new descriptor that nothing else owns.
         let client = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(client) };
-        if !readable(client.as_fd(), Duration::from_secs(5)) {
+        if !same_user(client.as_fd()) || !readable(client.as_fd(), Duration::from_secs(5)) {
             continue;
         }
         match receive_message::<Request>(client.as_fd()) {
