@@ -27,7 +27,7 @@
 //! **Lifetime.** At most one warm namespace per node network namespace, alive while its keeper
 //! lives: until a pod takes it, or [`TTL`] seconds (`PODLAB_WARM_NETNS=SECONDS`, default 10; 0
 //! makes none) after it was made, or `podlab gc` (and the node agent's stop, which runs the
-//! same collection) asks the keeper to stop. Ending, the keeper runs the DEL (its veth and
+//! same collection) asks the keeper to stop, or SIGTERM. Ending, the keeper runs the DEL (its veth and
 //! lease go; the namespace goes with its descriptor) and removes the bridge and the network's
 //! folder if no pod is left on it, as the last one-shot pod's removal does. A keeper killed
 //! with SIGKILL takes its namespace and veth with it; its lease is released by the next
@@ -147,7 +147,18 @@ fn connect_keeper() -> Option<OwnedFd> {
     same_user(fd.as_fd()).then_some(fd)
 }
 
-/// Waits until `fd` is readable, at most `wait`.
+/// Set by SIGTERM, SIGINT or SIGHUP in a keeper: it ends as at its deadline (DEL first).
+static KEEPER_STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_signal: libc::c_int) {
+    KEEPER_STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn stopping() -> bool {
+    KEEPER_STOPPING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Waits until `fd` is readable, at most `wait` (a keeper asked to stop waits no more).
 fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let deadline = Instant::now() + wait;
@@ -159,6 +170,7 @@ fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
         match poll(&mut fds, timeout) {
             Ok(n) if n > 0 => return true,
             Ok(_) if Instant::now() >= deadline => return false,
+            Err(nix::Error::EINTR) if stopping() => return false,
             Ok(_) | Err(nix::Error::EINTR) => {}
             Err(_) => return false,
         }
@@ -312,6 +324,19 @@ fn keeper(network: &PodlabNetwork, ttl: Duration, ready: OwnedFd) -> i32 {
     let _ = nix::unistd::setsid();
     let _ = nix::unistd::chdir("/");
     let _ = nix::sys::prctl::set_name(c"podlab-warm");
+    // Not the command's handlers: a stop signal ends the keeper, after its DEL.
+    {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let action = SigAction::new(
+            SigHandler::Handler(on_stop),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
+        for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            // SAFETY: the handler only stores to an atomic.
+            let _ = unsafe { sigaction(signal, &action) };
+        }
+    }
     let Ok(listener) = seqpacket() else { return 1 };
     let Ok(address) = abstract_address() else {
         return 1;
@@ -332,7 +357,7 @@ fn keeper(network: &PodlabNetwork, ttl: Duration, ready: OwnedFd) -> i32 {
     let deadline = made + ttl;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || !readable(listener.as_fd(), left) {
+        if left.is_zero() || stopping() || !readable(listener.as_fd(), left) {
             warm.end(network);
             return 0;
         }

@@ -217,7 +217,7 @@ fn the_next_run_rm_joins_the_warm_namespace_and_gc_removes_the_one_after() {
 }
 
 #[test]
-fn a_warm_namespace_ends_by_itself_and_none_is_made_when_switched_off() {
+fn a_warm_namespace_ends_by_itself_or_on_sigterm_and_none_is_made_when_switched_off() {
     let node = Node::new("warm-ttl");
     node.run_rm("short", &[("PODLAB_WARM_NETNS", "1")]);
     warm_keeper(&node);
@@ -231,6 +231,23 @@ fn a_warm_namespace_ends_by_itself_and_none_is_made_when_switched_off() {
     );
     node.assert_nothing_left();
     node.run_rm("off", &[("PODLAB_WARM_NETNS", "0")]);
+    node.assert_nothing_left();
+    // SIGTERM ends a keeper as its deadline does: DEL, bridge, folder.
+    node.run_rm("term", &[]);
+    let (pid, _) = warm_keeper(&node);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || node.keepers().is_empty()
+            && node.veths().is_empty()
+            && !node.state_dir().exists()),
+        "after SIGTERM: keepers {:?}, veths {:?}",
+        node.keepers(),
+        node.veths()
+    );
     node.assert_nothing_left();
 }
 
