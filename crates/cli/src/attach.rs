@@ -1,4 +1,4 @@
-//! `podlab attach POD [-c C] [-i] [-t]`: kubectl attach's twin — the output of a running
+//! `podlab attach POD|TYPE/NAME [-c C] [-i] [-t]`: kubectl attach's twin — the output of a running
 //! container's own process as it comes and, with `-i`, this stdin to it; with a container
 //! started with `tty`, this terminal in raw mode around its console. Also the session that
 //! `run -it` and `debug -it` open once their container runs.
@@ -59,9 +59,17 @@ impl Allocated {
     }
 }
 
-pub fn run(pod_name: &str, container: Option<&str>, namespace: &str, flags: Flags) -> Result<i32> {
+pub fn run(
+    target: &str,
+    timeout: std::time::Duration,
+    container: Option<&str>,
+    namespace: &str,
+    flags: Flags,
+) -> Result<i32> {
     let ctx = Ctx::open()?;
-    let pod: Pod = ctx.store.get(namespace, pod_name)?;
+    let pod: Pod = crate::attachable::pod(&ctx, target, namespace, timeout)?;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let pod_name = pod_name.as_str();
     let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
     if let Some(phase @ ("Succeeded" | "Failed")) = phase.as_deref() {
         bail!("cannot attach a container in a completed pod; current phase is {phase}");

@@ -1,4 +1,4 @@
-//! `podlab exec POD [-c C] [-i] [-t] -- CMD...`: a command inside a running container's
+//! `podlab exec POD|TYPE/NAME [-c C] [-i] [-t] -- CMD...`: a command inside a running container's
 //! namespaces, with this terminal's stdout and stderr, its stdin with `-i`, and with `-it` a
 //! pty of its own in the container; its exit status is podlab's.
 
@@ -13,14 +13,16 @@ use crate::context::Ctx;
 use crate::terminal::Streams;
 
 pub fn run(
-    pod: &str,
+    target: &str,
+    timeout: std::time::Duration,
     container: Option<&str>,
     namespace: &str,
     cmd: &[String],
     streams: crate::terminal::Streams,
 ) -> Result<i32> {
     let ctx = Ctx::open()?;
-    let pod_object: Pod = ctx.store.get(namespace, pod)?;
+    let pod_object: Pod = crate::attachable::pod(&ctx, target, namespace, timeout)?;
+    let pod = pod_object.metadata.name.as_deref().unwrap_or_default();
     let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
     let id = crate::logs::running_container_id(&status, "exec into", pod)?;
     let runtime = ctx.runtime()?;

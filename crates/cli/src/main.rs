@@ -7,6 +7,7 @@
 
 mod apply;
 mod attach;
+mod attachable;
 mod columns;
 mod completion;
 mod context;
@@ -135,7 +136,8 @@ enum Command {
     },
     /// Run a command in a running container.
     Exec {
-        pod: String,
+        #[command(flatten)]
+        target: PodTarget,
         #[arg(short = 'c', long = "container")]
         container: Option<String>,
         #[command(flatten)]
@@ -147,7 +149,8 @@ enum Command {
     },
     /// Attach to the process of a running container, like `kubectl attach`.
     Attach {
-        pod: String,
+        #[command(flatten)]
+        target: PodTarget,
         #[arg(short = 'c', long = "container")]
         container: Option<String>,
         #[command(flatten)]
@@ -168,7 +171,8 @@ enum Command {
     },
     /// Forward local ports to a pod, like `kubectl port-forward`.
     PortForward {
-        pod: String,
+        #[command(flatten)]
+        target: PodTarget,
         /// `[LOCAL:]REMOTE`: `8080`, `8080:80`, `:80` (any free local port).
         #[arg(required = true)]
         ports: Vec<String>,
@@ -281,6 +285,24 @@ struct GetCli {
     /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
     #[arg(long)]
     index: Option<String>,
+}
+
+/// The pod `exec`, `attach` and `port-forward` work on, as kubectl takes it.
+#[derive(Args)]
+struct PodTarget {
+    /// `POD`, or `TYPE/NAME`: `pod/NAME`, or a pod of `deployment/NAME` (`deploy/`) or
+    /// `replicaset/NAME` (`rs/`), the most active one, as kubectl picks it.
+    pod: String,
+    /// How long to wait for a pod of the workload: `1m0s` (the default), `30s`.
+    #[arg(long = "pod-running-timeout", default_value = attachable::DEFAULT_TIMEOUT)]
+    pod_running_timeout: String,
+}
+
+impl PodTarget {
+    fn timeout(&self) -> anyhow::Result<std::time::Duration> {
+        podlab_kubelet::node::parse_duration(&self.pod_running_timeout)
+            .map_err(|e| UsageError(format!("--pod-running-timeout: {e}")).into())
+    }
 }
 
 /// `-l` and `--field-selector`, as kubectl's get and top take them.
@@ -482,13 +504,14 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         },
         Command::Logs { args, ns } => logs::run(&args, &ns.namespace).map(|()| Done),
         Command::Exec {
-            pod,
+            target,
             container,
             streams,
             ns,
             cmd,
         } => exec::run(
-            &pod,
+            &target.pod,
+            target.timeout()?,
             container.as_deref(),
             &ns.namespace,
             &cmd,
@@ -496,20 +519,27 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         )
         .map(Outcome::Status),
         Command::Attach {
-            pod,
+            target,
             container,
             streams,
             ns,
-        } => attach::run(&pod, container.as_deref(), &ns.namespace, streams.flags())
-            .map(Outcome::Status),
+        } => attach::run(
+            &target.pod,
+            target.timeout()?,
+            container.as_deref(),
+            &ns.namespace,
+            streams.flags(),
+        )
+        .map(Outcome::Status),
         Command::Cp {
             src,
             dest,
             container,
             ns,
         } => cp::run(&src, &dest, container.as_deref(), &ns.namespace).map(Outcome::Status),
-        Command::PortForward { pod, ports, ns } => {
-            port_forward::run(&pod, &ns.namespace, &ports).map(Outcome::Status)
+        Command::PortForward { target, ports, ns } => {
+            port_forward::run(&target.pod, target.timeout()?, &ns.namespace, &ports)
+                .map(Outcome::Status)
         }
         Command::Debug {
             pod,

@@ -1,4 +1,4 @@
-//! `podlab port-forward POD [LOCAL:]REMOTE...`: kubectl port-forward's twin. It listens on
+//! `podlab port-forward POD|TYPE/NAME [LOCAL:]REMOTE...`: kubectl port-forward's twin. It listens on
 //! 127.0.0.1 (and ::1 when this host has it) only, and relays each connection to
 //! `localhost:REMOTE` *inside the pod's network namespace*, as kubelet's streaming server
 //! does: the upstream socket is made by a forked child that joined the pod's net namespace
@@ -63,13 +63,18 @@ impl PortPair {
     }
 }
 
-pub fn run(pod_name: &str, namespace: &str, ports: &[String]) -> Result<i32> {
+pub fn run(
+    target: &str,
+    timeout: std::time::Duration,
+    namespace: &str,
+    ports: &[String],
+) -> Result<i32> {
     let pairs: Vec<PortPair> = ports
         .iter()
         .map(|p| PortPair::parse(p))
         .collect::<Result<_>>()?;
     let ctx = Ctx::open()?;
-    let pod: Pod = ctx.store.get(namespace, pod_name)?;
+    let pod: Pod = crate::attachable::pod(&ctx, target, namespace, timeout)?;
     let phase = pod
         .status
         .as_ref()
