@@ -1,9 +1,12 @@
-//! `podlab rollout status|history|undo|restart deployment/NAME`: kubectl's rollout commands,
+//! `podlab rollout status|history|undo|restart|pause|resume deployment/NAME`: kubectl's rollout commands,
 //! with its messages. `status` follows the Deployment through the store's watch until the
 //! rollout is done (`successfully rolled out`) or the timeout; `history` lists the revisions
 //! of its ReplicaSets; `undo` copies an older revision's template back into the Deployment
 //! (the previous one, or `--to-revision`), as kubectl does client-side; `restart` stamps the
-//! template with `kubectl.kubernetes.io/restartedAt`, which makes a new revision.
+//! template with `kubectl.kubernetes.io/restartedAt`, which makes a new revision; `pause` and
+//! `resume` set `spec.paused` (a paused Deployment's template changes make no new ReplicaSet
+//! until it is resumed; `status` keeps saying what it waits for, as kubectl's does), and
+//! `undo` and `restart` refuse a paused Deployment in kubectl's words.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -57,6 +60,16 @@ pub enum Rollout {
         #[command(flatten)]
         target: Target,
     },
+    /// Mark a Deployment paused: changes of its template roll out only once resumed.
+    Pause {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Resume a paused Deployment.
+    Resume {
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 pub fn run(command: Rollout) -> Result<()> {
@@ -87,6 +100,9 @@ pub fn run(command: Rollout) -> Result<()> {
         }
         Rollout::Restart { target } => {
             let (ctx, name) = open(&target)?;
+            if is_paused(&ctx, &target.namespace, &name)? {
+                bail!("deployments.apps {name:?} can't restart paused deployment (run rollout resume first)");
+            }
             let stamp = crate::columns::now().to_string();
             objects::modify(&ctx, Kind::Deployment, &target.namespace, &name, |d| {
                 let annotations = &mut d["spec"]["template"]["metadata"]["annotations"];
@@ -99,7 +115,32 @@ pub fn run(command: Rollout) -> Result<()> {
             println!("deployment.apps/{name} restarted");
             Ok(())
         }
+        Rollout::Pause { target } => set_paused(&target, true),
+        Rollout::Resume { target } => set_paused(&target, false),
     }
+}
+
+fn is_paused(ctx: &Ctx, namespace: &str, name: &str) -> Result<bool> {
+    let d = objects::fetch(ctx, Kind::Deployment, namespace, name)?;
+    Ok(d["spec"]["paused"].as_bool() == Some(true))
+}
+
+/// kubectl's `ObjectPauserFn` / `ObjectResumerFn`: `spec.paused` set or cleared, refused when
+/// it is so already.
+fn set_paused(target: &Target, paused: bool) -> Result<()> {
+    let (ctx, name) = open(target)?;
+    objects::modify(&ctx, Kind::Deployment, &target.namespace, &name, |d| {
+        match (d["spec"]["paused"].as_bool() == Some(true), paused) {
+            (true, true) => bail!("deployments.apps {name:?} is already paused"),
+            (false, false) => bail!("deployments.apps {name:?} is not paused"),
+            _ => {}
+        }
+        d["spec"]["paused"] = paused.into();
+        Ok((true, ()))
+    })?;
+    let done = if paused { "paused" } else { "resumed" };
+    println!("deployment.apps/{name} {done}");
+    Ok(())
 }
 
 fn open(target: &Target) -> Result<(Ctx, String)> {
@@ -232,6 +273,9 @@ pub fn history(ctx: &Ctx, namespace: &str, name: &str) -> Result<String> {
 /// patched back into the Deployment, with that ReplicaSet's annotations.
 pub fn undo(ctx: &Ctx, namespace: &str, name: &str, to_revision: i64) -> Result<String> {
     let d: Deployment = ctx.store.get(namespace, name)?;
+    if d.spec.as_ref().and_then(|s| s.paused) == Some(true) {
+        bail!("you cannot rollback a paused deployment; resume it first with 'podlab rollout resume' and try again");
+    }
     let sets = replicasets(ctx, &d)?;
     let target = if to_revision > 0 {
         sets.get(&to_revision).ok_or_else(|| {

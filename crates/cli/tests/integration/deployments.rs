@@ -215,3 +215,274 @@ fn recreate_stops_every_old_pod_before_starting_new_ones() {
         .0
         .is_empty()));
 }
+
+/// A two-replica Deployment `name` whose pods run `sleep`; `ready` says whether its readiness
+/// probe passes.
+fn small(name: &str, ready: bool, extra: &str) -> String {
+    let probe = if ready { "true" } else { "false" };
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: 2\n{extra}  \
+         strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}\n  \
+         selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      \
+         terminationGracePeriodSeconds: 1\n      containers:\n      - name: app\n        image: busybox\n        \
+         command: [sleep, \"1000\"]\n        readinessProbe: {{exec: {{command: [\"{probe}\"]}}, periodSeconds: 1}}\n"
+    )
+}
+
+fn deployment(root: &Root, name: &str) -> Deployment {
+    root.store().get("default", name).unwrap()
+}
+
+/// The ReplicaSets the Deployment `uid` controls, as (spec.replicas, desired-replicas,
+/// max-replicas), sorted.
+fn sizes(root: &Root, uid: &str) -> Vec<(i32, String, String)> {
+    let mut sets: Vec<(i32, String, String)> = replicasets(root)
+        .into_iter()
+        .filter(|rs| {
+            rs.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == uid)
+        })
+        .map(|rs| {
+            let a = rs.metadata.annotations.clone().unwrap_or_default();
+            (
+                rs.spec.unwrap().replicas.unwrap_or(0),
+                a.get("deployment.kubernetes.io/desired-replicas")
+                    .cloned()
+                    .unwrap_or_default(),
+                a.get("deployment.kubernetes.io/max-replicas")
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    sets.sort();
+    sets
+}
+
+#[test]
+fn scaled_in_the_middle_of_a_rollout_the_replicasets_grow_in_proportion() {
+    let root = Root::new("proportional");
+    assert_eq!(root.apply(&small("web", true, "")).code, Some(0));
+    root.ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    let uid = deployment(&root, "web").metadata.uid.unwrap();
+    // A new template whose pods never become ready: with maxUnavailable 0 the rollout stops
+    // at 2 old and 1 new pod (2 + maxSurge 1).
+    let out = root.apply(&small("web", false, ""));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        wait_until(LIMIT, || sizes(&root, &uid)
+            == [(1, "2".into(), "3".into()), (2, "2".into(), "3".into())]),
+        "{:?} {}",
+        sizes(&root, &uid),
+        root.ok(&["get", "deploy,rs", "-o", "yaml"]),
+    );
+    // Scaled to 4 (5 allowed, 2 more): 2·5/3 → 3 for the old, 1·5/3 → 2 for the new, as
+    // kube-controller-manager's proportional scaling; no rollout step in between.
+    assert_eq!(
+        root.ok(&["scale", "deploy/web", "--replicas=4"]),
+        "deployment.apps/web scaled\n"
+    );
+    assert!(
+        wait_until(LIMIT, || sizes(&root, &uid)
+            == [(2, "4".into(), "5".into()), (3, "4".into(), "5".into())]),
+        "{:?}",
+        sizes(&root, &uid)
+    );
+    root.ok(&["delete", "deployment", "web"]);
+    assert!(wait_until(LIMIT, || replicasets(&root).is_empty()
+        && root.store().list::<Pod>(None).unwrap().0.is_empty()));
+}
+
+#[test]
+fn a_paused_deployment_rolls_out_nothing_until_resumed() {
+    let root = Root::new("paused");
+    assert_eq!(root.apply(&small("web", true, "")).code, Some(0));
+    root.ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    assert_eq!(
+        root.ok(&["rollout", "pause", "deployment/web"]),
+        "deployment.apps/web paused\n"
+    );
+    let out = root.run(&["rollout", "pause", "deploy/web"]);
+    assert_eq!(
+        (out.code, out.stderr.as_str()),
+        (
+            Some(1),
+            "podlab: deployments.apps \"web\" is already paused\n"
+        )
+    );
+    // A new template: observed, said to be paused, and no new ReplicaSet.
+    let env = r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"X","value":"1"}]}]}}}}"#;
+    root.ok(&["patch", "deploy", "web", "-p", env]);
+    assert!(wait_until(LIMIT, || {
+        let d = deployment(&root, "web");
+        let status = d.status.clone().unwrap_or_default();
+        status.observed_generation == d.metadata.generation
+            && status.conditions.iter().flatten().any(|c| {
+                c.type_ == "Progressing"
+                    && c.status == "Unknown"
+                    && c.reason.as_deref() == Some("DeploymentPaused")
+            })
+    }));
+    assert_eq!(replicasets(&root).len(), 1);
+    // rollout status says what it waits for, as kubectl's does; undo and restart refuse.
+    assert_eq!(
+        root.ok(&["rollout", "status", "deploy/web", "--watch=false"]),
+        "Waiting for deployment \"web\" rollout to finish: 0 out of 2 new replicas have been updated...\n"
+    );
+    for (args, error) in [
+        (
+            &["rollout", "undo", "deploy/web"][..],
+            "you cannot rollback a paused deployment; resume it first with 'podlab rollout resume' and try again",
+        ),
+        (
+            &["rollout", "restart", "deploy/web"][..],
+            "deployments.apps \"web\" can't restart paused deployment (run rollout resume first)",
+        ),
+    ] {
+        let out = root.run(args);
+        assert_eq!(
+            (out.code, out.stderr),
+            (Some(1), format!("podlab: {error}\n")),
+            "{args:?}"
+        );
+    }
+    // Resumed: the rollout happens.
+    assert_eq!(
+        root.ok(&["rollout", "resume", "deploy/web"]),
+        "deployment.apps/web resumed\n"
+    );
+    let out = root.run(&["rollout", "resume", "deploy/web"]);
+    assert_eq!(
+        out.stderr,
+        "podlab: deployments.apps \"web\" is not paused\n"
+    );
+    let out = root.run(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    assert!(
+        out.stdout
+            .ends_with("deployment \"web\" successfully rolled out\n"),
+        "{out:?}"
+    );
+    assert_eq!(replicasets(&root).len(), 2);
+    root.ok(&["delete", "deployment", "web"]);
+    assert!(wait_until(LIMIT, || replicasets(&root).is_empty()
+        && root.store().list::<Pod>(None).unwrap().0.is_empty()));
+}
+
+#[test]
+fn an_orphan_replicaset_is_adopted_by_selector_and_released_when_it_no_longer_matches() {
+    let root = Root::new("adopt");
+    // An orphan ReplicaSet whose template is the Deployment's.
+    let orphan = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: orphan, labels: {app: web}}\nspec:\n  \
+        replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      \
+        terminationGracePeriodSeconds: 1\n      containers:\n      - name: app\n        image: busybox\n        \
+        command: [sleep, \"1000\"]\n        readinessProbe: {exec: {command: [\"true\"]}, periodSeconds: 1}\n";
+    assert_eq!(root.apply(orphan).code, Some(0));
+    assert_eq!(root.apply(&small("web", true, "")).code, Some(0));
+    let uid = deployment(&root, "web").metadata.uid.unwrap();
+    let controller = |root: &Root| -> Option<String> {
+        let rs: ReplicaSet = root.store().get("default", "orphan").ok()?;
+        rs.metadata
+            .owner_references?
+            .into_iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| format!("{}/{}/{}", o.kind, o.name, o.uid))
+    };
+    // Adopted, and it is the new ReplicaSet: no other is made.
+    assert!(
+        wait_until(LIMIT, || controller(&root)
+            == Some(format!("Deployment/web/{uid}"))),
+        "{:?}",
+        controller(&root)
+    );
+    root.ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    assert_eq!(replicasets(&root).len(), 1);
+    // Its labels changed so that the selector no longer matches: released.
+    root.ok(&["label", "rs", "orphan", "app=other", "--overwrite"]);
+    assert!(
+        wait_until(LIMIT, || controller(&root).is_none()),
+        "{:?}",
+        controller(&root)
+    );
+    root.ok(&["delete", "deployment", "web"]);
+    root.ok(&["delete", "rs", "orphan"]);
+    assert!(wait_until(LIMIT, || replicasets(&root).is_empty()
+        && root.store().list::<Pod>(None).unwrap().0.is_empty()));
+}
+
+#[test]
+fn exec_and_port_forward_take_a_workload_as_kubectl_does() {
+    let root = Root::new("typename");
+    assert_eq!(root.apply(&small("web", true, "")).code, Some(0));
+    root.ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    let (pods, _) = root.store().list::<Pod>(Some("default")).unwrap();
+    let names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let rs = replicasets(&root)[0].metadata.name.clone().unwrap();
+    // The hostname in a pod is its name: the pod chosen is one of the workload's.
+    for target in [
+        "deploy/web",
+        "deployment/web",
+        &format!("rs/{rs}"),
+        &format!("replicaset/{rs}"),
+    ] {
+        let out = root.ok(&["exec", target, "--", "hostname"]);
+        assert!(names.contains(&out.trim().to_string()), "{target}: {out}");
+    }
+    let out = root.ok(&["exec", &format!("pod/{}", names[0]), "--", "hostname"]);
+    assert_eq!(out.trim(), names[0]);
+    // kubectl's errors.
+    root.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n");
+    let zero = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: none}\nspec:\n  replicas: 0\n  \
+        selector: {matchLabels: {app: none}}\n  template:\n    metadata: {labels: {app: none}}\n    spec:\n      \
+        containers: [{name: app, image: busybox}]\n";
+    assert_eq!(root.apply(zero).code, Some(0));
+    for (args, error) in [
+        (
+            &["exec", "deploy/nosuch", "--", "true"][..],
+            "Error from server (NotFound): deployments.apps \"nosuch\" not found",
+        ),
+        (
+            &["exec", "pod/nosuch", "--", "true"][..],
+            "Error from server (NotFound): pods \"nosuch\" not found",
+        ),
+        (
+            &["exec", "cm/cm", "--", "true"][..],
+            "cannot attach to *v1.ConfigMap: selector for *v1.ConfigMap not implemented",
+        ),
+        (
+            &[
+                "port-forward",
+                "rs/none",
+                "8080",
+                "--pod-running-timeout=1s",
+            ][..],
+            "timed out waiting for the condition",
+        ),
+        (
+            &["attach", "rs/none", "--pod-running-timeout=1s"][..],
+            "timed out waiting for the condition",
+        ),
+    ] {
+        let out = root.run(args);
+        assert_eq!(
+            (out.code, out.stderr),
+            (Some(1), format!("podlab: {error}\n")),
+            "{args:?}"
+        );
+    }
+    let out = root.run(&["exec", "foo/x", "--", "true"]);
+    assert!(
+        out.stderr
+            .starts_with("podlab: the server doesn't have a resource type \"foo\""),
+        "{out:?}"
+    );
+    root.ok(&["delete", "deployment", "web"]);
+    root.ok(&["delete", "rs", "none"]);
+    assert!(wait_until(LIMIT, || replicasets(&root).is_empty()
+        && root.store().list::<Pod>(None).unwrap().0.is_empty()));
+}

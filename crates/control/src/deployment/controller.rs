@@ -10,6 +10,13 @@
 //! again. As the ReplicaSet controller does, it waits until its informers have seen its own
 //! last write before the next sync, instead of upstream's expectations.
 //!
+//! The ReplicaSets a sync works on are claimed as upstream's `ControllerRefManager` claims
+//! them: those it controls whose labels its selector still matches; one it controls that no
+//! longer matches is released (its ownerReference removed); an orphan that matches (and is
+//! not being deleted) is adopted (this Deployment added as its controller), once the
+//! Deployment read fresh from the store is still the same and not being deleted. An orphan
+//! ReplicaSet's change wakes the Deployments whose selector matches it.
+//!
 //! A deleted Deployment's ReplicaSets are deleted (the garbage collector's background cascade,
 //! done here for this kind); their pods then go with them through the ReplicaSet controller.
 
@@ -21,14 +28,16 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::sync::{equal_ignore_hash, sync, Action, REVISION};
+use super::sync::{controller_ref, equal_ignore_hash, sync, Action, REVISION};
 use crate::error::Result;
 use crate::events::{self, NORMAL};
+use crate::indexer::Indexer;
 use crate::indexes::{
     controller_index_key, pod_indexers, NAMESPACE_INDEX, POD_CONTROLLER_UID_INDEX,
 };
 use crate::informer::{HandlerFuncs, Informer};
 use crate::kind::{controller_of, object_key};
+use crate::selector::Selector;
 use crate::store::{Preconditions, Store};
 
 /// The component name on events, as kube-controller-manager's.
@@ -64,10 +73,19 @@ impl DeploymentController {
                 .on_delete(move |d: &Deployment| lock(&gone).push(d.clone())),
         );
         let (q_add, q_update, q_delete) = (queue.clone(), queue.clone(), queue.clone());
+        let (d_add, d_update) = (deployments.indexer(), deployments.indexer());
         replicasets.add_event_handler(
             HandlerFuncs::new()
-                .on_add(move |rs: &ReplicaSet| enqueue_owner(&q_add, rs))
-                .on_update(move |_: &ReplicaSet, rs: &ReplicaSet| enqueue_owner(&q_update, rs))
+                .on_add(move |rs: &ReplicaSet| enqueue_for(&q_add, &d_add, rs))
+                .on_update(move |old: &ReplicaSet, rs: &ReplicaSet| {
+                    // A controller that changed: the one it had hears of it too.
+                    if controller_of(&old.metadata).map(|o| &o.uid)
+                        != controller_of(&rs.metadata).map(|o| &o.uid)
+                    {
+                        enqueue_owner(&q_update, old);
+                    }
+                    enqueue_for(&q_update, &d_update, rs)
+                })
                 .on_delete(move |rs: &ReplicaSet| enqueue_owner(&q_delete, rs)),
         );
         let q_pod = queue.clone();
@@ -137,7 +155,7 @@ impl DeploymentController {
         let Some(d) = self.deployments.indexer().get_by_key(key) else {
             return Ok(());
         };
-        let owned = self.owned_replicasets(&d);
+        let owned = self.claim_replicasets(&d)?;
         let template = d
             .spec
             .as_ref()
@@ -194,6 +212,95 @@ impl DeploymentController {
             .filter(|rs| controller_of(&rs.metadata).is_some_and(|o| o.uid == uid))
             .map(|rs| (*rs).clone())
             .collect()
+    }
+
+    /// `getReplicaSetsForDeployment`: the ReplicaSets of the namespace claimed as
+    /// `ClaimReplicaSets` does (kept, released, adopted; see the module's doc).
+    fn claim_replicasets(&mut self, d: &Deployment) -> Result<Vec<ReplicaSet>> {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let selector = d.spec.as_ref().map(|s| &s.selector);
+        let Ok(selector) = Selector::from_label_selector(selector, "spec.selector") else {
+            return Ok(self.owned_replicasets(d)); // refused by validation; nothing to claim
+        };
+        let deleting = d.metadata.deletion_timestamp.is_some();
+        let mut claimed = Vec::new();
+        let mut can_adopt: Option<bool> = None;
+        let candidates = self
+            .replicasets
+            .indexer()
+            .by_index(NAMESPACE_INDEX, &namespace)
+            .unwrap_or_default();
+        for rs in candidates {
+            let matches = selector.matches(rs.metadata.labels.as_ref());
+            match controller_of(&rs.metadata) {
+                Some(owner) if owner.uid != uid => {}
+                Some(_) if matches => claimed.push((*rs).clone()),
+                Some(_) if deleting => {}
+                Some(_) => self.release(d, &rs)?,
+                None => {
+                    if deleting || !matches || rs.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    if !*can_adopt.get_or_insert_with(|| self.still_adoptable(d)) {
+                        continue;
+                    }
+                    match self.adopt(d, &rs) {
+                        Ok(adopted) => claimed.push(adopted),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// `RecheckDeletionTimestamp`: the Deployment read fresh is the one cached, not being
+    /// deleted.
+    fn still_adoptable(&self, cached: &Deployment) -> bool {
+        let namespace = cached.metadata.namespace.as_deref().unwrap_or_default();
+        let name = cached.metadata.name.as_deref().unwrap_or_default();
+        self.store
+            .get::<Deployment>(namespace, name)
+            .is_ok_and(|fresh| {
+                fresh.metadata.uid == cached.metadata.uid
+                    && fresh.metadata.deletion_timestamp.is_none()
+            })
+    }
+
+    /// This Deployment becomes the orphan's controller; the cached copy's resourceVersion
+    /// guards the write (a stale one is a Conflict, and the sync runs again).
+    fn adopt(&mut self, d: &Deployment, rs: &ReplicaSet) -> Result<ReplicaSet> {
+        let mut patched = rs.clone();
+        patched
+            .metadata
+            .owner_references
+            .get_or_insert_with(Vec::new)
+            .push(controller_ref(d));
+        let adopted = self.store.update(patched)?;
+        self.wrote(adopted.metadata.resource_version.as_ref());
+        Ok(adopted)
+    }
+
+    /// The ReplicaSet's ownerReference to this Deployment is removed.
+    fn release(&mut self, d: &Deployment, rs: &ReplicaSet) -> Result<()> {
+        let mut patched = rs.clone();
+        let uid = d.metadata.uid.as_deref().unwrap_or_default();
+        if let Some(owners) = patched.metadata.owner_references.as_mut() {
+            owners.retain(|o| o.uid != uid);
+            if owners.is_empty() {
+                patched.metadata.owner_references = None;
+            }
+        }
+        match self.store.update(patched) {
+            Ok(released) => {
+                self.wrote(released.metadata.resource_version.as_ref());
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()), // gone already: nothing to release
+            Err(e) => Err(e),
+        }
     }
 
     fn carry_out(&mut self, d: &Deployment, action: Action) -> Result<()> {
@@ -322,6 +429,30 @@ fn enqueue_owner(queue: &Mutex<BTreeSet<String>>, rs: &ReplicaSet) {
     if let Some(owner) = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") {
         let namespace = rs.metadata.namespace.clone().unwrap_or_default();
         enqueue(queue, format!("{namespace}/{}", owner.name));
+    }
+}
+
+/// A ReplicaSet's change wakes its controlling Deployment, or, for an orphan, every
+/// Deployment whose selector matches its labels (one that may adopt it).
+fn enqueue_for(
+    queue: &Mutex<BTreeSet<String>>,
+    deployments: &Indexer<Deployment>,
+    rs: &ReplicaSet,
+) {
+    if controller_of(&rs.metadata).is_some() {
+        return enqueue_owner(queue, rs);
+    }
+    let namespace = rs.metadata.namespace.clone().unwrap_or_default();
+    for d in deployments
+        .by_index(NAMESPACE_INDEX, &namespace)
+        .unwrap_or_default()
+    {
+        let selector = d.spec.as_ref().map(|s| &s.selector);
+        if Selector::from_label_selector(selector, "spec.selector")
+            .is_ok_and(|s| !s.is_empty() && s.matches(rs.metadata.labels.as_ref()))
+        {
+            enqueue(queue, object_key(&d.metadata));
+        }
     }
 }
 

@@ -29,12 +29,6 @@ pub fn decode_deployment_value(value: Value, source: &str) -> Result<Deployment,
         .collect();
     if errors.is_empty() {
         check_supported(&value, &mut errors);
-        if value["spec"]["paused"] == Value::Bool(true) {
-            errors.push(FieldError::new(
-                "spec.paused",
-                "not supported by podlab; remove it",
-            ));
-        }
     }
     if !errors.is_empty() {
         return Err(invalid(errors));
@@ -311,8 +305,7 @@ spec:
             e.contains("spec.template.spec.containers[0].image: Required value"),
             "{e}"
         );
-        let e =
-            decode(&WEB.replace("  replicas: 3\n", "  replicas: 3\n  paused: true\n")).unwrap_err();
-        assert!(e.contains("spec.paused: not supported by podlab"), "{e}");
+        let paused = decode(&WEB.replace("  replicas: 3\n", "  replicas: 3\n  paused: true\n"));
+        assert_eq!(paused.unwrap().spec.unwrap().paused, Some(true));
     }
 }

@@ -3,7 +3,9 @@
 //! maxUnavailable available: `MinimumReplicasAvailable`, else `MinimumReplicasUnavailable`) and
 //! `Progressing` (`NewReplicaSetCreated`, `FoundNewReplicaSet`, `ReplicaSetUpdated` while pods
 //! move, `NewReplicaSetAvailable` when complete, `ProgressDeadlineExceeded` after
-//! `progressDeadlineSeconds` without progress).
+//! `progressDeadlineSeconds` without progress); a paused Deployment's `Progressing` is
+//! `Unknown` with `DeploymentPaused`, and `DeploymentResumed` once resumed
+//! (`checkPausedConditions`).
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -18,6 +20,8 @@ pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
 pub const RS_UPDATED: &str = "ReplicaSetUpdated";
 pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
 pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+pub const PAUSED: &str = "DeploymentPaused";
+pub const RESUMED: &str = "DeploymentResumed";
 
 /// `NewDeploymentCondition`: both times now.
 pub fn condition(
@@ -118,10 +122,36 @@ fn is_timed_out(deployment: &Deployment, status: &DeploymentStatus, now: Timesta
         .is_some_and(|t| t.0 + SignedDuration::from_secs(i64::from(deadline)) < now)
 }
 
-/// The status for `all` (every ReplicaSet of the Deployment, the new one among them), with
-/// `before` as the status the sync started from (the stored one, with a condition the sync
-/// already set).
-pub fn calculate(
+/// `checkPausedConditions`: with a progress deadline (and no timeout reported), a paused
+/// Deployment's `Progressing` becomes `Unknown`/`DeploymentPaused`, a resumed one's
+/// `Unknown`/`DeploymentResumed`.
+pub fn set_paused_condition(
+    deployment: &Deployment,
+    status: &mut DeploymentStatus,
+    now: Timestamp,
+) {
+    let spec = deployment.spec.clone().unwrap_or_default();
+    if spec.progress_deadline_seconds.is_none_or(|s| s == i32::MAX) {
+        return;
+    }
+    let reason = get_condition(status, PROGRESSING).and_then(|c| c.reason.clone());
+    if reason.as_deref() == Some(TIMED_OUT) {
+        return;
+    }
+    let paused_before = reason.as_deref() == Some(PAUSED);
+    let (reason, message) = match spec.paused == Some(true) {
+        true if !paused_before => (PAUSED, "Deployment is paused"),
+        false if paused_before => (RESUMED, "Deployment is resumed"),
+        _ => return,
+    };
+    let mut unknown = condition(PROGRESSING, true, reason, message.into(), now);
+    unknown.status = "Unknown".into();
+    set_condition(status, unknown);
+}
+
+/// `calculateStatus` of sync.go: the counts of `all` (every ReplicaSet of the Deployment, the
+/// new one among them) and the `Available` condition, the other conditions as in `before`.
+pub fn calculate_counts(
     deployment: &Deployment,
     all: &[&ReplicaSet],
     new: Option<&ReplicaSet>,
@@ -165,7 +195,21 @@ pub fn calculate(
             ),
         );
     }
+    status
+}
 
+/// The status for `all` (every ReplicaSet of the Deployment, the new one among them), with
+/// `before` as the status the sync started from (the stored one, with a condition the sync
+/// already set): [`calculate_counts`], then the `Progressing` condition of a rollout
+/// (`syncRolloutStatus`).
+pub fn calculate(
+    deployment: &Deployment,
+    all: &[&ReplicaSet],
+    new: Option<&ReplicaSet>,
+    before: &DeploymentStatus,
+    now: Timestamp,
+) -> DeploymentStatus {
+    let mut status = calculate_counts(deployment, all, new, before, now);
     let current = get_condition(before, PROGRESSING).cloned();
     let complete_before = status.replicas == status.updated_replicas
         && current

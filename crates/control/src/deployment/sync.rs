@@ -13,9 +13,15 @@
 //! * Recreate: old ReplicaSets to zero, wait until their pods are gone, then the new one.
 //! * Once complete, old ReplicaSets beyond `revisionHistoryLimit` (with no pods) are deleted.
 //!
-//! Not done: proportional scaling of several ReplicaSets when `replicas` changes in the middle
-//! of a rollout (the new one is scaled as a rollout would), `paused`, and adopting orphaned
-//! ReplicaSets.
+//! * A scaling event (an active ReplicaSet's `desired-replicas` annotation is not the
+//!   Deployment's `replicas`) or `paused` takes sync.go's `sync` instead of a rollout step: no
+//!   new ReplicaSet is made; the one active ReplicaSet (or the newest) takes `replicas`; a
+//!   saturated new one leaves the old ones none; else, for RollingUpdate, what
+//!   `replicas + maxSurge` allows more (or less) is spread over the active ReplicaSets in
+//!   proportion to their size against their `max-replicas` annotation (`scale`), the largest
+//!   first, the rounding leftover to the first.
+//! * A paused Deployment's `Progressing` condition says `DeploymentPaused` (then
+//!   `DeploymentResumed`); its old ReplicaSets past the history limit are cleaned up.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +31,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::hash::{compute_hash, POD_TEMPLATE_HASH};
 use super::status::{
-    self, calculate, condition, is_complete, FOUND_NEW_RS, NEW_RS_CREATED, PROGRESSING,
+    self, calculate, calculate_counts, condition, is_complete, set_paused_condition, FOUND_NEW_RS,
+    NEW_RS_CREATED, PROGRESSING,
 };
 use super::strategy::{
     available_total, is_rolling_update, max_surge, max_unavailable, new_rs_new_replicas, replicas,
@@ -154,6 +161,8 @@ pub fn sync(
         actions: Vec::new(),
     };
     let mut before = deployment.status.clone().unwrap_or_default();
+    set_paused_condition(deployment, &mut before, now);
+    let paused = spec.paused == Some(true);
 
     let max_old = old
         .iter()
@@ -178,6 +187,19 @@ pub fn sync(
                 ),
             );
         }
+    }
+
+    if paused || is_scaling_event(deployment, new.as_ref(), &old) {
+        // sync.go's `sync`: replicas spread over what exists, no new ReplicaSet.
+        me.scale_all(new.as_mut(), &mut old);
+        if paused {
+            me.clean_up(&old);
+        }
+        me.sync_revision(new.as_ref());
+        let all: Vec<&ReplicaSet> = old.iter().chain(new.as_ref()).collect();
+        let status = calculate_counts(deployment, &all, new.as_ref(), &before, now);
+        me.update_status(status);
+        return me.actions;
     }
 
     let rolling = is_rolling_update(deployment);
@@ -211,17 +233,7 @@ pub fn sync(
     } else {
         me.recreate(&mut old, new.as_mut(), old_pods_running);
     }
-    if let Some(rs) = &new {
-        let revision = revision_of(&rs.metadata).to_string();
-        let current = deployment
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION));
-        if current != Some(&revision) {
-            me.actions.push(Action::SetRevision(revision));
-        }
-    }
+    me.sync_revision(new.as_ref());
     let scaled = me
         .actions
         .iter()
@@ -232,12 +244,80 @@ pub fn sync(
     }
     let all: Vec<&ReplicaSet> = old.iter().chain(new.as_ref()).collect();
     let status = calculate(deployment, &all, new.as_ref(), &before, now);
-    if deployment.status.as_ref() != Some(&status)
-        && !same_but_times(deployment.status.as_ref(), &status)
-    {
-        me.actions.push(Action::UpdateStatus(Box::new(status)));
-    }
+    me.update_status(status);
     me.actions
+}
+
+/// `isScalingEvent`: an active ReplicaSet's `desired-replicas` annotation is not the
+/// Deployment's `replicas`.
+fn is_scaling_event(deployment: &Deployment, new: Option<&ReplicaSet>, old: &[ReplicaSet]) -> bool {
+    let want = replicas(deployment);
+    old.iter()
+        .chain(new)
+        .filter(|rs| rs_replicas(rs) > 0)
+        .filter_map(|rs| int_annotation(rs, DESIRED_REPLICAS))
+        .any(|desired| desired != want)
+}
+
+fn int_annotation(rs: &ReplicaSet, key: &str) -> Option<i32> {
+    rs.metadata.annotations.as_ref()?.get(key)?.parse().ok()
+}
+
+/// `IsSaturated`: the new ReplicaSet has all the Deployment's replicas, all available.
+fn is_saturated(deployment: &Deployment, rs: &ReplicaSet) -> bool {
+    let want = replicas(deployment);
+    int_annotation(rs, DESIRED_REPLICAS) == Some(want)
+        && rs_replicas(rs) == want
+        && rs_available(rs) == want
+}
+
+/// `GetReplicaSetProportion`: this ReplicaSet's share of `to_add`, within what is left of it.
+fn proportion(rs: &ReplicaSet, deployment: &Deployment, to_add: i32, added: i32) -> i32 {
+    if rs_replicas(rs) == 0 || to_add == 0 || to_add == added {
+        return 0;
+    }
+    let fraction = fraction(rs, deployment);
+    let allowed = to_add - added;
+    match to_add > 0 {
+        true => fraction.min(allowed),
+        false => fraction.max(allowed),
+    }
+}
+
+/// `getReplicaSetFraction`: the size this ReplicaSet would have at the Deployment's new
+/// `replicas + maxSurge` in proportion to the `max-replicas` it was sized for (the
+/// Deployment's status replicas when the annotation is missing), less its size now; all of
+/// it when scaling to zero.
+fn fraction(rs: &ReplicaSet, deployment: &Deployment) -> i32 {
+    let have = rs_replicas(rs);
+    let want = replicas(deployment);
+    if want == 0 {
+        return -have;
+    }
+    let max_now = want + max_surge(deployment);
+    let sized_for = int_annotation(rs, MAX_REPLICAS).unwrap_or_else(|| {
+        deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(0)
+    });
+    if sized_for == 0 {
+        return 0;
+    }
+    // Go's math.Round: halves away from zero, as f64::round.
+    (f64::from(have) * f64::from(max_now) / f64::from(sized_for)).round() as i32 - have
+}
+
+/// `ReplicaSetsByCreationTimestamp`: older first, equal times by name.
+fn by_creation(a: &ReplicaSet, b: &ReplicaSet) -> std::cmp::Ordering {
+    let key = |rs: &ReplicaSet| {
+        (
+            rs.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            rs.metadata.name.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
 }
 
 /// A status that differs only in condition times is not written again.
@@ -254,6 +334,97 @@ fn same_but_times(old: Option<&DeploymentStatus>, new: &DeploymentStatus) -> boo
 }
 
 impl Sync<'_> {
+    /// The Deployment's revision annotation follows the new ReplicaSet's.
+    fn sync_revision(&mut self, new: Option<&ReplicaSet>) {
+        let Some(rs) = new else {
+            return;
+        };
+        let revision = revision_of(&rs.metadata).to_string();
+        let current = self
+            .deployment
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION));
+        if current != Some(&revision) {
+            self.actions.push(Action::SetRevision(revision));
+        }
+    }
+
+    /// The status is written when it changed (more than its condition times).
+    fn update_status(&mut self, status: DeploymentStatus) {
+        let stored = self.deployment.status.as_ref();
+        if stored != Some(&status) && !same_but_times(stored, &status) {
+            self.actions.push(Action::UpdateStatus(Box::new(status)));
+        }
+    }
+
+    /// sync.go's `scale`: the Deployment's `replicas` over its ReplicaSets when it was scaled
+    /// (or is paused), without a rollout step.
+    fn scale_all(&mut self, new: Option<&mut ReplicaSet>, old: &mut [ReplicaSet]) {
+        let d = self.deployment;
+        let want = replicas(d);
+        let mut all: Vec<&mut ReplicaSet> = old.iter_mut().collect();
+        let new_index = new.map(|rs| {
+            all.push(rs);
+            all.len() - 1
+        });
+        let active: Vec<usize> = (0..all.len())
+            .filter(|&i| rs_replicas(all[i]) > 0)
+            .collect();
+        // FindActiveOrLatest: one active ReplicaSet (or none: the new one, else the newest old
+        // one) takes every replica.
+        let only = match active.len() {
+            0 => new_index.or_else(|| (0..all.len()).max_by(|&a, &b| by_creation(all[a], all[b]))),
+            1 => Some(active[0]),
+            _ => None,
+        };
+        if let Some(i) = only {
+            if rs_replicas(all[i]) != want {
+                self.scale(all[i], want);
+            }
+            return;
+        }
+        // A saturated new ReplicaSet: the old ones go to zero.
+        if let Some(n) = new_index.filter(|&n| is_saturated(d, all[n])) {
+            for &i in active.iter().filter(|&&i| i != n) {
+                self.scale(all[i], 0);
+            }
+            return;
+        }
+        if !is_rolling_update(d) {
+            return;
+        }
+        let total: i32 = active.iter().map(|&i| rs_replicas(all[i])).sum();
+        let allowed = if want > 0 { want + max_surge(d) } else { 0 };
+        let to_add = allowed - total;
+        let mut order = active;
+        // The largest first; of equal sizes, the newer first when growing, the older first
+        // when shrinking (ReplicaSetsBySizeNewer / BySizeOlder).
+        order.sort_by(|&a, &b| {
+            rs_replicas(all[b])
+                .cmp(&rs_replicas(all[a]))
+                .then_with(|| match to_add > 0 {
+                    true => by_creation(all[b], all[a]),
+                    false => by_creation(all[a], all[b]),
+                })
+        });
+        let mut added = 0;
+        let mut sizes = Vec::with_capacity(order.len());
+        for &i in &order {
+            let share = proportion(all[i], d, to_add, added);
+            sizes.push(rs_replicas(all[i]) + share);
+            added += share;
+        }
+        for (k, &i) in order.iter().enumerate() {
+            let mut size = sizes[k];
+            if k == 0 && to_add != 0 {
+                size = (size + to_add - added).max(0);
+            }
+            self.scale(all[i], size);
+        }
+    }
+
     fn event(&mut self, message: String) {
         self.actions.push(Action::Event {
             reason: "ScalingReplicaSet".into(),
@@ -327,7 +498,10 @@ impl Sync<'_> {
                 changed = true;
             }
         }
-        changed | self.set_replicas_annotations(rs)
+        // SetNewReplicaSetAnnotations sets the replicas annotations only on a ReplicaSet it
+        // makes: an existing one keeps the max-replicas it was sized for, which a scaling
+        // event's proportions are computed from.
+        changed
     }
 
     fn copied_annotations(&self) -> BTreeMap<String, String> {
@@ -892,6 +1066,181 @@ mod tests {
                 (Some("web-a".into()), Some(1))
             ],
             "{actions:?}"
+        );
+    }
+
+    /// An old and a new ReplicaSet in the middle of a rollout, sized for `max` pods.
+    fn mid_rollout(old: i32, new: i32, desired: i32, max: i32) -> Vec<ReplicaSet> {
+        let set = |name: &str, image: &str, revision: &str, replicas: i32, at: i64| ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(name.into()),
+                creation_timestamp: Some(Time(Timestamp::from_second(at).unwrap())),
+                annotations: Some(
+                    [
+                        (REVISION.to_string(), revision.to_string()),
+                        (DESIRED_REPLICAS.to_string(), desired.to_string()),
+                        (MAX_REPLICAS.to_string(), max.to_string()),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                template: Some(template(image)),
+                ..Default::default()
+            }),
+            status: Some(ReplicaSetStatus {
+                replicas,
+                available_replicas: Some(replicas),
+                ..Default::default()
+            }),
+        };
+        vec![
+            set("web-a", "a", "1", old, 0),
+            set("web-b", "b", "2", new, 10),
+        ]
+    }
+
+    /// What a sync scaled: (name, replicas, desired-replicas, max-replicas).
+    fn scaled(actions: &[Action]) -> Vec<(String, i32, String, String)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::UpdateReplicaSet(rs) => {
+                    let annotations = rs.metadata.annotations.clone().unwrap_or_default();
+                    Some((
+                        rs.metadata.name.clone()?,
+                        rs_replicas(rs),
+                        annotations[DESIRED_REPLICAS].clone(),
+                        annotations[MAX_REPLICAS].clone(),
+                    ))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scaled_in_the_middle_of_a_rollout_the_replicasets_grow_and_shrink_in_proportion() {
+        // kubernetes.io's example: 10 replicas, maxSurge 3, the rollout at 8 old and 5 new
+        // (13 = 10 + 3); scaled to 15, the 5 more pods that 18 allows go 3 to the old
+        // ReplicaSet and 2 to the new one, and no rollout step is taken.
+        let mut d = deployment("b", rolling(3, 2));
+        d.spec.as_mut().unwrap().replicas = Some(15);
+        let actions = sync(&d, &mid_rollout(8, 5, 10, 13), true, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            scaled(&actions),
+            [
+                ("web-a".into(), 11, "15".into(), "18".into()),
+                ("web-b".into(), 7, "15".into(), "18".into())
+            ],
+            "{actions:?}"
+        );
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::Event { message, .. }
+            if message == "Scaled up replica set web-a from 8 to 11")));
+        // Then down to 5: 8 allowed, 10 fewer, the larger (and, of equal sizes, the older)
+        // first, the rounding's leftover to it.
+        d.spec.as_mut().unwrap().replicas = Some(5);
+        let actions = sync(&d, &mid_rollout(11, 7, 15, 18), true, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            scaled(&actions),
+            [
+                ("web-a".into(), 5, "5".into(), "8".into()),
+                ("web-b".into(), 3, "5".into(), "8".into())
+            ],
+            "{actions:?}"
+        );
+        // To zero: each gives up all it has.
+        d.spec.as_mut().unwrap().replicas = Some(0);
+        let actions = sync(&d, &mid_rollout(5, 3, 5, 8), true, Timestamp::UNIX_EPOCH);
+        let sizes: Vec<i32> = scaled(&actions).iter().map(|s| s.1).collect();
+        assert_eq!(sizes, [0, 0], "{actions:?}");
+        // Equal sizes growing (9 allowed, 5 more): the newer first takes its share, the older
+        // what is left of it.
+        d.spec.as_mut().unwrap().replicas = Some(6);
+        let actions = sync(&d, &mid_rollout(2, 2, 3, 4), true, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            scaled(&actions)
+                .iter()
+                .map(|s| (s.0.as_str(), s.1))
+                .collect::<Vec<_>>(),
+            [("web-b", 5), ("web-a", 4)],
+            "{actions:?}"
+        );
+    }
+
+    #[test]
+    fn a_scaling_event_with_one_active_replicaset_or_a_saturated_new_one() {
+        let mut d = deployment("b", rolling(1, 1));
+        d.spec.as_mut().unwrap().replicas = Some(6);
+        // One active ReplicaSet takes every replica.
+        let actions = sync(&d, &mid_rollout(0, 3, 3, 4), false, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            scaled(&actions),
+            [("web-b".into(), 6, "6".into(), "7".into())]
+        );
+        // The new one saturated (its desired and available replicas are the Deployment's): the
+        // old ones go to zero.
+        let mut sets = mid_rollout(2, 6, 6, 7);
+        let old = sets[0].metadata.annotations.as_mut().unwrap();
+        old.insert(DESIRED_REPLICAS.into(), "5".into());
+        let actions = sync(&d, &sets, true, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            scaled(&actions),
+            [("web-a".into(), 0, "6".into(), "7".into())]
+        );
+    }
+
+    fn pause(world: &mut World, paused: bool) {
+        world.d.spec.as_mut().unwrap().paused = Some(paused);
+        world.d.metadata.generation = Some(world.d.metadata.generation.unwrap() + 1);
+    }
+
+    fn progressing(world: &World) -> (String, String) {
+        let status = world.d.status.clone().unwrap();
+        let c = status::get_condition(&status, PROGRESSING).unwrap();
+        (c.status.clone(), c.reason.clone().unwrap())
+    }
+
+    #[test]
+    fn a_paused_deployment_makes_no_new_replicaset_but_scales_and_resumes() {
+        let mut d = deployment("a", rolling(1, 1));
+        d.spec.as_mut().unwrap().progress_deadline_seconds = Some(600);
+        let mut world = World::new(d);
+        world.settle();
+        pause(&mut world, true);
+        world.set_image("b");
+        world.settle();
+        assert_eq!(world.sets.len(), 1, "no new ReplicaSet while paused");
+        assert_eq!(world.image_of_ready(), ["a"]);
+        assert_eq!(
+            progressing(&world),
+            ("Unknown".into(), status::PAUSED.into())
+        );
+        // Scaled while paused: the one ReplicaSet takes the replicas.
+        world.d.spec.as_mut().unwrap().replicas = Some(5);
+        world.settle();
+        assert_eq!(world.ready(), 5);
+        assert_eq!(world.sets.len(), 1);
+        // Resumed: the rollout goes on to "b".
+        let mut resumed = world.d.status.clone().unwrap();
+        pause(&mut world, false);
+        status::set_paused_condition(&world.d, &mut resumed, Timestamp::UNIX_EPOCH);
+        let c = status::get_condition(&resumed, PROGRESSING).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("Unknown", Some(status::RESUMED))
+        );
+        world.settle();
+        assert_eq!(world.image_of_ready(), ["b"]);
+        assert_eq!(world.ready(), 5);
+        assert_eq!(
+            progressing(&world),
+            ("True".into(), status::NEW_RS_AVAILABLE.into())
         );
     }
 }
