@@ -215,6 +215,27 @@ fn validate_container(
                 ),
             );
         }
+        // The API server's validateMountPropagation.
+        match mount.mount_propagation.as_deref() {
+            None | Some("None" | "HostToContainer") => {}
+            Some("Bidirectional") => {
+                let privileged = container
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.privileged)
+                    .unwrap_or(false);
+                if !privileged {
+                    err(
+                        format!("{path}.volumeMounts[{j}].mountPropagation"),
+                        "Forbidden: Bidirectional mount propagation is available only to privileged containers".into(),
+                    );
+                }
+            }
+            Some(other) => err(
+                format!("{path}.volumeMounts[{j}].mountPropagation"),
+                format!("Unsupported value: {other:?}: supported values: \"Bidirectional\", \"HostToContainer\", \"None\""),
+            ),
+        }
         let mut found = Vec::new();
         crate::volumes::validate_sub_path(mount, &format!("{path}.volumeMounts[{j}]"), &mut found);
         for e in found {
@@ -229,6 +250,13 @@ fn validate_container(
                     "Invalid value: {}: must be between 1 and 65535, inclusive",
                     port.container_port
                 ),
+            );
+        }
+        // The API server's validateContainerPorts: a hostPort, when set, is a port number too.
+        if let Some(host_port) = port.host_port.filter(|p| !(0..=65535).contains(p)) {
+            err(
+                format!("{path}.ports[{j}].hostPort"),
+                format!("Invalid value: {host_port}: must be between 1 and 65535, inclusive"),
             );
         }
     }

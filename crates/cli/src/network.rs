@@ -114,11 +114,19 @@ impl PodlabNetwork {
         // A pod that joined a warm namespace keeps the CNI container id its ADD ran with.
         let container_id = warm::adopted_id(sandbox_dir);
         let container_id = container_id.as_deref().unwrap_or(pod.sandbox_id.as_str());
-        Attachment::new(container_id, pod.netns, sandbox_dir).for_pod(
+        let mut attachment = Attachment::new(container_id, pod.netns, sandbox_dir).for_pod(
             &pod.metadata.namespace,
             &pod.metadata.name,
             &pod.metadata.uid,
-        )
+        );
+        if !pod.port_mappings.is_empty() {
+            // containerd's `WithCapabilityPortMap`: CNI's `portMappings` runtimeConfig.
+            attachment.capability_args.insert(
+                podlab_cni::conf::PORT_MAPPINGS.to_owned(),
+                port_mappings_arg(pod.port_mappings),
+            );
+        }
+        attachment
     }
 
     /// Serialises attach and detach in this network namespace, so that removing an empty
@@ -209,6 +217,25 @@ impl NetworkPlugin for PodlabNetwork {
         }
         Ok(())
     }
+}
+
+/// A pod's host ports as CNI's `portMappings` capability argument (the portmap plugin's
+/// `runtimeConfig.portMappings`).
+fn port_mappings_arg(mappings: &[podlab_runtime::PortMapping]) -> serde_json::Value {
+    mappings
+        .iter()
+        .map(|m| {
+            let mut entry = serde_json::json!({
+                "hostPort": m.host_port,
+                "containerPort": m.container_port,
+                "protocol": m.protocol,
+            });
+            if !m.host_ip.is_empty() {
+                entry["hostIP"] = m.host_ip.clone().into();
+            }
+            entry
+        })
+        .collect()
 }
 
 /// Deletes podlab's bridge when no interface is attached to it any more.

@@ -148,6 +148,18 @@ impl BuiltinNetwork {
 impl PodNetwork for BuiltinNetwork {
     fn setup(&self, a: &Attachment) -> Result<NetworkStatus> {
         a.check()?;
+        if a.capability_args
+            .get(crate::conf::PORT_MAPPINGS)
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|mappings| !mappings.is_empty())
+        {
+            // The built-in path makes the bridge and veths only; host ports are portmap's.
+            return Err(Error::NoCapability {
+                network: self.net.name.clone(),
+                path: "<built-in network>".into(),
+                capability: crate::conf::PORT_MAPPINGS,
+            });
+        }
         let pod_ns = ops::open(&a.netns_path, NsKind::Net)?;
         // The attachment's cache entry is written when an ADD succeeds and removed by its DEL:
         // without one it holds no address, and the lease store need not read every lease to
@@ -172,6 +184,7 @@ impl PodNetwork for BuiltinNetwork {
                     network_name: self.net.name.clone(),
                     netns: a.netns_path.display().to_string(),
                     cni_args: a.cni_args()?,
+                    capability_args: Default::default(),
                     config: serde_json::json!({"builtin": self.net.name, "bridge": self.net.bridge}),
                     result: raw.clone(),
                 },

@@ -30,6 +30,14 @@ pub struct CachedAttachment {
     pub netns: String,
     #[serde(rename = "cniArgs")]
     pub cni_args: String,
+    /// The capability arguments the ADD offered (`portMappings`), for a DEL whose caller no
+    /// longer has them (libcni's `capabilityArgs`).
+    #[serde(
+        rename = "capabilityArgs",
+        default,
+        skip_serializing_if = "serde_json::Map::is_empty"
+    )]
+    pub capability_args: serde_json::Map<String, Value>,
     /// The conflist as the ADD read it.
     pub config: Value,
     /// The final ADD result, exactly as the last plugin printed it.
@@ -136,6 +144,7 @@ mod tests {
             network_name: "podlab".to_owned(),
             netns: "/run/netns/x".to_owned(),
             cni_args: "IgnoreUnknown=1".to_owned(),
+            capability_args: Default::default(),
             config: serde_json::json!({"name": "podlab"}),
             result: serde_json::json!({"cniVersion": "1.0.0"}),
         };

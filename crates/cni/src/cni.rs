@@ -14,10 +14,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::cache::{self, CachedAttachment};
-use crate::conf::ConfList;
+use crate::conf::{ConfList, PORT_MAPPINGS};
 use crate::exec::{is_netns, Command, Invocation, PluginRunner};
 use crate::result::CniResult;
 use crate::{Attachment, Error, NetworkStatus, PodNetwork, PodlabNet, Result};
@@ -156,6 +156,9 @@ impl CniNetwork {
     fn add_list(&self, list: &ConfList, inv: &Invocation<'_>, a: &Attachment) -> Result<Value> {
         let mut prev: Option<Value> = None;
         for (index, plugin) in list.plugins.iter().enumerate() {
+            if list.idle(index, &a.capability_args) {
+                continue;
+            }
             let stdin = list.plugin_stdin(index, prev.as_ref(), &a.capability_args);
             let ran = self
                 .runner
@@ -170,6 +173,14 @@ impl CniNetwork {
                         index + 1
                     };
                     let cleanup = self.del_list(list, ran_so_far, inv, None, a);
+                    let error = if plugin.plugin_type == "portmap" {
+                        Error::HostPorts {
+                            network: list.name.clone(),
+                            cause: Box::new(error),
+                        }
+                    } else {
+                        error
+                    };
                     return Err(with_cleanup(error, cleanup));
                 }
             }
@@ -190,6 +201,9 @@ impl CniNetwork {
         let prev = prev.filter(|_| list.has_check());
         let mut first_error = None;
         for index in (0..count).rev() {
+            if list.idle(index, &a.capability_args) {
+                continue;
+            }
             let stdin = list.plugin_stdin(index, prev, &a.capability_args);
             let plugin = &list.plugins[index].plugin_type;
             if let Err(error) = self.runner.run(plugin, Command::Del, inv, &stdin) {
@@ -214,6 +228,19 @@ impl PodNetwork for CniNetwork {
             )));
         }
         let list = self.conflist()?;
+        let offered = |capability: &str| {
+            a.capability_args
+                .get(capability)
+                .is_some_and(|v| v.as_array().is_none_or(|items| !items.is_empty()))
+        };
+        if offered(PORT_MAPPINGS) && !list.declares(PORT_MAPPINGS) {
+            // containerd would drop them silently; a pod's host port must not vanish.
+            return Err(Error::NoCapability {
+                network: list.name.clone(),
+                path: list.path.clone(),
+                capability: PORT_MAPPINGS,
+            });
+        }
         let cache_file = self.cache_path(&list.name, a);
         if cache_file.exists() {
             // A second ADD would fail in the plugin, and the DEL after that failure would tear
@@ -245,7 +272,11 @@ impl PodNetwork for CniNetwork {
         let finish = || -> Result<NetworkStatus> {
             let result: CniResult =
                 serde_json::from_value(raw.clone()).map_err(|e| Error::BadResult {
-                    plugin: list.plugins[list.plugins.len() - 1].plugin_type.clone(),
+                    plugin: (0..list.plugins.len())
+                        .rev()
+                        .find(|&i| !list.idle(i, &a.capability_args))
+                        .map(|i| list.plugins[i].plugin_type.clone())
+                        .unwrap_or_default(),
                     command: Command::Add,
                     problem: e.to_string(),
                 })?;
@@ -258,6 +289,7 @@ impl PodNetwork for CniNetwork {
                     network_name: list.name.clone(),
                     netns: netns.clone(),
                     cni_args: args.clone(),
+                    capability_args: a.capability_args.clone(),
                     config: list.raw.clone(),
                     result: raw.clone(),
                 },
@@ -277,7 +309,20 @@ impl PodNetwork for CniNetwork {
 
     fn teardown(&self, a: &Attachment) -> Result<()> {
         a.check()?;
-        let (list, prev, cache_file) = self.conflist_for_cache(a)?;
+        let (list, prev, cache_file, cached_capabilities) = self.conflist_for_cache(a)?;
+        // The ADD's capability arguments (its port mappings) when the caller has none to give
+        // (`podlab gc` after the record was lost): portmap's DEL removes only the mappings it
+        // is told of, as libcni's cached `capabilityArgs` serve it.
+        let with_cached;
+        let a = if a.capability_args.is_empty() && !cached_capabilities.is_empty() {
+            with_cached = Attachment {
+                capability_args: cached_capabilities,
+                ..a.clone()
+            };
+            &with_cached
+        } else {
+            a
+        };
         let args = a.cni_args()?;
         // The spec lets DEL go without a namespace; plugins then release what is not in it
         // (the lease) and skip the rest. A stale path that is no namespace any more would be
@@ -305,7 +350,7 @@ impl PodNetwork for CniNetwork {
 
     fn check(&self, a: &Attachment) -> Result<()> {
         a.check()?;
-        let (list, prev, cache_file) = self.conflist_for_cache(a)?;
+        let (list, prev, cache_file, _) = self.conflist_for_cache(a)?;
         let problem = |problem: String| Error::Check {
             network: list.name.clone(),
             problem,
@@ -337,6 +382,9 @@ impl PodNetwork for CniNetwork {
         let netns = a.netns_path.display().to_string();
         let inv = invocation(a, &netns, &args);
         for (index, plugin) in list.plugins.iter().enumerate() {
+            if list.idle(index, &a.capability_args) {
+                continue;
+            }
             let stdin = list.plugin_stdin(index, Some(&prev), &a.capability_args);
             self.runner
                 .run(&plugin.plugin_type, Command::Check, &inv, &stdin)?;
@@ -351,8 +399,11 @@ impl PodNetwork for CniNetwork {
 
 impl CniNetwork {
     /// The configuration and result of the ADD of `a` when it is cached, else the current
-    /// conflist and no result; with the cache file's path.
-    fn conflist_for_cache(&self, a: &Attachment) -> Result<(ConfList, Option<Value>, PathBuf)> {
+    /// conflist and no result; with the cache file's path and the ADD's capability arguments.
+    fn conflist_for_cache(
+        &self,
+        a: &Attachment,
+    ) -> Result<(ConfList, Option<Value>, PathBuf, Map<String, Value>)> {
         let current = self.conflist();
         // The network's name is needed to find the cache; with a broken conflist, the folder
         // is searched for a record of this container instead.
@@ -368,12 +419,12 @@ impl CniNetwork {
             (Some(record), Some(path)) => {
                 let bytes = serde_json::to_vec(&record.config).expect("JSON serializes");
                 let list = ConfList::from_bytes(&path, &bytes, true)?;
-                Ok((list, Some(record.result), path))
+                Ok((list, Some(record.result), path, record.capability_args))
             }
             (_, path) => {
                 let list = current?;
                 let path = path.unwrap_or_else(|| self.cache_path(&list.name, a));
-                Ok((list, None, path))
+                Ok((list, None, path, Map::new()))
             }
         }
     }

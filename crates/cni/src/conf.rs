@@ -19,6 +19,10 @@ use crate::{Error, Result};
 /// shape as 1.x (only an extra `ips[].version`), so one reader serves them all.
 pub const SUPPORTED_VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
+/// The capability argument of host ports (CRI `port_mappings`), which the `portmap` plugin
+/// declares.
+pub const PORT_MAPPINGS: &str = "portMappings";
+
 /// The file extensions a configuration folder is searched for (libcni's, in its order).
 pub const CONF_EXTENSIONS: [&str; 3] = ["conf", "conflist", "json"];
 
@@ -159,6 +163,25 @@ impl ConfList {
             conf.insert("prevResult".to_owned(), prev.clone());
         }
         serde_json::to_vec(&Value::Object(conf)).expect("a JSON object serializes")
+    }
+
+    /// Whether some plugin of the list declares `capability` (`portMappings`...).
+    pub fn declares(&self, capability: &str) -> bool {
+        self.plugins.iter().any(|p| p.has_capability(capability))
+    }
+
+    /// Whether plugin `index` can be left out of a run because, given `capability_args`, it
+    /// would do nothing: a `portmap` plugin offered no port mappings answers ADD with its
+    /// prevResult unchanged and DEL and CHECK with success, touching nothing (portmap v1.1.1,
+    /// `main.go`: `if len(netConf.RuntimeConfig.PortMaps) == 0`). Skipping it saves a Go
+    /// program's start for every pod without a host port; libcni would run it anyway.
+    pub fn idle(&self, index: usize, capability_args: &Map<String, Value>) -> bool {
+        let plugin = &self.plugins[index];
+        plugin.plugin_type == "portmap"
+            && capability_args
+                .get(PORT_MAPPINGS)
+                .and_then(Value::as_array)
+                .is_none_or(|mappings| mappings.is_empty())
     }
 
     /// Whether this list's version has the CHECK command and DEL's prevResult (0.4.0 and later).
@@ -311,6 +334,22 @@ mod tests {
         assert_eq!(types, ["bridge", "portmap"]);
         assert!(list.has_check());
         assert!(!list.disable_check);
+    }
+
+    #[test]
+    fn portmap_is_idle_without_port_mappings_and_nothing_else_is() {
+        let list = parse(BRIDGE_LIST).unwrap();
+        let mut caps = Map::new();
+        assert!(list.declares(PORT_MAPPINGS) && !list.declares("bandwidth"));
+        assert!(!list.idle(0, &caps), "bridge always runs");
+        assert!(list.idle(1, &caps), "portmap without mappings does nothing");
+        caps.insert(PORT_MAPPINGS.to_owned(), serde_json::json!([]));
+        assert!(list.idle(1, &caps));
+        caps.insert(
+            PORT_MAPPINGS.to_owned(),
+            serde_json::json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
+        );
+        assert!(!list.idle(1, &caps));
     }
 
     #[test]

@@ -40,6 +40,23 @@ pub enum Error {
         details: String,
     },
 
+    /// The pod asks for something only a plugin with `capability` makes (host ports: the
+    /// `portmap` plugin's `portMappings`), and the network's conflist has none.
+    #[error(
+        "network {network:?} ({}) has no plugin with the {capability:?} capability, so the pod's host ports cannot be set up: add the portmap plugin to the conflist",
+        path.display()
+    )]
+    NoCapability {
+        network: String,
+        path: PathBuf,
+        capability: &'static str,
+    },
+
+    /// The `portmap` plugin failed to set up the pod's host ports: this node's iptables NAT
+    /// (a `nat` table it can add chains to) is what it needs.
+    #[error("network {network:?}: the pod's host ports need iptables NAT on this node, and the portmap plugin could not set them up: {cause}")]
+    HostPorts { network: String, cause: Box<Error> },
+
     /// A plugin did not finish in time; it was killed (with everything it started).
     #[error("plugin type={plugin:?} ({command}) did not finish within {after:?} and was killed")]
     Timeout {
@@ -119,6 +136,7 @@ impl Error {
         match self {
             Error::Plugin { code, .. } => *code,
             Error::CleanupFailed { error, .. } => error.code(),
+            Error::HostPorts { cause, .. } => cause.code(),
             _ => None,
         }
     }

@@ -7,7 +7,14 @@
 //!
 //! What is deliberately absent: `ipMasq` (no NAT), any route but the subnet's own (the pod's
 //! only route is the on-link one the kernel adds with its address, so pods reach each other
-//! and the node's bridge address, and nothing else), and portmap.
+//! and the node's bridge address, and nothing else).
+//!
+//! The chain ends with `portmap` (`capabilities: {"portMappings": true}`), as containerd's
+//! default conflist does: a pod's host ports become DNAT rules on this node towards the pod's
+//! own address, plus portmap's `snat` for connections from 127.0.0.1 (it marks them and
+//! masquerades them to the bridge address, and sets `route_localnet` on the bridge), nothing
+//! towards any other network. A pod without host ports does not run it at all
+//! ([`crate::ConfList::idle`]).
 //!
 //! One side effect to know about: with `isGateway`, the bridge plugin (v1.1.1, Debian's) writes
 //! `1` to `/proc/sys/net/ipv4/ip_forward` of the network namespace it runs in, which is the
@@ -123,6 +130,10 @@ impl PodlabNet {
                     "routes": [],
                     "dataDir": self.data_dir.display().to_string(),
                 }
+            }, {
+                "type": "portmap",
+                "capabilities": {"portMappings": true},
+                "snat": true,
             }]
         })
     }
@@ -135,15 +146,24 @@ impl PodlabNet {
     }
 
     /// Writes the default conflist into `conf_dir` when that folder has no configuration file
-    /// yet (first use); a folder with one is left as it is. Returns the file written.
+    /// yet (first use), or when its only file is an older podlab default (one written before
+    /// portmap was in the chain); a folder with another file is left as it is. Returns the
+    /// file written.
     pub fn write_if_missing(&self, conf_dir: &Path) -> Result<Option<PathBuf>> {
-        if !conf_files(conf_dir)?.is_empty() {
-            return Ok(None);
-        }
         let path = conf_dir.join(DEFAULT_CONFLIST_FILE);
+        let text = self.conflist_text();
+        match conf_files(conf_dir)?.as_slice() {
+            [] => {}
+            [only] if *only == path => {
+                if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+                    return Ok(None);
+                }
+            }
+            _ => return Ok(None),
+        }
         crate::cache::write_atomically(
             &path,
-            self.conflist_text().as_bytes(),
+            text.as_bytes(),
             "writing the default CNI conflist",
             crate::cache::Durability::PowerLoss,
         )?;
@@ -168,7 +188,10 @@ mod tests {
             ConfList::from_bytes(Path::new(DEFAULT_CONFLIST_FILE), text.as_bytes(), true).unwrap();
         assert_eq!(list.name, "podlab");
         assert_eq!(list.cni_version, "1.0.0");
-        assert_eq!(list.plugins.len(), 1, "no portmap");
+        assert_eq!(list.plugins.len(), 2, "bridge, then portmap");
+        let portmap = &list.plugins[1].raw;
+        assert_eq!(portmap["type"], "portmap");
+        assert_eq!(portmap["capabilities"]["portMappings"], true);
         let bridge = &list.plugins[0].raw;
         assert_eq!(bridge["type"], "bridge");
         assert_eq!(bridge["bridge"], "podlab0");
@@ -213,10 +236,18 @@ mod tests {
         let net = PodlabNet::new(Path::new("/x"));
         let first = net.write_if_missing(&dir).unwrap();
         let second = net.write_if_missing(&dir).unwrap();
+        // An older default (without portmap) is brought up to date; another file is the user's.
+        std::fs::write(dir.join(DEFAULT_CONFLIST_FILE), "{}").unwrap();
+        let refreshed = net.write_if_missing(&dir).unwrap();
+        std::fs::write(dir.join("20-mine.conflist"), "{}").unwrap();
+        let beside_another = net.write_if_missing(&dir).unwrap();
+        std::fs::remove_file(dir.join("20-mine.conflist")).unwrap();
         let loaded = ConfList::load_dir(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(first, Some(dir.join(DEFAULT_CONFLIST_FILE)));
         assert_eq!(second, None);
+        assert_eq!(refreshed, first);
+        assert_eq!(beside_another, None);
         assert_eq!(loaded.name, "podlab");
     }
 }

@@ -440,6 +440,71 @@ fn missing_plugin_binary_fails_naming_it_and_the_path_then_recovers() {
 }
 
 #[test]
+fn host_ports_fail_clearly_where_the_network_cannot_make_them_and_leave_nothing() {
+    on_fresh_node(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let lab = TempDir::new("cni-hostports");
+        let bin = lab.path("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for plugin in ["loopback", "bridge", "host-local"] {
+            std::os::unix::fs::symlink(Path::new(PLUGINS).join(plugin), bin.join(plugin)).unwrap();
+        }
+        // portmap as it answers on a node without iptables NAT (its words: "failed to open
+        // iptables"); its DEL succeeds.
+        let portmap = bin.join("portmap");
+        std::fs::write(
+            &portmap,
+            "#!/bin/sh\nif [ \"$CNI_COMMAND\" = ADD ]; then\n  echo '{\"cniVersion\": \"1.0.0\", \"code\": 999, \"msg\": \"failed to open iptables: exit status 3\"}'\n  exit 1\nfi\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&portmap, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let net = podlab_net(&lab);
+        let network = cni_network(&lab, &net, std::slice::from_ref(&bin));
+        let (holder, mut a) = pod(&lab, "hostport");
+        a.capability_args.insert(
+            "portMappings".to_owned(),
+            serde_json::json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
+        );
+        let err = network.setup(&a).unwrap_err();
+        assert!(matches!(err.primary(), Error::HostPorts { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "network \"podlab\": the pod's host ports need iptables NAT on this node, and the \
+             portmap plugin could not set them up: plugin type=\"portmap\" failed (add): \
+             failed to open iptables: exit status 3"
+        );
+        // Nothing half-made: the bridge's ADD was undone.
+        assert!(node_veths().is_empty());
+        assert!(lease_holders(&net).is_empty());
+        assert!(pod_netlink(&holder).link("eth0").unwrap().is_none());
+
+        // Without host ports the same network works: portmap is not even run.
+        a.capability_args.clear();
+        network.setup(&a).unwrap();
+        network.teardown(&a).unwrap();
+        assert!(node_veths().is_empty());
+
+        // A network with no plugin for host ports refuses them before any plugin runs.
+        let mut plain = net.conflist();
+        plain["plugins"].as_array_mut().unwrap().truncate(1);
+        let file = lab.path("net.d").join("00-plain.conflist");
+        std::fs::write(&file, plain.to_string()).unwrap();
+        a.capability_args.insert(
+            "portMappings".to_owned(),
+            serde_json::json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
+        );
+        let err = network.setup(&a).unwrap_err();
+        assert!(matches!(err, Error::NoCapability { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("has no plugin with the \"portMappings\" capability"),
+            "{err}"
+        );
+        assert!(node_veths().is_empty());
+    });
+}
+
+#[test]
 fn broken_conflist_fails_naming_the_file_then_recovers_once_fixed() {
     on_fresh_node(|| {
         let lab = TempDir::new("cni-broken");

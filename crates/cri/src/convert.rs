@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use podlab_runtime::config::{ContainerResources, LinuxSandboxConfig};
+use podlab_runtime::config::{ContainerResources, LinuxSandboxConfig, Propagation};
 use podlab_runtime::seccomp::SeccompProfile;
 use podlab_runtime::{
     ContainerConfig, ContainerMetadata, ContainerState, DnsConfig, EnvVar, Mount, NetworkMode,
-    PodSandboxConfig, PodSandboxMetadata, SandboxState,
+    PodSandboxConfig, PodSandboxMetadata, PortMapping, SandboxState,
 };
 use tonic::Status;
 
@@ -85,15 +85,7 @@ pub fn sandbox_config(
     // Without a parent (critest's cgroupfs pods) the pod still gets a cgroup, as under
     // containerd, so that its containers' limits hold: one folder per sandbox name.
     out.linux.cgroup_parent = default_cgroup_parent(&out.metadata);
-    for (i, port) in config.port_mappings.iter().enumerate() {
-        // A mapping without a host port publishes nothing (CNI portmap skips it too).
-        if port.host_port != 0 {
-            return Err(unsupported(
-                &format!("config.port_mappings[{i}].host_port"),
-                "a host port",
-            ));
-        }
-    }
+    out.port_mappings = port_mappings(&config.port_mappings)?;
     if let Some(linux) = &config.linux {
         let parent = linux.cgroup_parent.trim_matches('/');
         out.linux = LinuxSandboxConfig {
@@ -132,7 +124,8 @@ pub fn sandbox_config(
                     proto::NamespaceMode::Pod => out.share_process_namespace = true,
                     proto::NamespaceMode::Container => out.share_process_namespace = false,
                     proto::NamespaceMode::Node => {
-                        return Err(unsupported(&format!("{field}.pid"), "NODE (hostPID)"))
+                        out.share_process_namespace = false;
+                        out.host_pid = true;
                     }
                     proto::NamespaceMode::Target => {
                         return Err(invalid(
@@ -143,9 +136,7 @@ pub fn sandbox_config(
                 }
                 match mode(ns.ipc) {
                     proto::NamespaceMode::Pod => {}
-                    proto::NamespaceMode::Node => {
-                        return Err(unsupported(&format!("{field}.ipc"), "NODE (hostIPC)"))
-                    }
+                    proto::NamespaceMode::Node => out.host_ipc = true,
                     other => {
                         return Err(invalid(
                             &format!("{field}.ipc"),
@@ -165,6 +156,43 @@ pub fn sandbox_config(
                 }
             }
         }
+    }
+    Ok(out)
+}
+
+/// The mappings with a host port, as CNI's `portMappings` (containerd's `toCNIPortMappings`:
+/// one without a host port publishes nothing and is left out; the protocol in lower case).
+fn port_mappings(mappings: &[proto::PortMapping]) -> Result<Vec<PortMapping>, Status> {
+    let mut out = Vec::new();
+    for (i, port) in mappings.iter().enumerate() {
+        if port.host_port == 0 {
+            continue;
+        }
+        let field = |name: &str| format!("config.port_mappings[{i}].{name}");
+        let number = |name: &str, value: i32| {
+            u16::try_from(value)
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| invalid(&field(name), format!("{value} is not a port (1-65535)")))
+        };
+        let protocol = proto::Protocol::try_from(port.protocol).map_err(|_| {
+            invalid(
+                &field("protocol"),
+                format!("{} is not a protocol", port.protocol),
+            )
+        })?;
+        if !port.host_ip.is_empty() && port.host_ip.parse::<std::net::IpAddr>().is_err() {
+            return Err(invalid(
+                &field("host_ip"),
+                format!("{:?} is not an IP address", port.host_ip),
+            ));
+        }
+        out.push(PortMapping {
+            protocol: protocol.as_str_name().to_ascii_lowercase(),
+            container_port: number("container_port", port.container_port)?,
+            host_port: number("host_port", port.host_port)?,
+            host_ip: port.host_ip.clone(),
+        });
     }
     Ok(out)
 }
@@ -377,10 +405,13 @@ pub fn container_config(
                     "POD needs a pod sandbox whose pid namespace is POD",
                 ))
             }
+            // The node's pid namespace comes with the sandbox's (kubelet sets both from
+            // hostPID); a container cannot take it alone.
+            proto::NamespaceMode::Node if context.sandbox.host_pid => {}
             proto::NamespaceMode::Node => {
-                return Err(unsupported(
+                return Err(invalid(
                     &format!("{field}.namespace_options.pid"),
-                    "NODE (hostPID)",
+                    "NODE needs a pod sandbox whose pid namespace is NODE (hostPID)",
                 ))
             }
         }
@@ -464,12 +495,19 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
     if mount.host_path.is_empty() {
         return Err(invalid(&format!("{field}.host_path"), "must not be empty"));
     }
-    if mount.propagation != proto::MountPropagation::PropagationPrivate as i32 {
-        let name = proto::MountPropagation::try_from(mount.propagation)
-            .map(|p| p.as_str_name())
-            .unwrap_or("an unknown propagation");
-        return Err(unsupported(&format!("{field}.propagation"), name));
-    }
+    // containerd: PRIVATE is `rprivate`, HOST_TO_CONTAINER `rslave`, BIDIRECTIONAL `rshared`
+    // (the host path's mount is checked when the container is created).
+    let propagation = match proto::MountPropagation::try_from(mount.propagation) {
+        Ok(proto::MountPropagation::PropagationPrivate) => Propagation::Private,
+        Ok(proto::MountPropagation::PropagationHostToContainer) => Propagation::Slave,
+        Ok(proto::MountPropagation::PropagationBidirectional) => Propagation::Shared,
+        Err(_) => {
+            return Err(invalid(
+                &format!("{field}.propagation"),
+                format!("{} is not a mount propagation", mount.propagation),
+            ))
+        }
+    };
     if mount.recursive_read_only {
         return Err(unsupported(
             &format!("{field}.recursive_read_only"),
@@ -492,7 +530,17 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
         host_path: host,
         container_path: PathBuf::from(&mount.container_path),
         readonly: mount.readonly,
+        propagation,
     })
+}
+
+/// A volume's propagation as ContainerStatus reports it.
+pub fn propagation_out(propagation: Propagation) -> i32 {
+    (match propagation {
+        Propagation::Private => proto::MountPropagation::PropagationPrivate,
+        Propagation::Slave => proto::MountPropagation::PropagationHostToContainer,
+        Propagation::Shared => proto::MountPropagation::PropagationBidirectional,
+    }) as i32
 }
 
 /// LinuxContainerResources → a cgroup's values and `oom_score_adj`.
@@ -612,12 +660,18 @@ pub fn namespace_options(
             NetworkMode::Node => proto::NamespaceMode::Node,
             NetworkMode::Pod => proto::NamespaceMode::Pod,
         } as i32,
-        pid: if config.share_process_namespace {
+        pid: if config.host_pid {
+            proto::NamespaceMode::Node
+        } else if config.share_process_namespace {
             proto::NamespaceMode::Pod
         } else {
             proto::NamespaceMode::Container
         } as i32,
-        ipc: proto::NamespaceMode::Pod as i32,
+        ipc: if config.host_ipc {
+            proto::NamespaceMode::Node
+        } else {
+            proto::NamespaceMode::Pod
+        } as i32,
         ..Default::default()
     }
 }
@@ -657,29 +711,101 @@ mod tests {
     }
 
     #[test]
-    fn host_pid_and_host_ports_are_refused_not_dropped() {
+    fn node_pid_and_ipc_modes_are_the_hosts_and_reported_back() {
         let mut config = pod("p");
         config.linux = Some(proto::LinuxPodSandboxConfig {
             security_context: Some(proto::LinuxSandboxSecurityContext {
                 namespace_options: Some(proto::NamespaceOption {
                     pid: proto::NamespaceMode::Node as i32,
+                    ipc: proto::NamespaceMode::Node as i32,
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
             ..Default::default()
         });
+        let out = sandbox_config(Some(&config)).unwrap();
+        assert!(out.host_pid && out.host_ipc && !out.share_process_namespace);
+        let reported = namespace_options(&out, NetworkMode::Pod);
+        assert_eq!(reported.pid, proto::NamespaceMode::Node as i32);
+        assert_eq!(reported.ipc, proto::NamespaceMode::Node as i32);
+        // A container may take the node's pid namespace only with its sandbox.
+        let container = proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    namespace_options: Some(proto::NamespaceOption {
+                        pid: proto::NamespaceMode::Node as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let context = |sandbox| ContainerContext {
+            sandbox,
+            image_name: "busybox".into(),
+            passwd: None,
+        };
+        assert!(container_config(&container, &context(&out)).is_ok());
+        let err = container_config(&container, &context(&PodSandboxConfig::default())).unwrap_err();
+        assert!(err
+            .message()
+            .starts_with("config.linux.security_context.namespace_options.pid: NODE needs"));
+    }
+
+    #[test]
+    fn port_mappings_become_cnis_as_containerd_makes_them() {
+        let mut config = pod("p");
+        config.port_mappings = vec![
+            proto::PortMapping {
+                container_port: 80,
+                host_port: 8080,
+                ..Default::default()
+            },
+            // No host port: nothing to publish.
+            proto::PortMapping {
+                container_port: 81,
+                ..Default::default()
+            },
+            proto::PortMapping {
+                protocol: proto::Protocol::Udp as i32,
+                container_port: 53,
+                host_port: 5353,
+                host_ip: "127.0.0.1".into(),
+            },
+        ];
+        let out = sandbox_config(Some(&config)).unwrap();
+        assert_eq!(
+            out.port_mappings,
+            [
+                PortMapping {
+                    protocol: "tcp".into(),
+                    container_port: 80,
+                    host_port: 8080,
+                    host_ip: String::new(),
+                },
+                PortMapping {
+                    protocol: "udp".into(),
+                    container_port: 53,
+                    host_port: 5353,
+                    host_ip: "127.0.0.1".into(),
+                },
+            ]
+        );
+        config.port_mappings[0].container_port = 0;
         let err = sandbox_config(Some(&config)).unwrap_err();
         assert_eq!(
             err.message(),
-            "config.linux.security_context.namespace_options.pid: NODE (hostPID) is not supported by podlab"
+            "config.port_mappings[0].container_port: 0 is not a port (1-65535)"
         );
-        let mut config = pod("p");
-        config.port_mappings.push(proto::PortMapping {
-            container_port: 80,
-            host_port: 8080,
-            ..Default::default()
-        });
+        config.port_mappings[0].container_port = 80;
+        config.port_mappings[0].host_port = 70000;
         let err = sandbox_config(Some(&config)).unwrap_err();
         assert!(err
             .message()

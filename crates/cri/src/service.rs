@@ -372,6 +372,7 @@ impl Cri {
                         container_path: m.container_path.display().to_string(),
                         host_path: m.host_path.display().to_string(),
                         readonly: m.readonly,
+                        propagation: convert::propagation_out(m.propagation),
                         ..Default::default()
                     })
                     .collect()

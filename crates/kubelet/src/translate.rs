@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use crate::security::NodeSecurity;
 use podlab_runtime::config::{
     ContainerConfig, ContainerMetadata, EnvVar, HostsConfig, LinuxSandboxConfig, Mount,
-    PodSandboxConfig, PodSandboxMetadata,
+    PodSandboxConfig, PodSandboxMetadata, PortMapping, Propagation,
 };
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -168,6 +168,8 @@ pub fn sandbox_config_for(
         domainname: domain.clone().unwrap_or_default(),
         share_process_namespace: spec.share_process_namespace.unwrap_or(false),
         host_network: spec.host_network.unwrap_or(false),
+        host_pid: spec.host_pid.unwrap_or(false),
+        host_ipc: spec.host_ipc.unwrap_or(false),
         labels,
         annotations: pod.metadata.annotations.clone().unwrap_or_default(),
         log_directory: Some(dirs.logs.clone()),
@@ -184,7 +186,30 @@ pub fn sandbox_config_for(
             sysctls: crate::sysctl::sandbox_sysctls(pod),
             security: crate::security::for_sandbox(pod, node),
         },
+        port_mappings: port_mappings(&spec),
     }
+}
+
+/// kubelet's `MakePortMappings` as `generatePodSandboxConfig` uses it: every container port
+/// with a `hostPort`, in container order, the protocol in CNI's lower case (TCP by default).
+fn port_mappings(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<PortMapping> {
+    spec.containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|port| {
+            let host_port = u16::try_from(port.host_port?).ok().filter(|&p| p != 0)?;
+            Some(PortMapping {
+                protocol: port
+                    .protocol
+                    .as_deref()
+                    .unwrap_or("TCP")
+                    .to_ascii_lowercase(),
+                container_port: u16::try_from(port.container_port).ok()?,
+                host_port,
+                host_ip: port.host_ip.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// The parts of a container that `Container` and `EphemeralContainer` share.
@@ -195,7 +220,8 @@ struct ContainerView<'a> {
     args: &'a [String],
     env: Vec<(String, String)>,
     working_dir: Option<&'a str>,
-    mounts: Vec<(&'a str, &'a str, bool)>,
+    /// Volume name, mount path, read-only, `mountPropagation`.
+    mounts: Vec<(&'a str, &'a str, bool, Propagation)>,
     stdin: bool,
     stdin_once: bool,
     tty: bool,
@@ -227,6 +253,13 @@ macro_rules! container_view {
                         m.name.as_str(),
                         m.mount_path.as_str(),
                         m.read_only.unwrap_or(false),
+                        // kubelet's `translateMountPropagation` (the API server admitted
+                        // Bidirectional only for privileged containers).
+                        match m.mount_propagation.as_deref() {
+                            Some("HostToContainer") => Propagation::Slave,
+                            Some("Bidirectional") => Propagation::Shared,
+                            _ => Propagation::Private,
+                        },
                     )
                 })
                 .collect(),
@@ -339,11 +372,12 @@ pub fn container_config_for(
         mounts: view
             .mounts
             .iter()
-            .map(|(volume, path, readonly)| Mount {
+            .map(|(volume, path, readonly, propagation)| Mount {
                 host_path: crate::volume::host_path_of(pod, dirs, volume)
                     .unwrap_or_else(|| dirs.empty_dir(volume)),
                 container_path: PathBuf::from(path),
                 readonly: *readonly || crate::volume::always_read_only(pod, volume),
+                propagation: *propagation,
             })
             .collect(),
         run_as_user: security.run_as_user.map(|u| u as u32),

@@ -207,6 +207,62 @@ pub fn make_rprivate(path: &Path) -> Result<()> {
     set_propagation(path, MsFlags::MS_PRIVATE, "mount(make-rprivate)")
 }
 
+/// How mount and unmount events travel between a volume and the host path it shows, as the
+/// CRI's `MountPropagation` and runc's `rprivate` / `rslave` / `rshared` have it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Propagation {
+    /// Neither way (`rprivate`, the default).
+    #[default]
+    Private,
+    /// From the host into the container only (`rslave`, Kubernetes' HostToContainer).
+    Slave,
+    /// Both ways (`rshared`, Kubernetes' Bidirectional).
+    Shared,
+}
+
+impl Propagation {
+    pub fn is_private(&self) -> bool {
+        *self == Propagation::Private
+    }
+
+    /// runc's name of it (`rprivate`, `rslave`, `rshared`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Propagation::Private => "rprivate",
+            Propagation::Slave => "rslave",
+            Propagation::Shared => "rshared",
+        }
+    }
+}
+
+/// Sets `propagation` on the mount at `path` and every mount below it (`mount --make-rslave`
+/// and its kin). A mount becomes a slave of the peer group it was in, so a volume must still be
+/// a peer of the host's mount (bound from it, not from a private copy) to be made `rslave`.
+pub fn set_rpropagation(path: &Path, propagation: Propagation) -> Result<()> {
+    let (kind, call) = match propagation {
+        Propagation::Private => (MsFlags::MS_PRIVATE, "mount(make-rprivate)"),
+        Propagation::Slave => (MsFlags::MS_SLAVE, "mount(make-rslave)"),
+        Propagation::Shared => (MsFlags::MS_SHARED, "mount(make-rshared)"),
+    };
+    set_propagation(path, kind, call)
+}
+
+/// The mount that holds `path` in the caller's mount table: the one whose mount point is the
+/// longest prefix of the path with its symlinks resolved (the last one mounted there wins, as
+/// it hides the others).
+pub fn mount_holding(path: &Path) -> Result<MountInfo> {
+    let path = absolute(path)?;
+    mounts()?
+        .into_iter()
+        .filter(|m| path.starts_with(&m.mount_point))
+        .fold(None::<MountInfo>, |best, m| match best {
+            Some(b) if b.mount_point.as_os_str().len() > m.mount_point.as_os_str().len() => Some(b),
+            _ => Some(m),
+        })
+        .ok_or_else(|| Error::Invalid(format!("no mount holds {}", path.display())))
+}
+
 fn set_propagation(path: &Path, kind: MsFlags, call: &'static str) -> Result<()> {
     nix::mount::mount(
         None::<&str>,
@@ -512,6 +568,11 @@ fn mount_mqueue_if_allowed(dir: &Path) -> Result<()> {
 /// stacks the old root on top of the new one, which is turned into a slave (so that detaching it
 /// cannot propagate an unmount to the host) and detached; then the working directory is `/`.
 ///
+/// The old root is reached through a descriptor of it opened before the pivot (runc's
+/// `fchdir(oldroot)`): after `pivot_root(".", ".")` the working directory is still the new
+/// root, and `mount(".", MS_SLAVE|MS_REC)` there would turn the new root's own mounts into
+/// slaves, an `rshared` volume among them.
+///
 /// The caller must be in a mount namespace of its own whose `/` is not shared
 /// ([`make_rprivate`]), or the kernel answers EINVAL.
 pub fn pivot_root(new_root: &Path) -> Result<()> {
@@ -525,6 +586,7 @@ pub fn pivot_root(new_root: &Path) -> Result<()> {
         )
         .map_err(|e| mount_error("mount(bind new root onto itself)", new_root, e))?;
     }
+    let old_root_fd = std::fs::File::open("/").map_err(|e| Error::io("opening", "/", e))?;
     nix::unistd::chdir(new_root).map_err(|e| mount_error("chdir", new_root, e))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| match e {
         nix::Error::EINVAL => Error::SysExplained {
@@ -538,6 +600,8 @@ pub fn pivot_root(new_root: &Path) -> Result<()> {
         e => mount_error("pivot_root", new_root, e),
     })?;
     let old_root = Path::new(".");
+    nix::unistd::fchdir(&old_root_fd).map_err(|e| mount_error("fchdir(old root)", old_root, e))?;
+    drop(old_root_fd);
     set_propagation(old_root, MsFlags::MS_SLAVE, "mount(make-rslave old root)")?;
     nix::mount::umount2(old_root, MntFlags::MNT_DETACH)
         .map_err(|e| mount_error("umount2(old root)", old_root, e))?;

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use podlab_ns::mnt::Propagation;
+
 use crate::id::ContainerId;
 
 /// Where the runtime keeps its state and finds its helper binaries.
@@ -113,6 +115,13 @@ pub struct PodSandboxConfig {
     pub share_process_namespace: bool,
     /// `hostNetwork`: the node's network (and uts) namespace.
     pub host_network: bool,
+    /// `hostPID` (CRI pid mode NODE): pause and the containers live in the node's pid
+    /// namespace (the runtime's), not one of the pod's.
+    #[serde(default)]
+    pub host_pid: bool,
+    /// `hostIPC` (CRI ipc mode NODE): the node's ipc namespace instead of the pod's own.
+    #[serde(default)]
+    pub host_ipc: bool,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     /// The folder for the containers' logs: a container's relative `log_path` is below it.
@@ -123,6 +132,23 @@ pub struct PodSandboxConfig {
     /// CRI `LinuxPodSandboxConfig`: the pod's cgroup and its values.
     #[serde(default)]
     pub linux: LinuxSandboxConfig,
+    /// Host ports forwarded to the pod (CRI `port_mappings` with a host port): the network
+    /// plugin's `portMappings` capability (the CNI `portmap` plugin) makes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_mappings: Vec<PortMapping>,
+}
+
+/// One host port forwarded to the pod's address (CRI `PortMapping`, CNI's `portMappings`
+/// entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    /// `tcp`, `udp` or `sctp`, as CNI spells them.
+    pub protocol: String,
+    pub container_port: u16,
+    pub host_port: u16,
+    /// The node address the port is opened on; empty: every local address.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
 }
 
 /// The pod's cgroup (CRI `LinuxPodSandboxConfig.cgroup_parent` and `resources`).
@@ -204,6 +230,11 @@ pub struct Mount {
     pub host_path: PathBuf,
     pub container_path: PathBuf,
     pub readonly: bool,
+    /// `rprivate` (the default), `rslave` (HostToContainer: the host path's mount must be
+    /// shared or a slave) or `rshared` (Bidirectional: it must be shared), as runc sets it on
+    /// the volume.
+    #[serde(default, skip_serializing_if = "Propagation::is_private")]
+    pub propagation: Propagation,
 }
 
 /// A container to create in a sandbox (CRI `ContainerConfig`).

@@ -63,9 +63,13 @@ impl Runtime {
                 }
                 PidMode::Target(target.clone())
             }
+            None if sandbox.config.host_pid => PidMode::Node,
             None if sandbox.config.share_process_namespace => PidMode::Pod,
             None => PidMode::Container,
         };
+        for mount in &config.mounts {
+            check_propagation_source(mount).map_err(invalid)?;
+        }
         let image = self.images.resolve(&config.image)?;
         let argv = process::resolve_argv(&config.command, &config.args, &image.process)
             .map_err(invalid)?;
@@ -498,4 +502,32 @@ fn log_path(
 /// A deadline helper for loops that wait on several things.
 pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// containerd's `ensureShared` / `ensureSharedOrSlave`: an `rshared` volume needs a host path on
+/// a shared mount, an `rslave` one a shared or slave mount, or nothing could travel; the
+/// message is containerd's.
+fn check_propagation_source(mount: &crate::config::Mount) -> std::result::Result<(), String> {
+    use podlab_ns::mnt::Propagation;
+    if mount.propagation.is_private() {
+        return Ok(());
+    }
+    let path = mount.host_path.display();
+    let holding = podlab_ns::mnt::mount_holding(&mount.host_path).map_err(|e| e.to_string())?;
+    let kinds: Vec<&str> = holding.propagation.split(',').collect();
+    let ok = match mount.propagation {
+        Propagation::Shared => kinds.contains(&"shared"),
+        _ => kinds.contains(&"shared") || kinds.contains(&"slave"),
+    };
+    if ok {
+        return Ok(());
+    }
+    let wanted = match mount.propagation {
+        Propagation::Shared => "a shared mount",
+        _ => "a shared or slave mount",
+    };
+    Err(format!(
+        "path {path:?} is mounted on {:?} but it is not {wanted}",
+        holding.mount_point.display().to_string()
+    ))
 }

@@ -243,11 +243,26 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     }
     trace.lap("the pod's /etc files");
     let any_volume = !sources.volumes.is_empty();
+    if any_volume && template.is_some() {
+        // Detached copies stay peers of the node's mounts they copy: what is in the root so
+        // far (the /etc files, /dev/shm, devices) is cut off before the volumes come.
+        mnt::make_rprivate(rootfs)
+            .map_err(|e| ns_failure("make the rootfs rprivate", Some(rootfs), e))?;
+    }
     for (source, mount, is_dir) in sources.volumes {
         let target = target_in(rootfs, &mount.container_path, is_dir)?;
         source
             .place(&target, mount.readonly)
             .map_err(|e| ns_failure("bind-mount volume", Some(&target), e))?;
+        // runc's per-mount propagation: rprivate cuts the volume off the host's mount, rslave
+        // makes it receive what is mounted there, rshared leaves it a peer both ways.
+        mnt::set_rpropagation(&target, mount.propagation).map_err(|e| {
+            ns_failure(
+                &format!("make volume {}", mount.propagation.as_str()),
+                Some(&target),
+                e,
+            )
+        })?;
     }
     if any_volume {
         trace.lap("volumes");
@@ -285,6 +300,19 @@ fn copy_node_namespace<'p>(
     plan: &'p ContainerPlan<'_>,
     trace: &mut Trace,
 ) -> Step<(PathBuf, Sources<'p>)> {
+    // A volume whose host mounts must reach it (rslave, rshared) is copied here, in the node's
+    // namespace, where the copy is a peer of the host's mount; a bind in the private copy of
+    // the namespace below would be private, as runc's would under an `rprivate` root.
+    let mut volumes = Vec::new();
+    for mount in &plan.mounts {
+        let is_dir = mount.host_path.is_dir();
+        let source = if mount.propagation.is_private() {
+            Source::Tree(mount.host_path.clone())
+        } else {
+            detached_volume(mount)?
+        };
+        volumes.push((source, mount, is_dir));
+    }
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
     let root = Path::new("/");
@@ -309,11 +337,7 @@ fn copy_node_namespace<'p>(
             .iter()
             .map(|(host, inside)| (Source::Path(host.clone()), *inside))
             .collect(),
-        volumes: plan
-            .mounts
-            .iter()
-            .map(|m| (Source::Tree(m.host_path.clone()), m, m.host_path.is_dir()))
-            .collect(),
+        volumes,
     };
     Ok((rootfs.clone(), sources))
 }
@@ -353,18 +377,7 @@ fn enter_template<'p>(
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
         let is_dir = mount.host_path.is_dir();
-        // Volumes carry the mounts below them along (kubelet's and containerd's rbind);
-        // read-only applies to the volume's own mount only.
-        let volume = Detached::rbind(&mount.host_path, mount.readonly)
-            .map(Source::Detached)
-            .map_err(|e| {
-                ns_failure(
-                    "open_tree (a detached bind mount)",
-                    Some(&mount.host_path),
-                    e,
-                )
-            })?;
-        volumes.push((volume, mount, is_dir));
+        volumes.push((detached_volume(mount)?, mount, is_dir));
     }
     trace.lap("detached mounts");
     podlab_ns::ops::join(template, NsKind::Mnt)
@@ -384,6 +397,21 @@ fn enter_template<'p>(
         volumes,
     };
     Ok((at, sources))
+}
+
+/// A volume made detached in the caller's namespace: a copy of the host path with the mounts
+/// below it (kubelet's and containerd's rbind), read-only on its own mount only, each mount a
+/// peer of the one it copies until its propagation is set where it is placed.
+fn detached_volume(mount: &Mount) -> Step<Source> {
+    Detached::rbind(&mount.host_path, mount.readonly)
+        .map(Source::Detached)
+        .map_err(|e| {
+            ns_failure(
+                "open_tree (a detached bind mount)",
+                Some(&mount.host_path),
+                e,
+            )
+        })
 }
 
 /// runc's order: the read-only paths, then the masked ones (a masked path below a read-only

@@ -99,7 +99,8 @@ pub mod tty;
 pub use attach::Attached;
 pub use config::{
     ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
-    PodSandboxConfig, PodSandboxMetadata, RuntimeConfig, SandboxSecurity, SecurityConfig,
+    PodSandboxConfig, PodSandboxMetadata, PortMapping, RuntimeConfig, SandboxSecurity,
+    SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};
 pub use exec::{ExecProcess, ExecStdio, TtyExec};

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use crate::config::PodSandboxMetadata;
+use crate::config::{PodSandboxMetadata, PortMapping};
 use crate::id::SandboxId;
 
 pub type PluginError = Box<dyn std::error::Error + Send + Sync>;
@@ -30,6 +30,9 @@ pub struct PodNetwork<'a> {
     pub netns: &'a Path,
     pub labels: &'a BTreeMap<String, String>,
     pub annotations: &'a BTreeMap<String, String>,
+    /// Host ports to forward to the pod (CNI's `portMappings` capability); a plugin that
+    /// cannot make them fails the set-up, never drops them.
+    pub port_mappings: &'a [PortMapping],
 }
 
 /// What a set-up gave the pod.

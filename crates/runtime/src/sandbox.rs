@@ -110,8 +110,10 @@ impl Runtime {
                 pause,
                 hostname: config.hostname.clone(),
                 domainname: config.domainname.clone(),
-                share_pid: config.share_process_namespace,
+                share_pid: config.share_process_namespace && !config.host_pid,
                 host_network: config.host_network,
+                host_pid: config.host_pid,
+                host_ipc: config.host_ipc,
                 placement,
                 sysctls: config.linux.sysctls.clone(),
                 security: config.linux.security.clone(),
@@ -491,6 +493,7 @@ fn pod_network<'a>(
         netns,
         labels: &config.labels,
         annotations: &config.annotations,
+        port_mappings: &config.port_mappings,
     }
 }
 

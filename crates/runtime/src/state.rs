@@ -244,6 +244,8 @@ pub enum PidMode {
     Pod,
     /// Another container's (ephemeral containers with a target).
     Target(ContainerId),
+    /// The node's (`hostPID`): the shim's own pid namespace.
+    Node,
 }
 
 /// Makes `dir` (and missing parents) 0700, as containerd keeps its state: the records hold env

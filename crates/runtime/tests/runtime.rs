@@ -693,6 +693,7 @@ fn security_context_user_readonly_rootfs_and_volumes() {
         host_path: volume.clone(),
         container_path: "/data".into(),
         readonly: false,
+        ..Mount::default()
     };
     let mut writer = container_config(
         "writer",
@@ -1344,6 +1345,7 @@ fn containers_made_from_the_mount_template_get_every_mount_in_a_table_of_their_o
         host_path: volume.clone(),
         container_path: "/data".into(),
         readonly: false,
+        ..Mount::default()
     }];
     let writer = root.runtime.create_container(&sandbox, &writer).unwrap();
     root.runtime.start_container(&writer).unwrap();
@@ -1352,6 +1354,7 @@ fn containers_made_from_the_mount_template_get_every_mount_in_a_table_of_their_o
         host_path: volume.clone(),
         container_path: "/data".into(),
         readonly: true,
+        ..Mount::default()
     }];
     let reader = root.runtime.create_container(&sandbox, &reader).unwrap();
     root.runtime.start_container(&reader).unwrap();

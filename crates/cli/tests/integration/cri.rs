@@ -31,6 +31,11 @@ struct Server {
 impl Server {
     /// None (the test skipped) when the kit's crictl cannot be had.
     fn start(test: &str) -> Option<Server> {
+        Server::start_on(test, "none")
+    }
+
+    /// [`Server::start`] with `PODLAB_NETWORK=network`.
+    fn start_on(test: &str, network: &str) -> Option<Server> {
         let packed = kit().join("bin/crictl.xz");
         if !packed.exists() {
             record_skip(
@@ -63,7 +68,7 @@ impl Server {
             .arg(dir.path().join("cri.sock"))
             .arg("--root")
             .arg(dir.path().join("root"))
-            .env("PODLAB_NETWORK", "none")
+            .env("PODLAB_NETWORK", network)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
@@ -593,5 +598,346 @@ fn crictl_port_forward_reaches_a_server_in_the_pods_network_namespace() {
         "{stderr}"
     );
     assert_eq!(threads(server.child.id()), "1");
+}
+
+/// `iptables -t nat -S`: the nat table's rules in this network namespace, or None when there is
+/// no usable iptables NAT here.
+fn nat_rules() -> Option<String> {
+    let out = Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An HTTP/1.0 GET of `path` from 127.0.0.1:`port`; None while nothing answers there.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    (!answer.is_empty()).then_some(answer)
+}
+
+#[test]
+fn a_host_port_is_dnat_to_the_pods_address_through_portmap_and_goes_with_the_pod() {
+    let test = "cri::a_host_port_is_dnat_to_the_pods_address_through_portmap_and_goes_with_the_pod";
+    if nat_rules().is_none() {
+        record_skip(
+            test,
+            "no usable iptables NAT here (`iptables -t nat -S` fails)",
+        );
+        return;
+    }
+    let Some(server) = Server::start_on(test, "cni") else {
+        return;
+    };
+    const HOST_PORT: u16 = 18917;
+    server.ok(&["pull", "busybox"]);
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "hostport", "namespace": "default", "uid": "uid-hp", "attempt": 0},
+            "hostname": "hp-host",
+            "port_mappings": [{"container_port": 80, "host_port": HOST_PORT}],
+            "linux": {}
+        }),
+    );
+    let container = server.write(
+        "web.json",
+        serde_json::json!({
+            "metadata": {"name": "web"}, "image": {"image": "busybox"},
+            "command": ["httpd", "-f", "-p", "80", "-h", "/etc"], "linux": {}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let id = server.ok(&["create", &sandbox, &container, &pod]);
+    server.ok(&["start", &id]);
+    let pods: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    let ip = pods["status"]["network"]["ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(ip.starts_with("10.88."), "{pods}");
+    // The kernel's word: one DNAT rule for the port, to the pod's own address only.
+    let rules = nat_rules().unwrap();
+    let dnat: Vec<&str> = rules
+        .lines()
+        .filter(|l| l.contains(&format!("--dport {HOST_PORT}")) && l.contains("-j DNAT"))
+        .collect();
+    assert_eq!(dnat.len(), 1, "{rules}");
+    assert!(
+        dnat[0].ends_with(&format!("--to-destination {ip}:80")),
+        "{rules}"
+    );
+    assert!(!rules.contains("0.0.0.0/0 -j MASQUERADE"), "{rules}");
+    // From 127.0.0.1 on this node, through the DNAT (portmap's snat and route_localnet), to
+    // the pod's httpd: it serves the pod's /etc/hostname.
+    let mut answer = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            answer = http_get(HOST_PORT, "/hostname");
+            answer.is_some()
+        }),
+        "nothing answered on 127.0.0.1:{HOST_PORT}; nat rules: {rules}\nserver log: {}",
+        server.log()
+    );
+    let answer = answer.unwrap();
+    assert!(answer.lines().next().unwrap().contains(" 200 "), "{answer}");
+    assert!(answer.ends_with("hp-host\n"), "{answer}");
+    // StopPodSandbox's CNI DEL takes the pod's rules away.
+    server.ok(&["stopp", &sandbox]);
+    let rules = nat_rules().unwrap();
+    assert!(!rules.contains(&format!("--dport {HOST_PORT}")), "{rules}");
+    assert!(!rules.contains(&ip), "{rules}");
+    assert_eq!(http_get(HOST_PORT, "/hostname"), None);
+    server.ok(&["rmp", &sandbox]);
+}
+
+/// A SysV shared memory segment of the test's ipc namespace, removed on drop.
+struct ShmSegment(i32);
+
+impl ShmSegment {
+    fn new() -> ShmSegment {
+        // SAFETY: shmget with IPC_PRIVATE makes a new segment; no memory is attached.
+        let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+        ShmSegment(id)
+    }
+}
+
+impl Drop for ShmSegment {
+    fn drop(&mut self) {
+        // SAFETY: IPC_RMID of the segment this guard made.
+        unsafe { libc::shmctl(self.0, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
+#[test]
+fn host_pid_and_host_ipc_pods_live_in_the_nodes_pid_and_ipc_namespaces() {
+    let Some(server) =
+        Server::start("cri::host_pid_and_host_ipc_pods_live_in_the_nodes_pid_and_ipc_namespaces")
+    else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    // NamespaceMode NODE is 2.
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "hostns", "namespace": "default", "uid": "uid-hostns", "attempt": 0},
+            "linux": {"security_context": {"namespace_options": {"pid": 2, "ipc": 2}}}
+        }),
+    );
+    let container = server.write(
+        "c.json",
+        serde_json::json!({
+            "metadata": {"name": "c"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"],
+            "linux": {"security_context": {"namespace_options": {"pid": 2, "ipc": 2}}}
+        }),
+    );
+    let segment = ShmSegment::new();
+    let sandbox = server.ok(&["runp", &pod]);
+    let id = server.ok(&["create", &sandbox, &container, &pod]);
+    server.ok(&["start", &id]);
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+    let pid = inspect["info"]["pid"].to_string();
+    let pods: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    let pause = pods["info"]["pid"].to_string();
+    let options = &pods["status"]["linux"]["namespaces"]["options"];
+    assert_eq!(options["pid"], "NODE", "{pods}");
+    assert_eq!(options["ipc"], "NODE", "{pods}");
+    // The kernel's word: pause and the container are in this node's pid and ipc namespaces,
+    // and still in a uts namespace of the pod's.
+    for process in [&pid, &pause] {
+        assert_eq!(ns_inode(process, "pid"), ns_inode("self", "pid"));
+        assert_eq!(ns_inode(process, "ipc"), ns_inode("self", "ipc"));
+        assert_ne!(ns_inode(process, "uts"), ns_inode("self", "uts"));
+    }
+    // Inside, /proc shows the node's processes by the node's pids (the server's among them),
+    // and the node's SysV segment.
+    let server_pid = server.child.id().to_string();
+    let status = server.ok(&[
+        "exec",
+        "-s",
+        &id,
+        "cat",
+        &format!("/proc/{server_pid}/status"),
+    ]);
+    assert!(status.contains("Name:\tpodlab"), "{status}");
+    let shm = server.ok(&["exec", "-s", &id, "cat", "/proc/sysvipc/shm"]);
+    assert!(
+        shm.lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some(&segment.0.to_string())),
+        "segment {} not seen inside: {shm}",
+        segment.0
+    );
+    server.ok(&["stop", "--timeout", "0", &id]);
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    server.ok(&["rmp", "-f", &sandbox]);
+}
+
+/// Host-side mounts of a test, detached (deepest first) on drop, failed test or not.
+struct HostMounts(Vec<PathBuf>);
+
+impl HostMounts {
+    fn mount(&mut self, args: &[&str], target: &Path) {
+        let status = Command::new("mount")
+            .args(args)
+            .arg(target)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount {args:?} {}", target.display());
+        self.0.push(target.to_path_buf());
+    }
+
+    /// `target` bound on itself and made shared, as critest makes its volumes' sources.
+    fn shared(&mut self, target: &Path) {
+        std::fs::create_dir_all(target).unwrap();
+        self.mount(&["--bind", target.to_str().unwrap()], target);
+        let status = Command::new("mount")
+            .arg("--make-shared")
+            .arg(target)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for HostMounts {
+    fn drop(&mut self) {
+        for target in self.0.iter().rev() {
+            let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+fn is_mountpoint(path: &Path) -> bool {
+    podlab_ns::mnt::is_mountpoint(path).unwrap_or(false)
+}
+
+#[test]
+fn volumes_propagate_mounts_as_rprivate_rslave_and_rshared_say() {
+    let Some(server) =
+        Server::start("cri::volumes_propagate_mounts_as_rprivate_rslave_and_rshared_say")
+    else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let mut host = HostMounts(Vec::new());
+    let base = server.dir.path().join("volumes");
+    let (private, slave, shared) = (
+        base.join("private"),
+        base.join("slave"),
+        base.join("shared"),
+    );
+    for dir in [&private, &slave, &shared] {
+        host.shared(dir);
+    }
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "prop", "namespace": "default", "uid": "uid-prop", "attempt": 0},
+            "linux": {"security_context": {"privileged": true}}
+        }),
+    );
+    // MountPropagation: 0 PRIVATE, 1 HOST_TO_CONTAINER (rslave), 2 BIDIRECTIONAL (rshared).
+    let container = server.write(
+        "c.json",
+        serde_json::json!({
+            "metadata": {"name": "c"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"],
+            "mounts": [
+                {"container_path": "/private", "host_path": private, "propagation": 0},
+                {"container_path": "/slave", "host_path": slave, "propagation": 1},
+                {"container_path": "/shared", "host_path": shared, "propagation": 2}
+            ],
+            "linux": {"security_context": {"privileged": true}}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    // A volume whose host mount is private cannot be rshared: containerd's words.
+    let lonely = server.dir.path().join("lonely");
+    std::fs::create_dir_all(&lonely).unwrap();
+    let refused = server.write(
+        "refused.json",
+        serde_json::json!({
+            "metadata": {"name": "refused"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"],
+            "mounts": [{"container_path": "/v", "host_path": lonely, "propagation": 2}],
+            "linux": {"security_context": {"privileged": true}}
+        }),
+    );
+    let (code, _, stderr) = server.crictl(&["create", &sandbox, &refused, &pod]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("but it is not a shared mount"), "{stderr}");
+
+    let id = server.ok(&["create", &sandbox, &container, &pod]);
+    server.ok(&["start", &id]);
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+    let propagations: Vec<&str> = inspect["status"]["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["propagation"].as_str().unwrap_or("PROPAGATION_PRIVATE"))
+        .collect();
+    assert_eq!(
+        propagations,
+        [
+            "PROPAGATION_PRIVATE",
+            "PROPAGATION_HOST_TO_CONTAINER",
+            "PROPAGATION_BIDIRECTIONAL"
+        ],
+        "{inspect}"
+    );
+    // Host to container: a tmpfs mounted on the host after the start, with a file in it.
+    for dir in [&private, &slave, &shared] {
+        let sub = dir.join("from-host");
+        std::fs::create_dir_all(&sub).unwrap();
+        host.mount(&["-t", "tmpfs", "tmpfs"], &sub);
+        std::fs::write(sub.join("marker"), "host").unwrap();
+    }
+    let seen = |inside: &str| {
+        server
+            .crictl(&[
+                "exec",
+                "-s",
+                &id,
+                "cat",
+                &format!("/{inside}/from-host/marker"),
+            ])
+            .0
+            == 0
+    };
+    assert!(!seen("private"), "rprivate received the host's mount");
+    assert!(seen("slave"), "rslave did not receive the host's mount");
+    assert!(seen("shared"), "rshared did not receive the host's mount");
+    // Container to host: a tmpfs mounted inside; only rshared hands it back.
+    for inside in ["private", "slave", "shared"] {
+        server.ok(&[
+            "exec", "-s", &id, "sh", "-c",
+            &format!("mkdir -p /{inside}/from-container && mount -t tmpfs tmpfs /{inside}/from-container"),
+        ]);
+    }
+    let back = shared.join("from-container");
+    if is_mountpoint(&back) {
+        host.0.push(back.clone());
+    }
+    assert!(!is_mountpoint(&private.join("from-container")));
+    assert!(!is_mountpoint(&slave.join("from-container")));
+    assert!(
+        is_mountpoint(&back),
+        "rshared did not hand the container's mount back"
+    );
     server.ok(&["rmp", "-f", &sandbox]);
 }

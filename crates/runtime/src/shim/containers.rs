@@ -215,6 +215,7 @@ impl Shim {
         };
         let pid_ns = match &record.pid_mode {
             PidMode::Container => PidNamespace::New,
+            PidMode::Node => PidNamespace::Same,
             PidMode::Pod => PidNamespace::Join(
                 self.namespaces
                     .pid

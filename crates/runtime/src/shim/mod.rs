@@ -53,6 +53,10 @@ pub struct ShimArgs {
     pub domainname: String,
     pub share_pid: bool,
     pub host_network: bool,
+    /// Pause is forked into the shim's own (the node's) pid namespace.
+    pub host_pid: bool,
+    /// No ipc namespace of the pod's: pause and the containers keep the node's.
+    pub host_ipc: bool,
     /// The pause process's cgroup and oom_score_adj.
     pub placement: Option<crate::cgroups::Placement>,
     /// Sysctls written in the pod's namespaces before pause starts.
@@ -88,6 +92,12 @@ impl ShimArgs {
         }
         if self.host_network {
             args.push("--host-network".into());
+        }
+        if self.host_pid {
+            args.push("--host-pid".into());
+        }
+        if self.host_ipc {
+            args.push("--host-ipc".into());
         }
         if let Some(placement) = &self.placement {
             args.push("--placement".into());
@@ -130,6 +140,8 @@ impl ShimArgs {
         let mut domainname = String::new();
         let mut share_pid = false;
         let mut host_network = false;
+        let mut host_pid = false;
+        let mut host_ipc = false;
         let mut placement = None;
         let mut sysctls = Default::default();
         let mut security = Default::default();
@@ -152,6 +164,8 @@ impl ShimArgs {
                 "--domainname" => domainname = value()?,
                 "--share-pid" => share_pid = true,
                 "--host-network" => host_network = true,
+                "--host-pid" => host_pid = true,
+                "--host-ipc" => host_ipc = true,
                 "--placement" => {
                     placement = Some(
                         serde_json::from_str(&value()?).map_err(|e| format!("--placement: {e}"))?,
@@ -179,6 +193,8 @@ impl ShimArgs {
             domainname,
             share_pid,
             host_network,
+            host_pid,
+            host_ipc,
             placement,
             sysctls,
             security,
@@ -621,6 +637,8 @@ mod tests {
             domainname: String::new(),
             share_pid: true,
             host_network: false,
+            host_pid: false,
+            host_ipc: true,
             placement: Some(crate::cgroups::Placement {
                 cgroup: None,
                 oom_score_adj: Some(-998),

@@ -41,7 +41,8 @@ use crate::status::PinnedNamespace;
 #[derive(Debug)]
 pub(crate) struct PodNamespaces {
     pub net: Option<OwnedFd>,
-    pub ipc: OwnedFd,
+    /// None with `hostIPC`: the node's stays.
+    pub ipc: Option<OwnedFd>,
     pub uts: Option<OwnedFd>,
     pub pid: Option<OwnedFd>,
     own_pid: OwnedFd,
@@ -54,7 +55,9 @@ impl PodNamespaces {
         if let Some(net) = &self.net {
             join.push((net.as_fd(), NsKind::Net));
         }
-        join.push((self.ipc.as_fd(), NsKind::Ipc));
+        if let Some(ipc) = &self.ipc {
+            join.push((ipc.as_fd(), NsKind::Ipc));
+        }
         if let Some(uts) = &self.uts {
             join.push((uts.as_fd(), NsKind::Uts));
         }
@@ -68,6 +71,8 @@ pub(crate) enum PidNamespace<'a> {
     New,
     /// An existing one (the pod's, or a target container's).
     Join(BorrowedFd<'a>),
+    /// The shim's own, which is the node's (`hostPID`).
+    Same,
 }
 
 /// Forks a child born in `pid_ns` that runs `child`. `setns(CLONE_NEWPID)` and
@@ -83,6 +88,7 @@ pub(crate) fn fork_in(
             .map_err(|e| format!("unshare(CLONE_NEWPID): {e}"))?,
         PidNamespace::Join(fd) => nix::sched::setns(fd, CloneFlags::CLONE_NEWPID)
             .map_err(|e| format!("setns(CLONE_NEWPID): {e}"))?,
+        PidNamespace::Same => {}
     }
     // SAFETY: the shim is single-threaded, so the child may do anything the shim could.
     let forked = unsafe { nix::unistd::fork() };
@@ -91,8 +97,10 @@ pub(crate) fn fork_in(
         // SAFETY: the child bodies end in execve or _exit; this is only a backstop.
         unsafe { libc::_exit(127) }
     }
-    if let Err(e) = nix::sched::setns(namespaces_own_pid, CloneFlags::CLONE_NEWPID) {
-        eprintln!("podlab-shim: returning to its own pid namespace: {e}");
+    if !matches!(pid_ns, PidNamespace::Same) {
+        if let Err(e) = nix::sched::setns(namespaces_own_pid, CloneFlags::CLONE_NEWPID) {
+            eprintln!("podlab-shim: returning to its own pid namespace: {e}");
+        }
     }
     match forked {
         Ok(ForkResult::Parent { child }) => Ok(child),
@@ -152,7 +160,7 @@ pub(crate) fn start(
             net: (!args.host_network)
                 .then(|| open(NsKind::Net))
                 .transpose()?,
-            ipc: open(NsKind::Ipc)?,
+            ipc: (!args.host_ipc).then(|| open(NsKind::Ipc)).transpose()?,
             uts: (!args.host_network)
                 .then(|| open(NsKind::Uts))
                 .transpose()?,
@@ -172,13 +180,16 @@ pub(crate) fn start(
 }
 
 /// The namespaces the pod gets of its own: uts and net unless hostNetwork (the node's uts
-/// comes with the node's network, as kubelet and containerd have it), always ipc, pid when shared.
-pub(crate) fn pod_kinds(host_network: bool, share_pid: bool) -> Vec<NsKind> {
+/// comes with the node's network, as kubelet and containerd have it), ipc unless hostIPC,
+/// pid when shared.
+pub(crate) fn pod_kinds(host_network: bool, host_ipc: bool, share_pid: bool) -> Vec<NsKind> {
     let mut kinds = Vec::new();
     if !host_network {
         kinds.push(NsKind::Uts);
     }
-    kinds.push(NsKind::Ipc);
+    if !host_ipc {
+        kinds.push(NsKind::Ipc);
+    }
     if !host_network {
         kinds.push(NsKind::Net);
     }
@@ -254,8 +265,13 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
     let (report_r, report_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))?;
     let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
-    // The pod's pid namespace when shared, else one of pause's own: never the node's.
-    let pid_ns = PidNamespace::New;
+    // The pod's pid namespace when shared, else one of pause's own; the node's (the shim's)
+    // with hostPID, as containerd leaves the sandbox container's pid namespace out then.
+    let pid_ns = if args.host_pid {
+        PidNamespace::Same
+    } else {
+        PidNamespace::New
+    };
     // stdout must not be the starter's pipe (the shim's stdout until it is ready), or the
     // starter would wait for pause to exit: both of pause's output streams go to the shim log.
     let stdio = Stdio {
@@ -293,7 +309,7 @@ fn pause_child(
     if let Some(placement) = &args.placement {
         placement.enter()?;
     }
-    let mut kinds = pod_kinds(args.host_network, false);
+    let mut kinds = pod_kinds(args.host_network, args.host_ipc, false);
     kinds.retain(|k| *k != NsKind::Pid);
     if let (Some(netns), false) = (netns, args.host_network) {
         ops::join(netns, NsKind::Net)
@@ -400,7 +416,7 @@ fn pin_all(
 ) -> Result<(), String> {
     std::fs::create_dir_all(paths.ns_dir())
         .map_err(|e| format!("creating {}: {e}", paths.ns_dir().display()))?;
-    for kind in pod_kinds(args.host_network, args.share_pid) {
+    for kind in pod_kinds(args.host_network, args.host_ipc, args.share_pid) {
         let path = paths.ns(kind);
         ops::pin(pause, kind, &path).map_err(|e| e.to_string())?;
         let inode = ops::ns_inode(pause, kind).map_err(|e| e.to_string())?;
