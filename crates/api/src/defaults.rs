@@ -7,6 +7,8 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 pub fn default_pod(pod: &mut Pod) {
+    // PrepareForCreate's AppArmor version skew: an annotation becomes its container's field.
+    crate::security::sync_app_armor_annotations(pod);
     pod.metadata
         .namespace
         .get_or_insert_with(|| DEFAULT_NAMESPACE.to_string());

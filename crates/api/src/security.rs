@@ -1,8 +1,18 @@
 //! The API server's checks on the security contexts of a pod and its containers, with its
 //! wording, plus one podlab adds: a capability name Linux does not have is refused here, with
 //! its field path, where containerd would only refuse it at CreateContainer.
+//!
+//! AppArmor: the `appArmorProfile` fields (`ValidateAppArmorProfileField`), the deprecated
+//! `container.apparmor.security.beta.kubernetes.io/NAME` annotations
+//! (`ValidateAppArmorPodAnnotations`), and that an annotation and the field it stands for
+//! agree when a pod is made (`validateAppArmorAnnotationsAndFieldsMatchOnCreate`); the
+//! annotation is then copied into the container's field by [`sync_app_armor_annotations`]
+//! (`applyAppArmorVersionSkew`). SELinux: `seLinuxChangePolicy`; the API server checks
+//! nothing of `seLinuxOptions`.
 
-use k8s_openapi::api::core::v1::{PodSecurityContext, SeccompProfile, SecurityContext};
+use k8s_openapi::api::core::v1::{
+    AppArmorProfile, Pod, PodSecurityContext, SeccompProfile, SecurityContext,
+};
 
 use crate::FieldError;
 
@@ -55,7 +65,239 @@ pub fn validate_pod(
     if let Some(profile) = &context.seccomp_profile {
         validate_seccomp(profile, &format!("{path}.seccompProfile"), errors);
     }
+    if let Some(profile) = &context.app_armor_profile {
+        validate_app_armor(profile, &format!("{path}.appArmorProfile"), errors);
+    }
+    if let Some(policy) = context.se_linux_change_policy.as_deref() {
+        if !["MountOption", "Recursive"].contains(&policy) {
+            errors.push(FieldError::new(
+                format!("{path}.seLinuxChangePolicy"),
+                format!(
+                    "Unsupported value: {policy:?}: supported values: \"MountOption\", \"Recursive\""
+                ),
+            ));
+        }
+    }
     validate_sysctls(context, host_network, path, errors);
+}
+
+/// The annotation value of each AppArmor profile type.
+const ANNOTATION_RUNTIME_DEFAULT: &str = "runtime/default";
+const ANNOTATION_UNCONFINED: &str = "unconfined";
+const ANNOTATION_LOCALHOST_PREFIX: &str = "localhost/";
+/// `v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix`.
+pub const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+/// `ValidateAppArmorProfileField`.
+fn validate_app_armor(profile: &AppArmorProfile, path: &str, errors: &mut Vec<FieldError>) {
+    let localhost = profile.localhost_profile.as_deref();
+    match profile.type_.as_str() {
+        "Localhost" => match localhost {
+            None => errors.push(FieldError::new(
+                format!("{path}.localhostProfile"),
+                "Required value: must be set when AppArmor type is Localhost",
+            )),
+            Some(name) => {
+                if name.trim() != name {
+                    errors.push(FieldError::new(
+                        format!("{path}.localhostProfile"),
+                        format!("Invalid value: {name:?}: must not be padded with whitespace"),
+                    ));
+                } else if name.is_empty() {
+                    errors.push(FieldError::new(
+                        format!("{path}.localhostProfile"),
+                        "Required value: must be set when AppArmor type is Localhost",
+                    ));
+                }
+                // PATH_MAX - 1.
+                if name.len() > 4095 {
+                    errors.push(FieldError::new(
+                        format!("{path}.localhostProfile"),
+                        "Too long: may not be more than 4095 bytes",
+                    ));
+                }
+            }
+        },
+        "RuntimeDefault" | "Unconfined" => {
+            if let Some(name) = localhost {
+                errors.push(FieldError::new(
+                    format!("{path}.localhostProfile"),
+                    format!(
+                        "Invalid value: {name:?}: can only be set when AppArmor type is Localhost"
+                    ),
+                ));
+            }
+        }
+        "" => errors.push(FieldError::new(
+            format!("{path}.type"),
+            "Required value: type is required when appArmorProfile is set",
+        )),
+        other => errors.push(FieldError::new(
+            format!("{path}.type"),
+            format!(
+                "Unsupported value: {other:?}: supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\""
+            ),
+        )),
+    }
+}
+
+/// Every container of the pod (init, app, ephemeral) with its path, in the API server's
+/// visiting order, and its AppArmor profile field.
+fn containers_with_profiles(pod: &Pod) -> Vec<(String, String, Option<&AppArmorProfile>)> {
+    let Some(spec) = &pod.spec else {
+        return Vec::new();
+    };
+    fn profile(c: Option<&SecurityContext>) -> Option<&AppArmorProfile> {
+        c.and_then(|c| c.app_armor_profile.as_ref())
+    }
+    let mut out = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let at = format!("spec.initContainers[{i}]");
+        out.push((at, c.name.clone(), profile(c.security_context.as_ref())));
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let at = format!("spec.containers[{i}]");
+        out.push((at, c.name.clone(), profile(c.security_context.as_ref())));
+    }
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        let at = format!("spec.ephemeralContainers[{i}]");
+        out.push((at, c.name.clone(), profile(c.security_context.as_ref())));
+    }
+    out
+}
+
+/// `ValidateAppArmorPodAnnotations` and, for a pod being made,
+/// `validateAppArmorAnnotationsAndFieldsMatchOnCreate`.
+pub fn validate_app_armor_annotations(pod: &Pod, errors: &mut Vec<FieldError>) {
+    let containers = containers_with_profiles(pod);
+    for (key, value) in pod.metadata.annotations.iter().flatten() {
+        let Some(name) = key.strip_prefix(APPARMOR_ANNOTATION_PREFIX) else {
+            continue;
+        };
+        let at = format!("metadata.annotations[{key}]");
+        if !containers.iter().any(|(_, n, _)| n == name) {
+            errors.push(FieldError::new(
+                at.clone(),
+                format!("Invalid value: {name:?}: container not found"),
+            ));
+        }
+        let well_formed = value.is_empty()
+            || value == ANNOTATION_RUNTIME_DEFAULT
+            || value == ANNOTATION_UNCONFINED
+            || value.starts_with(ANNOTATION_LOCALHOST_PREFIX);
+        if !well_formed {
+            errors.push(FieldError::new(
+                at,
+                format!("Invalid value: {value:?}: invalid AppArmor profile name: {value:?}"),
+            ));
+        }
+    }
+    let pod_profile = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|c| c.app_armor_profile.as_ref());
+    for (path, name, own) in containers {
+        let Some(profile) = own.or(pod_profile) else {
+            continue;
+        };
+        let key = format!("{APPARMOR_ANNOTATION_PREFIX}{name}");
+        let Some(annotation) = pod.metadata.annotations.as_ref().and_then(|a| a.get(&key)) else {
+            continue;
+        };
+        let at = format!("{path}.securityContext.appArmorProfile");
+        let type_mismatch = || {
+            FieldError::new(
+                format!("{at}.type"),
+                "Forbidden: apparmor type in annotation and field must match",
+            )
+        };
+        match profile.type_.as_str() {
+            "Unconfined" if annotation != ANNOTATION_UNCONFINED => errors.push(type_mismatch()),
+            "RuntimeDefault" if annotation != ANNOTATION_RUNTIME_DEFAULT => {
+                errors.push(type_mismatch())
+            }
+            "Localhost" => match annotation.strip_prefix(ANNOTATION_LOCALHOST_PREFIX) {
+                None => errors.push(type_mismatch()),
+                Some(named) if profile.localhost_profile.as_deref() != Some(named) => {
+                    errors.push(FieldError::new(
+                        format!("{at}.localhostProfile"),
+                        "Forbidden: apparmor profile in annotation and field must match",
+                    ))
+                }
+                Some(_) => {}
+            },
+            _ => {}
+        }
+    }
+}
+
+/// The API server's `applyAppArmorVersionSkew` when a pod is made: a container with an
+/// annotation and no `appArmorProfile` gets the field the annotation stands for, unless that
+/// is invalid or already the pod's profile. Returns the annotations' deprecation warnings.
+pub fn sync_app_armor_annotations(pod: &mut Pod) -> Vec<String> {
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let Some(spec) = pod.spec.as_mut() else {
+        return Vec::new();
+    };
+    let pod_profile = spec
+        .security_context
+        .as_ref()
+        .and_then(|c| c.app_armor_profile.clone());
+    let mut warnings = Vec::new();
+    let mut sync = |name: &str, context: &mut Option<SecurityContext>| {
+        let key = format!("{APPARMOR_ANNOTATION_PREFIX}{name}");
+        let Some(annotation) = annotations.get(&key) else {
+            return;
+        };
+        if context
+            .as_ref()
+            .is_some_and(|c| c.app_armor_profile.is_some())
+        {
+            return;
+        }
+        let field = profile_for_annotation(annotation).filter(|p| {
+            let mut errors = Vec::new();
+            validate_app_armor(p, "", &mut errors);
+            errors.is_empty()
+        });
+        let copied = field.is_some() && field != pod_profile;
+        if copied {
+            context
+                .get_or_insert_with(Default::default)
+                .app_armor_profile = field.clone();
+        }
+        if field.is_none() || copied {
+            warnings.push(format!(
+                "metadata.annotations[{key}]: deprecated since v1.30; use the \"appArmorProfile\" field instead"
+            ));
+        }
+    };
+    for c in spec.init_containers.iter_mut().flatten() {
+        sync(&c.name, &mut c.security_context);
+    }
+    for c in spec.containers.iter_mut() {
+        sync(&c.name, &mut c.security_context);
+    }
+    for c in spec.ephemeral_containers.iter_mut().flatten() {
+        sync(&c.name, &mut c.security_context);
+    }
+    warnings
+}
+
+/// `ApparmorFieldForAnnotation`.
+fn profile_for_annotation(annotation: &str) -> Option<AppArmorProfile> {
+    let profile = |type_: &str, localhost_profile: Option<&str>| AppArmorProfile {
+        type_: type_.into(),
+        localhost_profile: localhost_profile.map(String::from),
+    };
+    match annotation {
+        ANNOTATION_UNCONFINED => Some(profile("Unconfined", None)),
+        ANNOTATION_RUNTIME_DEFAULT => Some(profile("RuntimeDefault", None)),
+        _ => annotation
+            .strip_prefix(ANNOTATION_LOCALHOST_PREFIX)
+            .map(|name| profile("Localhost", Some(name))),
+    }
 }
 
 /// The API server's `validateSysctls`: each name valid and given once, and none of the
@@ -106,6 +348,9 @@ pub fn validate_container(context: &SecurityContext, path: &str, errors: &mut Ve
     );
     if let Some(profile) = &context.seccomp_profile {
         validate_seccomp(profile, &format!("{path}.seccompProfile"), errors);
+    }
+    if let Some(profile) = &context.app_armor_profile {
+        validate_app_armor(profile, &format!("{path}.appArmorProfile"), errors);
     }
     if let Some(mount) = context.proc_mount.as_deref() {
         if !["Default", "Unmasked"].contains(&mount) {
@@ -294,6 +539,140 @@ mod tests {
                 "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Never\": supported values: \"Always\", \"OnRootMismatch\"",
                 "spec.securityContext.supplementalGroupsPolicy: Unsupported value: \"strict\": supported values: \"Merge\", \"Strict\"",
             ]
+        );
+    }
+
+    fn pod_errors(yaml: &str) -> Vec<String> {
+        let pod: Pod = serde_yaml_ng::from_str(yaml).unwrap();
+        crate::validation::validate_pod(&pod)
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    const APP: &str = "spec: {containers: [{name: app, image: busybox";
+
+    #[test]
+    fn app_armor_profiles_are_checked_as_the_api_server_does() {
+        let at = "spec.containers[0].securityContext.appArmorProfile";
+        let with = |profile: &str| {
+            pod_errors(&format!(
+                "metadata: {{name: p}}\n{APP}, securityContext: {{appArmorProfile: {profile}}}}}]}}"
+            ))
+        };
+        assert!(with("{type: RuntimeDefault}").is_empty());
+        assert!(with("{type: Localhost, localhostProfile: k8s-deny-write}").is_empty());
+        assert_eq!(
+            with("{type: Localhost}"),
+            [format!("{at}.localhostProfile: Required value: must be set when AppArmor type is Localhost")]
+        );
+        assert_eq!(
+            with("{type: Localhost, localhostProfile: ' p'}"),
+            [format!(
+                "{at}.localhostProfile: Invalid value: \" p\": must not be padded with whitespace"
+            )]
+        );
+        assert_eq!(
+            with("{type: Unconfined, localhostProfile: p}"),
+            [format!("{at}.localhostProfile: Invalid value: \"p\": can only be set when AppArmor type is Localhost")]
+        );
+        assert_eq!(
+            with("{type: Enforce}"),
+            [format!("{at}.type: Unsupported value: \"Enforce\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\"")]
+        );
+        let pod_level = pod_errors(&format!(
+            "metadata: {{name: p}}\nspec: {{securityContext: {{appArmorProfile: {{type: ''}}, seLinuxChangePolicy: Always, seLinuxOptions: {{level: 's0:c1,c2', type: spc_t}}}}, containers: [{{name: app, image: busybox, securityContext: {{seLinuxOptions: {{user: system_u}}}}}}]}}"
+        ));
+        assert_eq!(
+            pod_level,
+            [
+                "spec.securityContext.appArmorProfile.type: Required value: type is required when appArmorProfile is set",
+                "spec.securityContext.seLinuxChangePolicy: Unsupported value: \"Always\": supported values: \"MountOption\", \"Recursive\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn app_armor_annotations_name_a_container_and_match_its_field() {
+        let key = "metadata.annotations[container.apparmor.security.beta.kubernetes.io/";
+        let errors = pod_errors(&format!(
+            "metadata: {{name: p, annotations: {{container.apparmor.security.beta.kubernetes.io/ghost: runtime/default, container.apparmor.security.beta.kubernetes.io/app: enforce}}}}\n{APP}}}]}}"
+        ));
+        assert_eq!(
+            errors,
+            [
+                format!("{key}app]: Invalid value: \"enforce\": invalid AppArmor profile name: \"enforce\""),
+                format!("{key}ghost]: Invalid value: \"ghost\": container not found"),
+            ]
+        );
+        let errors = pod_errors(&format!(
+            "metadata: {{name: p, annotations: {{container.apparmor.security.beta.kubernetes.io/app: localhost/a}}}}\nspec: {{securityContext: {{appArmorProfile: {{type: Localhost, localhostProfile: b}}}}, containers: [{{name: app, image: busybox}}, {{name: other, image: busybox, securityContext: {{appArmorProfile: {{type: RuntimeDefault}}}}}}]}}"
+        ));
+        assert_eq!(
+            errors,
+            ["spec.containers[0].securityContext.appArmorProfile.localhostProfile: Forbidden: apparmor profile in annotation and field must match"]
+        );
+        let errors = pod_errors(&format!(
+            "metadata: {{name: p, annotations: {{container.apparmor.security.beta.kubernetes.io/app: unconfined}}}}\n{APP}, securityContext: {{appArmorProfile: {{type: RuntimeDefault}}}}}}]}}"
+        ));
+        assert_eq!(
+            errors,
+            ["spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match"]
+        );
+    }
+
+    #[test]
+    fn an_annotation_becomes_its_containers_field_unless_the_pod_has_the_same() {
+        let mut pod: Pod = serde_yaml_ng::from_str(
+            "metadata: {name: p, annotations: {container.apparmor.security.beta.kubernetes.io/a: runtime/default, container.apparmor.security.beta.kubernetes.io/b: localhost/x, container.apparmor.security.beta.kubernetes.io/c: localhost/}}\nspec: {securityContext: {appArmorProfile: {type: RuntimeDefault}}, containers: [{name: a}, {name: b}, {name: c}]}",
+        )
+        .unwrap();
+        let warnings = sync_app_armor_annotations(&mut pod);
+        let field = |i: usize| {
+            pod.spec.as_ref().unwrap().containers[i]
+                .security_context
+                .as_ref()
+                .and_then(|c| c.app_armor_profile.clone())
+        };
+        assert_eq!(field(0), None, "the pod's profile already says so");
+        assert_eq!(
+            field(1),
+            Some(AppArmorProfile {
+                type_: "Localhost".into(),
+                localhost_profile: Some("x".into())
+            })
+        );
+        assert_eq!(field(2), None, "an empty localhost name is not copied");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0]
+            .ends_with("deprecated since v1.30; use the \"appArmorProfile\" field instead"));
+    }
+
+    #[test]
+    fn resize_policies_are_checked_as_the_api_server_does() {
+        let at = "spec.containers[0].resizePolicy";
+        let with = |restart: &str, policies: &str| {
+            pod_errors(&format!(
+                "metadata: {{name: p}}\nspec: {{restartPolicy: {restart}, containers: [{{name: app, image: busybox, resizePolicy: {policies}}}]}}"
+            ))
+        };
+        assert!(with("Always", "[{resourceName: cpu, restartPolicy: NotRequired}, {resourceName: memory, restartPolicy: RestartContainer}]").is_empty());
+        assert_eq!(
+            with("Always", "[{resourceName: cpu, restartPolicy: NotRequired}, {resourceName: cpu, restartPolicy: Sometimes}, {resourceName: storage, restartPolicy: NotRequired}]"),
+            [
+                format!("{at}[1]: Duplicate value: \"cpu\""),
+                format!("{at}: Unsupported value: \"Sometimes\": supported values: \"NotRequired\", \"RestartContainer\""),
+                format!("{at}: Unsupported value: \"storage\": supported values: \"cpu\", \"memory\""),
+            ]
+        );
+        assert_eq!(
+            with("Never", "[{resourceName: memory, restartPolicy: RestartContainer}]"),
+            [format!("{at}: Invalid value: \"RestartContainer\": must be 'NotRequired' when `restartPolicy` is 'Never'")]
+        );
+        let ephemeral = pod_errors("metadata: {name: p}\nspec: {containers: [{name: app, image: busybox}], ephemeralContainers: [{name: d, image: busybox, resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]}]}");
+        assert_eq!(
+            ephemeral,
+            ["spec.ephemeralContainers[0].resizePolicy: Forbidden: cannot be set for an Ephemeral Container"]
         );
     }
 

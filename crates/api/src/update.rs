@@ -118,4 +118,15 @@ mod tests {
             "spec.containers: Forbidden: pod updates may not add or remove containers"
         );
     }
+
+    #[test]
+    fn a_resize_of_a_running_pods_resources_is_refused_in_the_api_servers_words() {
+        let old = spec("  containers: [{name: a, image: busybox, resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}], resources: {limits: {cpu: 100m}}}]");
+        let new = spec("  containers: [{name: a, image: busybox, resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}], resources: {limits: {cpu: 200m}}}]");
+        let errors = validate_pod_spec_update(&old, &new);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0]
+            .to_string()
+            .starts_with("spec: Forbidden: pod updates may not change fields other than"));
+    }
 }

@@ -98,12 +98,15 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         ),
         ("spec.containers", spec.containers.as_slice(), false),
     ];
+    let never = spec.restart_policy.as_deref() == Some("Never");
     for (list, containers, init) in lists {
         for (i, container) in containers.iter().enumerate() {
             let path = format!("{list}[{i}]");
             validate_container(container, &path, init, &volumes, &mut names, &mut errors);
+            validate_resize_policy(container, &path, never, &mut errors);
         }
     }
+    crate::security::validate_app_armor_annotations(pod, &mut errors);
     if let Some(context) = &spec.security_context {
         crate::security::validate_pod(
             context,
@@ -135,6 +138,16 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         if container.resources.is_some() {
             errors.push(FieldError::new(
                 format!("{path}.resources"),
+                "Forbidden: cannot be set for an Ephemeral Container",
+            ));
+        }
+        if container
+            .resize_policy
+            .as_ref()
+            .is_some_and(|p| !p.is_empty())
+        {
+            errors.push(FieldError::new(
+                format!("{path}.resizePolicy"),
                 "Forbidden: cannot be set for an Ephemeral Container",
             ));
         }
@@ -273,6 +286,55 @@ fn validate_container(
                 success_must_be_one,
                 &mut err,
             );
+        }
+    }
+}
+
+/// The API server's `validateResizePolicy`: cpu or memory, each once, `NotRequired` or
+/// `RestartContainer`, and only `NotRequired` in a pod whose `restartPolicy` is Never. (Init
+/// containers may have one too: the API server allows it with in-place resize on.)
+fn validate_resize_policy(
+    container: &Container,
+    path: &str,
+    never: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    let at = format!("{path}.resizePolicy");
+    let mut seen = HashSet::new();
+    for (i, policy) in container.resize_policy.iter().flatten().enumerate() {
+        let resource = policy.resource_name.as_str();
+        if !seen.insert(resource) {
+            errors.push(FieldError::new(
+                format!("{at}[{i}]"),
+                format!("Duplicate value: {resource:?}"),
+            ));
+        }
+        match resource {
+            "cpu" | "memory" => {}
+            "" => errors.push(FieldError::new(at.clone(), "Required value")),
+            other => errors.push(FieldError::new(
+                at.clone(),
+                format!("Unsupported value: {other:?}: supported values: \"cpu\", \"memory\""),
+            )),
+        }
+        let restart = policy.restart_policy.as_str();
+        match restart {
+            "NotRequired" | "RestartContainer" => {}
+            "" => errors.push(FieldError::new(at.clone(), "Required value")),
+            other => errors.push(FieldError::new(
+                at.clone(),
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"NotRequired\", \"RestartContainer\""
+                ),
+            )),
+        }
+        if never && restart != "NotRequired" {
+            errors.push(FieldError::new(
+                at.clone(),
+                format!(
+                    "Invalid value: {restart:?}: must be 'NotRequired' when `restartPolicy` is 'Never'"
+                ),
+            ));
         }
     }
 }

@@ -16,6 +16,7 @@
 //! podlab-runtime and writes statuses and events to podlab-control's store.
 
 pub mod actions;
+pub mod apparmor;
 pub mod atomic_writer;
 pub mod attempt;
 pub mod backoff;

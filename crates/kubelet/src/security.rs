@@ -34,6 +34,8 @@ pub struct NodeSecurity {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// The safe sysctls and the allowed unsafe ones ([`crate::sysctl`]).
     pub sysctls: crate::sysctl::Allowlist,
+    /// Whether the kernel enforces AppArmor ([`crate::apparmor`]), seen when the node starts.
+    pub apparmor: crate::apparmor::Host,
 }
 
 impl NodeSecurity {
@@ -45,6 +47,7 @@ impl NodeSecurity {
             allowed_unsafe_sysctls: Vec::new(),
             sysctls: crate::sysctl::Allowlist::for_node::<&str>(&[])
                 .expect("the safe sysctls are namespaced"),
+            apparmor: crate::apparmor::Host::detect(),
         }
     }
 
@@ -325,6 +328,68 @@ pub fn verify_run_as_non_root(
     }
 }
 
+/// The container's SELinux options as kubelet hands them to the runtime
+/// (`DetermineEffectiveSecurityContext`: the container's `seLinuxOptions` whole, else the
+/// pod's). On a host without SELinux containerd and runc apply no label; containerd still
+/// checks the `level`'s form before anything else (`checkSelinuxLevel`), and CreateContainer
+/// fails with its words: the one effect the options have here.
+pub fn bad_selinux_level(pod: &Pod, name: &str) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    let container = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .and_then(|c| c.security_context.as_ref())
+        .and_then(|c| c.se_linux_options.as_ref());
+    let ephemeral = || {
+        spec.ephemeral_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == name)
+            .and_then(|c| c.security_context.as_ref())
+            .and_then(|c| c.se_linux_options.as_ref())
+    };
+    let pod_level = || {
+        spec.security_context
+            .as_ref()
+            .and_then(|c| c.se_linux_options.as_ref())
+    };
+    let options = container.or_else(ephemeral).or_else(pod_level)?;
+    let level = options.level.as_deref().filter(|l| !l.is_empty())?;
+    (!is_selinux_level(level)).then(|| {
+        format!("failed to generate container spec: the format of 'level' {level:?} is not correct")
+    })
+}
+
+/// containerd's level form: `s<d>[-s<d>][:c<n>[.c<n>][,c<n>[.c<n>]]...]`, n of 1 to 4 digits
+/// (`^s\d(-s\d)??(:c\d{1,4}(\.c\d{1,4})?(,c\d{1,4}(\.c\d{1,4})?)*)?$`).
+fn is_selinux_level(level: &str) -> bool {
+    let sensitivity = |s: &str| {
+        s.strip_prefix('s')
+            .is_some_and(|d| d.len() == 1 && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let category = |c: &str| {
+        c.strip_prefix('c')
+            .is_some_and(|d| (1..=4).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let (range, categories) = match level.split_once(':') {
+        Some((range, categories)) => (range, Some(categories)),
+        None => (level, None),
+    };
+    let range_ok = match range.split_once('-') {
+        Some((low, high)) => sensitivity(low) && sensitivity(high),
+        None => sensitivity(range),
+    };
+    let categories_ok = categories.is_none_or(|list| {
+        list.split(',').all(|item| match item.split_once('.') {
+            Some((from, to)) => category(from) && category(to),
+            None => category(item),
+        })
+    });
+    range_ok && categories_ok
+}
+
 /// A `Localhost` profile that is not there, said with the field that names it.
 pub fn missing_profile(effective: &Effective) -> Option<String> {
     let RuntimeProfile::Localhost(path) = &effective.security.seccomp else {
@@ -378,6 +443,56 @@ spec:
       capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
       procMount: Unmasked
 "#;
+
+    #[test]
+    fn selinux_levels_are_checked_as_containerd_checks_them() {
+        for good in [
+            "s0",
+            "s0-s1",
+            "s0:c1",
+            "s0:c0.c1023",
+            "s0-s9:c1,c2.c3,c1234",
+        ] {
+            assert!(is_selinux_level(good), "{good}");
+        }
+        for bad in [
+            "",
+            "s",
+            "s10",
+            "s0:",
+            "s0:c12345",
+            "s0:c1,",
+            "S0",
+            "s0-s1-s2",
+            "s0:c1.c2.c3",
+            "x",
+        ] {
+            assert!(!is_selinux_level(bad), "{bad}");
+        }
+        let with = |pod_level: &str, container: &str| {
+            bad_selinux_level(
+                &pod(&format!(
+                    "{{apiVersion: v1, kind: Pod, metadata: {{name: p}}, spec: {{securityContext: {{seLinuxOptions: {pod_level}}}, containers: [{{name: c, image: busybox, securityContext: {{seLinuxOptions: {container}}}}}]}}}}"
+                )),
+                "c",
+            )
+        };
+        assert_eq!(
+            with("{level: 's0:c1'}", "{user: u}"),
+            None,
+            "the container's options win whole"
+        );
+        assert_eq!(
+            with("{type: t}", "{level: 'high'}").as_deref(),
+            Some(
+                "failed to generate container spec: the format of 'level' \"high\" is not correct"
+            )
+        );
+        assert!(
+            with("{level: 'high'}", "null").is_some(),
+            "the pod's when the container has none"
+        );
+    }
 
     #[test]
     fn the_container_wins_over_the_pod_and_groups_come_from_the_pod() {

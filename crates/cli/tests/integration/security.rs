@@ -306,3 +306,116 @@ fn container_statuses_report_the_user_the_kernel_gave_each_container() {
     root.ok(&["delete", "pod", "ids"]);
     root.assert_nothing_left();
 }
+
+#[test]
+fn apparmor_profiles_on_a_host_without_apparmor_are_rejected_as_kubelet_rejects_them() {
+    use podlab_kubelet::apparmor::Host;
+    crate::skip_unless!(
+        Host::detect() == Host::Disabled,
+        "this host's kernel has AppArmor: the test is of a host without it"
+    );
+    let root = Root::new("apparmor");
+    // Bad input: refused with its path, nothing stored.
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    securityContext: {appArmorProfile: {type: Localhost}}\n",
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("spec.containers[0].securityContext.appArmorProfile.localhostProfile: Required value: must be set when AppArmor type is Localhost"),
+        "{}",
+        out.stderr
+    );
+    assert!(root.pod("bad").is_none(), "nothing stored");
+    // The field at the pod's level, and the deprecated annotation (copied into the field).
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: confined}\nspec:\n  securityContext: {appArmorProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: annotated\n  annotations: {container.apparmor.security.beta.kubernetes.io/app: localhost/k8s-deny-write}\nspec:\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: open}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1000']\n    securityContext: {appArmorProfile: {type: Unconfined}}\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let annotated = root.pod("annotated").unwrap();
+    let field = annotated.spec.as_ref().unwrap().containers[0]
+        .security_context
+        .as_ref()
+        .and_then(|c| c.app_armor_profile.clone())
+        .expect("the annotation became the container's field");
+    assert_eq!(
+        (field.type_.as_str(), field.localhost_profile.as_deref()),
+        ("Localhost", Some("k8s-deny-write"))
+    );
+    for name in ["confined", "annotated"] {
+        let pod = root.wait_pod(name, "rejected", LIMIT, |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+        });
+        let status = pod.status.unwrap();
+        assert_eq!(status.reason.as_deref(), Some("AppArmor"), "{name}");
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host"),
+            "{name}"
+        );
+    }
+    // Unconfined asks for nothing AppArmor would do: it runs.
+    root.wait_pod("open", "running", LIMIT, running);
+    let sandboxes = root.runtime().list_pod_sandboxes().unwrap();
+    assert_eq!(
+        sandboxes.len(),
+        1,
+        "a sandbox for the unconfined pod only: {sandboxes:?}"
+    );
+    let events = root.ok(&["get", "events"]);
+    assert!(
+        events.contains("Warning   AppArmor")
+            && events.contains("Cannot enforce AppArmor: AppArmor is not enabled on the host"),
+        "{events}"
+    );
+    let rows = root.pod_rows();
+    assert_eq!(rows["confined"][2], "AppArmor", "{rows:?}");
+    root.ok(&["delete", "pod", "confined", "annotated", "open"]);
+    root.assert_nothing_left();
+}
+
+#[test]
+fn selinux_options_are_accepted_and_ignored_without_selinux_but_a_bad_level_is_refused() {
+    crate::skip_unless!(
+        !std::path::Path::new("/sys/fs/selinux").exists(),
+        "this host has SELinux: the test is of a host without it"
+    );
+    let root = Root::new("selinux");
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: labelled}\nspec:\n  securityContext:\n    seLinuxChangePolicy: MountOption\n    seLinuxOptions: {type: spc_t, level: 's0:c1,c2'}\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1000']\n    securityContext: {seLinuxOptions: {user: system_u, role: system_r}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: badlevel}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1000']\n    securityContext: {seLinuxOptions: {level: high}}\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("labelled", "running", LIMIT, running);
+    // No label anywhere: the kernel has no SELinux, so no process has an SELinux context.
+    let pid = root.record(&container(&pod, "app")).pid.unwrap();
+    let current = std::fs::read_to_string(format!("/proc/{pid}/attr/current"));
+    assert!(
+        current
+            .as_deref()
+            .map_or(true, |c| c.trim_end_matches('\0').trim().is_empty()
+                || c.contains("unconfined")
+                || c.contains("kernel")),
+        "{current:?}"
+    );
+    let pod = root.wait_pod("badlevel", "refused", LIMIT, |p| {
+        waiting_reason(p, "app").as_deref() == Some("CreateContainerError")
+    });
+    let status = container(&pod, "app");
+    assert_eq!(
+        status.state.unwrap().waiting.unwrap().message.as_deref(),
+        Some("failed to generate container spec: the format of 'level' \"high\" is not correct")
+    );
+    assert!(status.container_id.is_none(), "no container was created");
+    // Bad input at apply: the change policy's values are the API server's.
+    let out = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  securityContext: {seLinuxChangePolicy: Always}\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("spec.securityContext.seLinuxChangePolicy: Unsupported value: \"Always\": supported values: \"MountOption\", \"Recursive\""),
+        "{}",
+        out.stderr
+    );
+    assert!(root.pod("bad").is_none(), "nothing stored");
+    root.ok(&["delete", "pod", "labelled", "badlevel"]);
+    root.assert_nothing_left();
+}

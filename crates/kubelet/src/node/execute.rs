@@ -516,10 +516,14 @@ impl Execution<'_> {
 
     /// What kubelet refuses before CreateContainer: a `Localhost` seccomp profile that is not
     /// on the node, a runAsNonRoot container whose user would be root (kubelet's
-    /// `CreateContainerConfigError` and message).
+    /// `CreateContainerConfigError` and message); and what containerd's CreateContainer
+    /// refuses, an SELinux level of the wrong form.
     fn security_refusal(&self, name: &str, image: &str) -> Option<(&'static str, String)> {
         let effective = crate::security::for_container(self.pod, name, &self.node.config.security)?;
         if let Some(message) = crate::security::missing_profile(&effective) {
+            return Some(("CreateContainerError", message));
+        }
+        if let Some(message) = crate::security::bad_selinux_level(self.pod, name) {
             return Some(("CreateContainerError", message));
         }
         // An image that is not there is reported by CreateContainer itself.

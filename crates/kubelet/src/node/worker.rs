@@ -302,17 +302,20 @@ impl PodWorker {
         Pass::Changed
     }
 
-    /// kubelet's admission of a new pod (`canAdmitPod`, here its sysctl handler): a pod
-    /// that is not allowed is rejected before anything is made for it (`rejectPod`): phase
-    /// Failed with the handler's reason, "Pod was rejected: " and its message, and a Warning
-    /// event. A pod that already has sandboxes or a terminal phase was admitted before (or
-    /// rejected: that is not done again).
+    /// kubelet's admission of a new pod (`canAdmitPod`, here its sysctl and AppArmor
+    /// handlers, in kubelet's order): a pod that is not allowed is rejected before anything is
+    /// made for it (`rejectPod`): phase Failed with the handler's reason, "Pod was rejected: "
+    /// and its message, and a Warning event. A pod that already has sandboxes or a terminal
+    /// phase was admitted before (or rejected: that is not done again).
     fn admit(&mut self) -> Admission {
         let status = self.pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref());
         if matches!(phase, Some("Failed" | "Succeeded")) {
-            let rejected =
-                status.and_then(|s| s.reason.as_deref()) == Some(crate::sysctl::FORBIDDEN_REASON);
+            let reason = status.and_then(|s| s.reason.as_deref());
+            let rejected = matches!(
+                reason,
+                Some(crate::sysctl::FORBIDDEN_REASON | crate::apparmor::REASON)
+            );
             return if rejected && self.sandboxes.is_empty() {
                 Admission::Rejected { changed: false }
             } else {
@@ -322,10 +325,15 @@ impl PodWorker {
         if !self.sandboxes.is_empty() {
             return Admission::Admitted;
         }
-        let Some(message) = self.node.config.security.sysctls.admit(&self.pod) else {
+        let security = &self.node.config.security;
+        let rejection = match security.sysctls.admit(&self.pod) {
+            Some(message) => Some((crate::sysctl::FORBIDDEN_REASON, message)),
+            None => crate::apparmor::admit(&self.pod, &security.apparmor)
+                .map(|message| (crate::apparmor::REASON, message)),
+        };
+        let Some((reason, message)) = rejection else {
             return Admission::Admitted;
         };
-        let reason = crate::sysctl::FORBIDDEN_REASON;
         self.say(|| format!("rejected ({reason}): {message}"));
         self.node
             .recorder
