@@ -3,8 +3,10 @@
 //! as kubelet computes them (`resourcehelper.PodRequests`/`PodLimits`: the sum of the
 //! containers, or the largest init container when that is more).
 //!
-//! podlab implements the `cpu` and `memory` resources; other names are refused by
-//! [`crate::supported`].
+//! podlab implements the `cpu`, `memory` and `hugepages-<size>` resources; other names are
+//! refused by [`crate::supported`]. Huge pages cannot be overcommitted: a request needs an equal
+//! limit, and a container asking for them must ask for cpu or memory too (the API server's
+//! rules).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,26 @@ use crate::FieldError;
 /// The resources podlab implements (kubelet's QoS considers exactly these).
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
+/// The prefix of the huge page resources: `hugepages-2Mi`, `hugepages-1Gi`.
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+
+/// The page size in bytes of a `hugepages-<size>` resource (`HugePageSizeFromResourceName`);
+/// None for another name or a size that is not a positive quantity.
+pub fn hugepage_size(name: &str) -> Option<i64> {
+    let size = name.strip_prefix(HUGEPAGES_PREFIX)?;
+    Amount::parse(size)
+        .ok()
+        .map(Amount::value)
+        .filter(|v| *v > 0)
+}
+
+/// The `hugepages-<size>` entries of a requests or limits map: (page size in bytes, bytes).
+pub fn hugepages(map: Option<&BTreeMap<String, Quantity>>) -> Vec<(i64, i64)> {
+    map.into_iter()
+        .flatten()
+        .filter_map(|(name, q)| Some((hugepage_size(name)?, Amount::parse(&q.0).ok()?.value())))
+        .collect()
+}
 
 /// The amount of resource `name` in a requests or limits map, if set and readable.
 pub fn amount(map: Option<&BTreeMap<String, Quantity>>, name: &str) -> Option<Amount> {
@@ -168,14 +190,48 @@ pub fn validate(resources: &ResourceRequirements, path: &str, errors: &mut Vec<F
             }
         }
     }
+    for ((kind, name), amount) in &parsed {
+        if !name.starts_with(HUGEPAGES_PREFIX) {
+            continue;
+        }
+        let divisible = hugepage_size(name).is_some_and(|size| amount.value() % size == 0);
+        if !divisible {
+            let text = &[&resources.limits, &resources.requests][usize::from(*kind == "requests")]
+                .as_ref()
+                .expect("parsed from it")[*name]
+                .0;
+            errors.push(FieldError::new(
+                format!("{path}.{kind}[{name}]"),
+                format!(
+                    "Invalid value: {text:?}: {text} is not positive integer multiple of {name}"
+                ),
+            ));
+        }
+    }
     for (name, quantity) in resources.requests.iter().flatten() {
-        let (Some(request), Some(limit)) = (
-            parsed.get(&("requests", name.as_str())),
-            parsed.get(&("limits", name.as_str())),
-        ) else {
+        let overcommit = !name.starts_with(HUGEPAGES_PREFIX);
+        let Some(request) = parsed.get(&("requests", name.as_str())) else {
             continue;
         };
-        if request > limit {
+        let Some(limit) = parsed.get(&("limits", name.as_str())) else {
+            if !overcommit {
+                errors.push(FieldError::new(
+                    format!("{path}.limits"),
+                    "Required value: Limit must be set for non overcommitable resources",
+                ));
+            }
+            continue;
+        };
+        if !overcommit && request != limit {
+            let limit_text = &resources.limits.as_ref().expect("parsed from it")[name].0;
+            errors.push(FieldError::new(
+                format!("{path}.requests[{name}]"),
+                format!(
+                    "Invalid value: {:?}: must be equal to {name} limit of {limit_text}",
+                    quantity.0
+                ),
+            ));
+        } else if request > limit {
             let limit_text = &resources.limits.as_ref().expect("parsed from it")[name].0;
             errors.push(FieldError::new(
                 format!("{path}.requests[{name}]"),
@@ -185,6 +241,19 @@ pub fn validate(resources: &ResourceRequirements, path: &str, errors: &mut Vec<F
                 ),
             ));
         }
+    }
+    let names = || {
+        [&resources.limits, &resources.requests]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.keys())
+    };
+    if names().any(|n| n.starts_with(HUGEPAGES_PREFIX)) && !names().any(|n| n == CPU || n == MEMORY)
+    {
+        errors.push(FieldError::new(
+            path.to_string(),
+            "Forbidden: HugePages require cpu or memory",
+        ));
     }
 }
 
@@ -220,6 +289,39 @@ mod tests {
         let zero =
             pod("  containers: [{name: a, image: busybox, resources: {requests: {cpu: '0'}}}]");
         assert_eq!(pod_qos(&zero), "BestEffort", "zero counts as unset");
+    }
+
+    fn errors(resources: &str) -> Vec<String> {
+        let requirements: ResourceRequirements = serde_yaml_ng::from_str(resources).unwrap();
+        let mut errors = Vec::new();
+        validate(&requirements, "spec.containers[0].resources", &mut errors);
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn hugepages_are_checked_as_the_api_server_does() {
+        assert!(errors("{limits: {memory: 64Mi, hugepages-2Mi: 4Mi}, requests: {memory: 64Mi, hugepages-2Mi: 4Mi}}").is_empty());
+        assert_eq!(
+            errors("{limits: {memory: 64Mi, hugepages-2Mi: 4Mi}, requests: {hugepages-2Mi: 2Mi}}"),
+            ["spec.containers[0].resources.requests[hugepages-2Mi]: Invalid value: \"2Mi\": must be equal to hugepages-2Mi limit of 4Mi"]
+        );
+        assert_eq!(
+            errors("{requests: {cpu: 100m, hugepages-2Mi: 2Mi}}"),
+            ["spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"]
+        );
+        assert_eq!(
+            errors("{limits: {hugepages-2Mi: 2Mi}, requests: {hugepages-2Mi: 2Mi}}"),
+            ["spec.containers[0].resources: Forbidden: HugePages require cpu or memory"]
+        );
+        assert_eq!(
+            errors("{limits: {cpu: 1, hugepages-2Mi: 3Mi}, requests: {hugepages-2Mi: 3Mi}}"),
+            [
+                "spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: \"3Mi\": 3Mi is not positive integer multiple of hugepages-2Mi",
+                "spec.containers[0].resources.requests[hugepages-2Mi]: Invalid value: \"3Mi\": 3Mi is not positive integer multiple of hugepages-2Mi",
+            ]
+        );
+        assert_eq!(hugepage_size("hugepages-1Gi"), Some(1 << 30));
+        assert_eq!(hugepage_size("hugepages-x"), None);
     }
 
     #[test]

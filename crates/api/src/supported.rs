@@ -155,6 +155,8 @@ const CONTAINER_FIELDS: &[&str] = &[
     "resources.limits.memory",
     "resources.requests.cpu",
     "resources.requests.memory",
+    "resources.limits.hugepages-*",
+    "resources.requests.hugepages-*",
 ];
 
 const PROBE_FIELDS: &[&str] = &[
@@ -206,6 +208,12 @@ pub fn check_pod(pod: &Value, errors: &mut Vec<FieldError>) {
 
 /// Whether `pattern` allows the field at `path` (both with `[*]` for list items).
 fn allows(pattern: &str, path: &str) -> bool {
+    // `name-*`: one field whose name starts with `name-` (`hugepages-2Mi`).
+    if let Some(prefix) = pattern.strip_suffix('*').filter(|p| p.ends_with('-')) {
+        return path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['.', '[']));
+    }
     match pattern.strip_suffix(".*") {
         Some(subtree) => {
             path == subtree

@@ -48,15 +48,17 @@ pub enum Controller {
     Memory,
     Pids,
     Devices,
+    Hugetlb,
 }
 
 impl Controller {
-    pub const ALL: [Controller; 5] = [
+    pub const ALL: [Controller; 6] = [
         Controller::Cpu,
         Controller::Cpuacct,
         Controller::Memory,
         Controller::Pids,
         Controller::Devices,
+        Controller::Hugetlb,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,17 +68,19 @@ impl Controller {
             Controller::Memory => "memory",
             Controller::Pids => "pids",
             Controller::Devices => "devices",
+            Controller::Hugetlb => "hugetlb",
         }
     }
 
     /// A file only this controller's v1 hierarchy has in its root cgroup: proof that a mount is
-    /// its hierarchy. The pids controller has no file in the root cgroup.
+    /// its hierarchy. The pids controller has no file in the root cgroup; hugetlb's are named
+    /// by page size.
     fn v1_marker(self) -> Option<&'static str> {
         match self {
             Controller::Cpu => Some("cpu.shares"),
             Controller::Cpuacct => Some("cpuacct.usage"),
             Controller::Memory => Some("memory.limit_in_bytes"),
-            Controller::Pids => None,
+            Controller::Pids | Controller::Hugetlb => None,
             Controller::Devices => Some("devices.list"),
         }
     }
@@ -100,6 +104,7 @@ impl Controller {
             Controller::Cpu => Some("cpu"),
             Controller::Memory => Some("memory"),
             Controller::Pids => Some("pids"),
+            Controller::Hugetlb => Some("hugetlb"),
             Controller::Cpuacct | Controller::Devices => None,
         }
     }

@@ -26,6 +26,7 @@
 //! | [`cpu`] | `cpu.shares`/`cpu.cfs_quota_us` (v1), `cpu.weight`/`cpu.max` (v2), kubelet's conversions |
 //! | [`memory`] | the memory limit, OOM kills seen by the kernel, the working set |
 //! | [`pids`] | the process count limit |
+//! | [`hugetlb`] | huge pages per page size (v1 `hugetlb.<size>.limit_in_bytes`, v2 `hugetlb.<size>.max`) |
 //! | [`devices`] | runc's default device allow list (v1 `devices.deny`/`devices.allow`, v2 a BPF program) |
 //! | [`bpf`] | the v2 device program: built from the rules, `bpf(BPF_PROG_LOAD)`, `BPF_PROG_ATTACH` |
 //! | [`resources`] | the CRI's `LinuxContainerResources`, written in one go |
@@ -40,6 +41,7 @@ pub mod cpu;
 pub mod devices;
 pub mod error;
 pub mod hierarchy;
+pub mod hugetlb;
 pub mod layout;
 pub mod memory;
 pub mod pids;

@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hugetlb::{self, HugepageLimit};
 use crate::{cpu, memory, pids, Cgroup, Result};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
     /// `cpu.shares` (v2: converted to `cpu.weight`).
     #[serde(default)]
@@ -22,6 +23,9 @@ pub struct Resources {
     /// Tasks; 0 not set, -1 no limit.
     #[serde(default)]
     pub pids_limit: i64,
+    /// Bytes of huge pages per page size (`hugetlb.<size>.*`); empty: not set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hugepage_limits: Vec<HugepageLimit>,
 }
 
 impl Resources {
@@ -43,6 +47,9 @@ impl Resources {
         if self.pids_limit != 0 {
             pids::set_max(cgroup, self.pids_limit)?;
         }
+        for limit in &self.hugepage_limits {
+            hugetlb::set_limit(cgroup, limit)?;
+        }
         Ok(())
     }
 
@@ -56,6 +63,11 @@ impl Resources {
             cpu_period: pick_u(other.cpu_period, self.cpu_period),
             memory_limit_in_bytes: pick_i(other.memory_limit_in_bytes, self.memory_limit_in_bytes),
             pids_limit: pick_i(other.pids_limit, self.pids_limit),
+            hugepage_limits: if other.hugepage_limits.is_empty() {
+                self.hugepage_limits.clone()
+            } else {
+                other.hugepage_limits.clone()
+            },
         }
     }
 }
@@ -76,6 +88,7 @@ mod tests {
         cpu_period: 100_000,
         memory_limit_in_bytes: 64 << 20,
         pids_limit: 1024,
+        hugepage_limits: Vec::new(),
     };
 
     #[test]
@@ -104,7 +117,34 @@ mod tests {
             "67108864"
         );
         assert_eq!(read(&cgroup, Controller::Pids, "pids.max"), "1024");
+        with_hugepages().apply(&cgroup).unwrap();
+        assert_eq!(
+            read(&cgroup, Controller::Hugetlb, "hugetlb.2MB.limit_in_bytes"),
+            "4194304"
+        );
+        assert_eq!(
+            read(&cgroup, Controller::Hugetlb, "hugetlb.1GB.limit_in_bytes"),
+            "0"
+        );
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// kubelet's list for a container limited to 4Mi of 2 MiB pages on a machine that also
+    /// has 1 GiB pages.
+    fn with_hugepages() -> Resources {
+        Resources {
+            hugepage_limits: vec![
+                HugepageLimit {
+                    page_size: "2MB".into(),
+                    limit: 4 << 20,
+                },
+                HugepageLimit {
+                    page_size: "1GB".into(),
+                    limit: 0,
+                },
+            ],
+            ..Resources::default()
+        }
     }
 
     /// This machine mounts no v2 controllers: the v2 path is checked against a fake root.
@@ -142,6 +182,17 @@ mod tests {
         .apply(&cgroup)
         .unwrap();
         assert_eq!(read(&cgroup, Controller::Cpu, "cpu.max"), "max 100000");
+        assert!(
+            cgroup.v2_enable.contains("+hugetlb"),
+            "{}",
+            cgroup.v2_enable
+        );
+        with_hugepages().apply(&cgroup).unwrap();
+        assert_eq!(
+            read(&cgroup, Controller::Hugetlb, "hugetlb.2MB.max"),
+            "4194304"
+        );
+        assert_eq!(read(&cgroup, Controller::Hugetlb, "hugetlb.1GB.max"), "0");
         std::fs::remove_dir_all(root).unwrap();
     }
 

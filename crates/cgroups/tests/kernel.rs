@@ -123,6 +123,7 @@ fn a_guaranteed_pods_values_reach_the_kernel_and_its_process_is_inside() {
         cpu_period: 100_000,
         memory_limit_in_bytes: 64 << 20,
         pids_limit: 0,
+        hugepage_limits: Vec::new(),
     }
     .apply(&container)
     .unwrap();

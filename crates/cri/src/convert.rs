@@ -551,12 +551,6 @@ pub fn cgroup_resources(
     if !resources.cpuset_cpus.is_empty() || !resources.cpuset_mems.is_empty() {
         return Err(unsupported(&format!("{field}.cpuset_cpus"), "a cpuset"));
     }
-    if let Some(limit) = resources.hugepage_limits.iter().find(|l| l.limit != 0) {
-        return Err(unsupported(
-            &format!("{field}.hugepage_limits"),
-            format!("a {} hugepage limit", limit.page_size),
-        ));
-    }
     if !resources.unified.is_empty() {
         return Err(unsupported(
             &format!("{field}.unified"),
@@ -582,6 +576,14 @@ pub fn cgroup_resources(
             cpu_period: non_negative("cpu_period", resources.cpu_period)?,
             memory_limit_in_bytes: resources.memory_limit_in_bytes,
             pids_limit: 0,
+            hugepage_limits: resources
+                .hugepage_limits
+                .iter()
+                .map(|l| podlab_cgroups::hugetlb::HugepageLimit {
+                    page_size: l.page_size.clone(),
+                    limit: l.limit,
+                })
+                .collect(),
         },
         oom_score_adj: (resources.oom_score_adj != 0)
             .then(|| i32::try_from(resources.oom_score_adj))
@@ -597,6 +599,15 @@ pub fn resources_out(resources: &ContainerResources) -> proto::LinuxContainerRes
         cpu_shares: resources.cgroup.cpu_shares as i64,
         memory_limit_in_bytes: resources.cgroup.memory_limit_in_bytes,
         oom_score_adj: resources.oom_score_adj.unwrap_or(0) as i64,
+        hugepage_limits: resources
+            .cgroup
+            .hugepage_limits
+            .iter()
+            .map(|l| proto::HugepageLimit {
+                page_size: l.page_size.clone(),
+                limit: l.limit,
+            })
+            .collect(),
         ..Default::default()
     }
 }

@@ -7,6 +7,7 @@
 //! | pod cgroup | `kubepods/pod<uid>` (Guaranteed), `kubepods/burstable/pod<uid>`, `kubepods/besteffort/pod<uid>` |
 //! | pod values | `ResourceConfigForPod`: shares from the pod's requests; quota and memory limit only when every container declares the limit (always for Guaranteed); BestEffort: 2 shares; `pids.max` from `podPidsLimit` |
 //! | container values | `calculateLinuxResources`: shares from the cpu request (from the limit when only that is set), CFS quota from the cpu limit over a 100 ms period, the memory limit |
+//! | huge pages | for every page size the machine has (`/sys/kernel/mm/hugepages`): the pod's cgroup gets the pod's `hugepages-<size>` requests summed (`HugePageLimits`), the container's its limit (its request when no limit: `GetHugepageLimitsFromResources`), 0 for a size not asked for; skipped where the hugetlb controller is not mounted |
 //! | `oom_score_adj` | Guaranteed -997, BestEffort 1000, Burstable `1000 - 1000 × memory request / node memory`, kept within 3..999 (`GetContainerOOMScoreAdjust`) |
 //!
 //! The pod pids limit is kubelet's `podPidsLimit` node option, which defaults to unlimited;
@@ -17,8 +18,11 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use podlab_api::quantity::Amount;
-use podlab_api::resources::{all_limited, pod_qos, pod_total, ContainerResources as Asked};
+use podlab_api::resources::{
+    all_limited, hugepages, pod_qos, pod_total, ContainerResources as Asked,
+};
 use podlab_cgroups::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MIN_SHARES, QUOTA_PERIOD_US};
+use podlab_cgroups::hugetlb::{self, HugepageLimit};
 use podlab_cgroups::{QosClass, Resources};
 use podlab_runtime::config::ContainerResources;
 
@@ -61,6 +65,7 @@ pub fn pod_resources(pod: &Pod) -> Resources {
     let memory_limits = pod_total(pod, |c| c.memory_limit).value();
     let mut resources = Resources {
         pids_limit: pod_pids_limit(),
+        hugepage_limits: pod_hugepage_limits(pod, &hugetlb::page_sizes()),
         ..Resources::default()
     };
     let capped = |resources: &mut Resources| {
@@ -87,6 +92,72 @@ pub fn pod_resources(pod: &Pod) -> Resources {
     resources
 }
 
+/// One limit per page size of `page_sizes` (bytes), each `asked` for it or 0.
+fn limits_for(page_sizes: &[u64], asked: &[(i64, i64)]) -> Vec<HugepageLimit> {
+    page_sizes
+        .iter()
+        .filter_map(|&size| {
+            let limit = asked
+                .iter()
+                .filter(|(s, _)| *s as u64 == size)
+                .map(|(_, bytes)| (*bytes).max(0) as u64)
+                .sum();
+            Some(HugepageLimit {
+                page_size: hugetlb::unit_size(size)?,
+                limit,
+            })
+        })
+        .collect()
+}
+
+/// The pod cgroup's huge page limits (`ResourceConfigForPod` → `HugePageLimits` of the pod's
+/// requests, kubelet's `maybeSetHugetlb`): per size the containers' requests summed, or the
+/// largest init container's when more; 0 for every other size.
+pub fn pod_hugepage_limits(pod: &Pod, page_sizes: &[u64]) -> Vec<HugepageLimit> {
+    let Some(spec) = &pod.spec else {
+        return Vec::new();
+    };
+    let requests =
+        |c: &Container| hugepages(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+    let mut asked: Vec<(i64, i64)> = spec.containers.iter().flat_map(requests).collect();
+    for &size in page_sizes {
+        let size = size as i64;
+        let sum: i64 = asked
+            .iter()
+            .filter(|(s, _)| *s == size)
+            .map(|(_, b)| b)
+            .sum();
+        let init = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .flat_map(requests)
+            .filter(|(s, _)| *s == size)
+            .map(|(_, b)| b)
+            .max()
+            .unwrap_or(0);
+        if init > sum {
+            asked.retain(|(s, _)| *s != size);
+            asked.push((size, init));
+        }
+    }
+    limits_for(page_sizes, &asked)
+}
+
+/// A container's huge page limits (`GetHugepageLimitsFromResources`): its limit per size (its
+/// request where it sets none), 0 for every other size of the machine.
+pub fn container_hugepage_limits(container: &Container, page_sizes: &[u64]) -> Vec<HugepageLimit> {
+    let resources = container.resources.as_ref();
+    let limits = hugepages(resources.and_then(|r| r.limits.as_ref()));
+    let mut asked = limits.clone();
+    for (size, bytes) in hugepages(resources.and_then(|r| r.requests.as_ref())) {
+        if !limits.iter().any(|(s, _)| *s == size) {
+            asked.push((size, bytes));
+        }
+    }
+    limits_for(page_sizes, &asked)
+}
+
 /// A container's cgroup values and `oom_score_adj` (`calculateLinuxResources`,
 /// `GetContainerOOMScoreAdjust`). Ephemeral containers (`container` None) get no values.
 pub fn container_resources(pod: &Pod, container: Option<&Container>) -> ContainerResources {
@@ -109,6 +180,9 @@ pub fn container_resources(pod: &Pod, container: Option<&Container>) -> Containe
                 cpu_period: QUOTA_PERIOD_US,
                 memory_limit_in_bytes: asked.memory_limit.map_or(0, Amount::value),
                 pids_limit: 0,
+                hugepage_limits: container.map_or_else(Vec::new, |c| {
+                    container_hugepage_limits(c, &hugetlb::page_sizes())
+                }),
             }
         }
     };
@@ -170,6 +244,37 @@ mod tests {
         .unwrap();
         pod.metadata.uid = Some("u1".into());
         pod
+    }
+
+    fn limits(list: &[HugepageLimit]) -> Vec<(&str, u64)> {
+        list.iter()
+            .map(|l| (l.page_size.as_str(), l.limit))
+            .collect()
+    }
+
+    #[test]
+    fn hugepages_go_to_the_pod_and_container_cgroups_as_kubelet_writes_them() {
+        const SIZES: [u64; 2] = [2 << 20, 1 << 30];
+        let p = pod("  initContainers: [{name: i, image: busybox, resources: {limits: {memory: 64Mi, hugepages-2Mi: 10Mi}}}]\n  containers:\n  - {name: a, image: busybox, resources: {limits: {memory: 64Mi, hugepages-2Mi: 4Mi}}}\n  - {name: b, image: busybox, resources: {limits: {memory: 64Mi, hugepages-2Mi: 2Mi, hugepages-1Gi: 1Gi}}}");
+        // The pod: 4Mi + 2Mi of 2 MiB pages, less than the init container's 10Mi; 1Gi of 1 GiB.
+        assert_eq!(
+            limits(&pod_hugepage_limits(&p, &SIZES)),
+            [("2MB", 10 << 20), ("1GB", 1 << 30)]
+        );
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(
+            limits(&container_hugepage_limits(&spec.containers[0], &SIZES)),
+            [("2MB", 4 << 20), ("1GB", 0)],
+            "a size not asked for is held to 0"
+        );
+        // A pod without huge pages: every size of the machine at 0, on pod and containers.
+        let none = pod("  containers: [{name: a, image: busybox}]");
+        assert_eq!(
+            limits(&pod_hugepage_limits(&none, &SIZES)),
+            [("2MB", 0), ("1GB", 0)]
+        );
+        // A machine without huge pages: nothing to write.
+        assert!(pod_hugepage_limits(&p, &[]).is_empty());
     }
 
     #[test]

@@ -192,7 +192,7 @@ pub struct SandboxSecurity {
 
 /// A container's resources (CRI `LinuxContainerResources`): its cgroup's values and its
 /// `oom_score_adj`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerResources {
     #[serde(flatten)]
     pub cgroup: podlab_cgroups::Resources,
