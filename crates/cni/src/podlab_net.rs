@@ -145,17 +145,30 @@ impl PodlabNet {
         text
     }
 
+    /// The default conflist as an older podlab wrote it, before portmap was in the chain.
+    fn conflist_text_before_portmap(&self) -> String {
+        let mut list = self.conflist();
+        if let Some(plugins) = list["plugins"].as_array_mut() {
+            plugins.retain(|p| p["type"] != "portmap");
+        }
+        let mut text = serde_json::to_string_pretty(&list).expect("JSON serializes");
+        text.push('\n');
+        text
+    }
+
     /// Writes the default conflist into `conf_dir` when that folder has no configuration file
-    /// yet (first use), or when its only file is an older podlab default (one written before
-    /// portmap was in the chain); a folder with another file is left as it is. Returns the
-    /// file written.
+    /// yet (first use), or when its only file is an older podlab default, byte for byte (one
+    /// written before portmap was in the chain); a folder with any other file, or a default
+    /// someone edited, is left as it is. Returns the file written.
     pub fn write_if_missing(&self, conf_dir: &Path) -> Result<Option<PathBuf>> {
         let path = conf_dir.join(DEFAULT_CONFLIST_FILE);
         let text = self.conflist_text();
         match conf_files(conf_dir)?.as_slice() {
             [] => {}
             [only] if *only == path => {
-                if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+                let older = std::fs::read_to_string(&path)
+                    .is_ok_and(|old| old == self.conflist_text_before_portmap());
+                if !older {
                     return Ok(None);
                 }
             }
@@ -234,20 +247,43 @@ mod tests {
     fn the_default_is_written_only_into_an_empty_folder() {
         let dir = std::env::temp_dir().join(format!("podlab-cni-default-{}", std::process::id()));
         let net = PodlabNet::new(Path::new("/x"));
+        let path = dir.join(DEFAULT_CONFLIST_FILE);
         let first = net.write_if_missing(&dir).unwrap();
         let second = net.write_if_missing(&dir).unwrap();
         // An older default (without portmap) is brought up to date; another file is the user's.
-        std::fs::write(dir.join(DEFAULT_CONFLIST_FILE), "{}").unwrap();
+        std::fs::write(&path, net.conflist_text_before_portmap()).unwrap();
         let refreshed = net.write_if_missing(&dir).unwrap();
         std::fs::write(dir.join("20-mine.conflist"), "{}").unwrap();
         let beside_another = net.write_if_missing(&dir).unwrap();
         std::fs::remove_file(dir.join("20-mine.conflist")).unwrap();
         let loaded = ConfList::load_dir(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(first, Some(dir.join(DEFAULT_CONFLIST_FILE)));
+        assert_eq!(first, Some(path.clone()));
         assert_eq!(second, None);
         assert_eq!(refreshed, first);
         assert_eq!(beside_another, None);
         assert_eq!(loaded.name, "podlab");
+        assert_eq!(loaded.plugins.len(), 2, "bridge, then portmap");
+    }
+
+    /// Lab 10 breaks the default conflist on purpose (a plugin type misspelt) and the user
+    /// mends it: the next command must not quietly put the default back (it did once the
+    /// older-default refresh came, and the lab's pod never failed).
+    #[test]
+    fn regression_an_edited_default_conflist_is_left_as_the_user_made_it() {
+        let dir = std::env::temp_dir().join(format!("podlab-cni-edited-{}", std::process::id()));
+        let net = PodlabNet::new(Path::new("/x"));
+        let path = dir.join(DEFAULT_CONFLIST_FILE);
+        net.write_if_missing(&dir).unwrap();
+        let edited = net
+            .conflist_text()
+            .replace("\"type\": \"bridge\"", "\"type\": \"brigde\"");
+        std::fs::write(&path, &edited).unwrap();
+        let rewritten = net.write_if_missing(&dir).unwrap();
+        let now = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(rewritten, None);
+        assert!(edited.contains("brigde"));
+        assert_eq!(now, edited);
     }
 }
