@@ -282,15 +282,7 @@ pub fn bind(src: &Path, dst: &Path, readonly: bool) -> Result<()> {
     nix::mount::mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .map_err(|e| mount_error("mount(bind)", dst, e))?;
     if readonly {
-        let inherited = inherited_mount_flags(dst)?;
-        nix::mount::mount(
-            None::<&str>,
-            dst,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | inherited,
-            None::<&str>,
-        )
-        .map_err(|e| mount_error("mount(remount-bind-readonly)", dst, e))?;
+        remount_bind_readonly(dst)?;
     }
     Ok(())
 }
@@ -308,17 +300,23 @@ pub fn rbind(src: &Path, dst: &Path, readonly: bool) -> Result<()> {
     )
     .map_err(|e| mount_error("mount(rbind)", dst, e))?;
     if readonly {
-        let inherited = inherited_mount_flags(dst)?;
-        nix::mount::mount(
-            None::<&str>,
-            dst,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | inherited,
-            None::<&str>,
-        )
-        .map_err(|e| mount_error("mount(remount-bind-readonly)", dst, e))?;
+        remount_bind_readonly(dst)?;
     }
     Ok(())
+}
+
+/// Remounts the bind mount at `dst` read-only, restating the nosuid/nodev/noexec/atime flags it
+/// inherited (the kernel refuses to clear those inside a user namespace).
+fn remount_bind_readonly(dst: &Path) -> Result<()> {
+    let inherited = inherited_mount_flags(dst)?;
+    nix::mount::mount(
+        None::<&str>,
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | inherited,
+        None::<&str>,
+    )
+    .map_err(|e| mount_error("mount(remount-bind-readonly)", dst, e))
 }
 
 /// The per-mount flags of the mount that holds `path`, as mount(2) flags: what a read-only
