@@ -95,11 +95,32 @@ pub(crate) fn deserialize_tracked<T: serde::de::DeserializeOwned>(
 
 /// Decodes, checks, validates and defaults one ReplicaSet document.
 pub fn decode_replicaset_value(value: Value, source: &str) -> Result<ReplicaSet, ManifestError> {
-    let (mut rs, unknown): (ReplicaSet, _) = deserialize_tracked(&value, source)?;
+    decode_checked(
+        value,
+        source,
+        "ReplicaSet",
+        |rs: &ReplicaSet| rs.metadata.name.clone(),
+        validate_replicaset,
+        default_replicaset,
+    )
+}
+
+/// Decodes one document of `kind` strictly: unknown fields, then fields podlab does not
+/// support, then `validate`'s errors are refused with their field paths; then `default` fills
+/// in what the API server would.
+pub(crate) fn decode_checked<T: serde::de::DeserializeOwned>(
+    value: Value,
+    source: &str,
+    kind: &str,
+    name: impl Fn(&T) -> Option<String>,
+    validate: impl Fn(&T) -> Vec<FieldError>,
+    default: impl Fn(&mut T),
+) -> Result<T, ManifestError> {
+    let (mut decoded, unknown): (T, _) = deserialize_tracked(&value, source)?;
     let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
         input: source.into(),
-        kind: "ReplicaSet".into(),
-        name: rs.metadata.name.clone().unwrap_or_default(),
+        kind: kind.into(),
+        name: name(&decoded).unwrap_or_default(),
         errors,
     };
     let mut errors: Vec<FieldError> = unknown
@@ -112,12 +133,12 @@ pub fn decode_replicaset_value(value: Value, source: &str) -> Result<ReplicaSet,
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
-    let errors = validate_replicaset(&rs);
+    let errors = validate(&decoded);
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
-    default_replicaset(&mut rs);
-    Ok(rs)
+    default(&mut decoded);
+    Ok(decoded)
 }
 
 /// The API server's `ValidateObjectMeta` for a namespaced object: its name (a DNS subdomain)

@@ -12,33 +12,18 @@ use podlab_api::{FieldError, ManifestError};
 use serde_json::Value;
 
 use super::strategy::DEFAULT_FENCEPOST;
-use crate::manifest::{check_supported, deserialize_tracked, validate_replicaset};
+use crate::manifest::{decode_checked, validate_replicaset};
 
 /// Decodes, checks, validates and defaults one Deployment document.
 pub fn decode_deployment_value(value: Value, source: &str) -> Result<Deployment, ManifestError> {
-    let (mut deployment, unknown): (Deployment, _) = deserialize_tracked(&value, source)?;
-    let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
-        input: source.into(),
-        kind: "Deployment".into(),
-        name: deployment.metadata.name.clone().unwrap_or_default(),
-        errors,
-    };
-    let mut errors: Vec<FieldError> = unknown
-        .into_iter()
-        .map(|path| FieldError::new(path, "unknown field: Kubernetes has no such field"))
-        .collect();
-    if errors.is_empty() {
-        check_supported(&value, &mut errors);
-    }
-    if !errors.is_empty() {
-        return Err(invalid(errors));
-    }
-    let errors = validate_deployment(&deployment);
-    if !errors.is_empty() {
-        return Err(invalid(errors));
-    }
-    default_deployment(&mut deployment);
-    Ok(deployment)
+    decode_checked(
+        value,
+        source,
+        "Deployment",
+        |d: &Deployment| d.metadata.name.clone(),
+        validate_deployment,
+        default_deployment,
+    )
 }
 
 /// The Deployment's pod-making part as a ReplicaSet, for the rules they share.
