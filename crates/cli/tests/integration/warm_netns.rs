@@ -128,7 +128,8 @@ impl Node {
                         .parse()
                         .ok()
                 })
-                .next();
+                // While it makes its namespace, a keeper holds the node's for a moment.
+                .find(|held| *held != self.inode());
             found.push((pid, held));
         }
         found
@@ -196,15 +197,38 @@ fn warm_keeper(node: &Node) -> (i32, u64) {
     found.expect("a keeper holding a warm network namespace")
 }
 
+/// A keeper of this node whose ADD is done (its result is cached in its warm folder), within a
+/// bounded wait: a command finding the keeper still in its ADD waits for it only a few seconds,
+/// which a loaded machine can exceed, and then rightly makes a namespace of its own.
+fn ready_warm_keeper(node: &Node) -> (i32, u64) {
+    let warm = node.state_dir().join("warm");
+    let added = || {
+        std::fs::read_dir(&warm)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|folder| std::fs::read_dir(folder.path()).into_iter().flatten())
+            .flatten()
+            .any(|file| file.file_name().to_string_lossy().ends_with("-eth0"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), added),
+        "the keeper's ADD left no cached result in {warm:?}"
+    );
+    warm_keeper(node)
+}
+
 #[test]
 fn the_next_run_rm_joins_the_warm_namespace_and_gc_removes_the_one_after() {
     let node = Node::new("warm-join");
-    let (first, first_addresses) = node.run_rm("one", &[]);
+    // A warm namespace that outlives any slowness of a loaded machine; gc ends it below.
+    let lasting = [("PODLAB_WARM_NETNS", "600")];
+    let (first, first_addresses) = node.run_rm("one", &lasting);
     assert_eq!(first_addresses.len(), 1, "eth0 has an address");
     // The pod is gone; what stays is the keeper's namespace, another one than the pod's.
-    let (_, warm) = warm_keeper(&node);
+    let (_, warm) = ready_warm_keeper(&node);
     assert_ne!(warm, first);
-    let (second, addresses) = node.run_rm("two", &[]);
+    let (second, addresses) = node.run_rm("two", &lasting);
     assert_eq!(second, warm, "the second pod runs in the warm namespace");
     assert_eq!(addresses.len(), 1, "{addresses:?}");
     assert!(addresses[0].starts_with("10.88."), "{addresses:?}");
@@ -233,7 +257,7 @@ fn a_warm_namespace_ends_by_itself_or_on_sigterm_and_none_is_made_when_switched_
     node.run_rm("off", &[("PODLAB_WARM_NETNS", "0")]);
     node.assert_nothing_left();
     // SIGTERM ends a keeper as its deadline does: DEL, bridge, folder.
-    node.run_rm("term", &[]);
+    node.run_rm("term", &[("PODLAB_WARM_NETNS", "600")]);
     let (pid, _) = warm_keeper(&node);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
@@ -268,7 +292,8 @@ fn gc_releases_the_lease_of_a_killed_keeper_next_to_a_running_pod() {
         node.leases()
     );
     let bystander = node.leases();
-    node.run_rm("one", &[]);
+    // A keeper that outlives any slowness of a loaded machine, so that it is there to kill.
+    node.run_rm("one", &[("PODLAB_WARM_NETNS", "600")]);
     let (pid, _) = warm_keeper(&node);
     // Killed once its ADD is done (its lease is taken).
     assert!(
