@@ -29,6 +29,9 @@ pub const LABEL_MANAGED_BY: &str = "podlab.io/managed-by";
 pub const MANAGED_BY_NODE: &str = "podlab-node";
 pub const ANNOTATION_RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
 pub const ANNOTATION_GRACE: &str = "io.kubernetes.pod.terminationGracePeriod";
+/// kubelet's container hash, in hex: what the container was made from, read back from the
+/// record (a runtime may report the image under another name than the pod gave it).
+pub const ANNOTATION_HASH: &str = "io.kubernetes.container.hash";
 
 /// The cluster domain podlab pretends to be in (kubelet's `--cluster-domain` default).
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
@@ -358,6 +361,8 @@ pub fn container_config_for(
     annotations.insert(ANNOTATION_RESTART_COUNT.to_string(), attempt.to_string());
     let grace = spec.termination_grace_period_seconds.unwrap_or(30);
     annotations.insert(ANNOTATION_GRACE.to_string(), grace.to_string());
+    let hash = crate::model::container_hash(view.name, view.image);
+    annotations.insert(ANNOTATION_HASH.to_string(), format!("{hash:x}"));
 
     let config = ContainerConfig {
         metadata: ContainerMetadata {

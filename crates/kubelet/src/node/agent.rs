@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 use podlab_control::{EventType, Store};
 use podlab_runtime::{Runtime, SandboxId, SandboxStatus};
 
+use super::runtime_service::RuntimeService;
+
 use crate::translate::{self, PodDirs};
 
 use super::config::NodeConfig;
@@ -33,7 +35,8 @@ const TICK: Duration = Duration::from_millis(200);
 pub struct Node {
     pub config: NodeConfig,
     pub store: Store,
-    pub runtime: Runtime,
+    /// The runtime the pods run on: podlab-runtime in this process.
+    pub runtime: Arc<dyn RuntimeService>,
     /// The image store, its serialized puller and its GC.
     pub images: ImageManager,
     pub recorder: Recorder,
@@ -74,7 +77,7 @@ impl Node {
             images,
             config,
             store,
-            runtime,
+            runtime: Arc::new(runtime),
         })
     }
 }
@@ -91,13 +94,16 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let node = Arc::new(node);
     let pleg_stop = Arc::new(AtomicBool::new(false));
     // The shims' change notices; without them (a root whose path is too long for a socket
-    // address) the relist alone finds every change.
-    let notices = match podlab_runtime::events::Listener::bind(&node.config.root) {
-        Ok(listener) => Some(listener),
-        Err(e) => {
-            eprintln!("podlab node: no change notices from the shims ({e}); relisting only");
-            None
-        }
+    // address, or a CRI runtime, whose shims are not ours) the relist alone finds every change.
+    let notices = match node.runtime.local() {
+        None => None,
+        Some(_) => match podlab_runtime::events::Listener::bind(&node.config.root) {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                eprintln!("podlab node: no change notices from the shims ({e}); relisting only");
+                None
+            }
+        },
     };
     let pleg = {
         let (shared, stop) = (Arc::clone(&node), Arc::clone(&pleg_stop));
@@ -105,7 +111,7 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
             .name("pleg".into())
             .spawn(move || {
                 shared.pleg.run(
-                    &shared.runtime,
+                    &*shared.runtime,
                     shared.config.resync,
                     &stop,
                     notices.as_ref(),
@@ -312,7 +318,7 @@ impl Agent {
                 first.metadata.namespace, first.metadata.name
             )
         });
-        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &ids) {
+        if let Ok(observed) = PodRuntime::observe(&*self.node.runtime, &ids) {
             kill_pod(&self.node, None, &observed);
         }
         for id in &ids {

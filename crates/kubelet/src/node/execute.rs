@@ -190,17 +190,23 @@ impl Execution<'_> {
     /// Ephemeral, then init (a regular init container that does not start ends the pass),
     /// then regular containers.
     fn start_all(&mut self, actions: &PodActions, sandbox: &SandboxId, out: &mut Outcome) {
+        // The attempt of a sandbox made in this pass (one read before has its own).
+        let attempt = actions.attempt;
         for &i in &actions.ephemeral_containers_to_start {
             let name = self.spec.ephemeral_containers[i].name.clone();
-            self.start(ContainerKind::Ephemeral, &name, None, sandbox, out);
+            self.start(
+                (ContainerKind::Ephemeral, &name, None),
+                sandbox,
+                attempt,
+                out,
+            );
         }
         for &i in &actions.init_containers_to_start {
             let init = self.spec.init_containers[i].clone();
             let started = self.start(
-                ContainerKind::Init,
-                &init.name,
-                Some(init.hash),
+                (ContainerKind::Init, &init.name, Some(init.hash)),
                 sandbox,
+                attempt,
                 out,
             );
             if !started && !init.sidecar {
@@ -210,10 +216,13 @@ impl Execution<'_> {
         for &i in &actions.containers_to_start {
             let container = self.spec.containers[i].clone();
             self.start(
-                ContainerKind::Regular,
-                &container.name,
-                Some(container.hash),
+                (
+                    ContainerKind::Regular,
+                    &container.name,
+                    Some(container.hash),
+                ),
                 sandbox,
+                attempt,
                 out,
             );
         }
@@ -222,10 +231,9 @@ impl Execution<'_> {
     /// One start through the gates; true when the container was started.
     fn start(
         &mut self,
-        kind: ContainerKind,
-        name: &str,
-        hash: Option<u64>,
+        (kind, name, hash): (ContainerKind, &str, Option<u64>),
         sandbox: &SandboxId,
+        new_attempt: u32,
         out: &mut Outcome,
     ) -> bool {
         let now = Instant::now();
@@ -295,7 +303,19 @@ impl Execution<'_> {
                 return false;
             }
         };
-        let id = match self.node.runtime.create_container(sandbox, &config) {
+        // kubelet's startContainer hands CreateContainer the pod's sandbox config again.
+        let attempt = self
+            .observed
+            .sandboxes
+            .iter()
+            .find(|s| &s.id == sandbox)
+            .map_or(new_attempt, |s| s.metadata.attempt);
+        let sandbox_config = translate::sandbox_config_for(self.pod, self.dirs, attempt, security);
+        let id = match self
+            .node
+            .runtime
+            .create_container(sandbox, &config, &sandbox_config)
+        {
             Ok(id) => id,
             Err(e @ podlab_runtime::Error::InvalidConfig { .. }) => {
                 self.create_failed(name, "CreateContainerConfigError", &e.to_string(), out);

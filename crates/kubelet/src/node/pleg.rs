@@ -9,6 +9,11 @@
 //! saw running (a pause killed by `kill -9` changes no file). A difference wakes the worker, which
 //! reads the records and runs the rules again.
 //!
+//! With a CRI runtime at the other end of a socket (`--runtime-endpoint`) there are no files to
+//! `stat`: the relist is kubelet's generic PLEG's, one ListPodSandbox and one ListContainers
+//! each period, and a pod's worker is woken when the ids and states of its sandboxes and
+//! containers differ from what its last full read saw.
+//!
 //! Between relists the thread listens for the shims' notices ([`podlab_runtime::events`], as
 //! kubelet's evented PLEG hears the runtime's container events): a container's exit wakes its
 //! pod's worker at once, and the relist stays what catches what no notice told (a `kill -9`).
@@ -23,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use podlab_runtime::events::Listener;
 use podlab_runtime::liveness::Pidfd;
-use podlab_runtime::{ContainerId, Runtime, SandboxId};
+use podlab_runtime::{ContainerId, ContainerState, SandboxId, SandboxState};
 
+use super::runtime_service::RuntimeService;
 use super::view::PodRuntime;
 use super::worker::WorkerMsg;
 
@@ -42,11 +48,17 @@ pub struct Relist {
     dirty: bool,
     /// The worker was woken and has not read the pod since.
     reported: bool,
+    /// With a CRI runtime: the ids and states the last full read saw ([`digest`]).
+    states: u64,
 }
 
 impl Relist {
     /// The stamp of `sandboxes` now, taken before they are read.
-    pub fn stamp(&self, runtime: &Runtime, sandboxes: &[SandboxId]) -> Vec<u64> {
+    /// Empty with a CRI runtime, whose relist compares states instead.
+    pub fn stamp(&self, runtime: &dyn RuntimeService, sandboxes: &[SandboxId]) -> Vec<u64> {
+        let Some(runtime) = runtime.local() else {
+            return Vec::new();
+        };
         let layout = runtime.layout();
         let mut stamp = Vec::with_capacity((sandboxes.len() * 3 + self.containers.len()) * 4);
         for id in sandboxes {
@@ -73,6 +85,13 @@ impl Relist {
             .map(|c| (c.sandbox_id.clone(), c.id.clone()))
             .collect();
         self.dirty = containers != self.containers;
+        self.states = digest(
+            observed.sandboxes.iter().map(|s| (&s.id, s.state)),
+            observed
+                .containers
+                .iter()
+                .map(|c| (&c.sandbox_id, &c.id, c.state)),
+        );
         self.containers = containers;
         self.sandboxes = sandboxes.to_vec();
         self.stamp = stamp;
@@ -99,7 +118,7 @@ impl Relist {
     }
 
     /// Whether anything changed since [`Relist::record`].
-    pub fn changed(&self, runtime: &Runtime) -> bool {
+    pub fn changed(&self, runtime: &dyn RuntimeService) -> bool {
         self.dirty || self.any_exited() || self.stamp(runtime, &self.sandboxes) != self.stamp
     }
 
@@ -117,6 +136,30 @@ impl Relist {
             Ok(0)
         )
     }
+}
+
+/// A digest of the ids and states of a pod's sandboxes and containers, in any order: what a
+/// CRI relist compares (kubelet's generic PLEG compares each container's state the same way).
+fn digest<'a>(
+    sandboxes: impl Iterator<Item = (&'a SandboxId, SandboxState)>,
+    containers: impl Iterator<Item = (&'a SandboxId, &'a ContainerId, ContainerState)>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut items: Vec<u64> = Vec::new();
+    for (id, state) in sandboxes {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (id, state == SandboxState::Ready).hash(&mut h);
+        items.push(h.finish());
+    }
+    for (sandbox, id, state) in containers {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (sandbox, id, state.to_string()).hash(&mut h);
+        items.push(h.finish());
+    }
+    items.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    items.hash(&mut h);
+    h.finish()
 }
 
 /// A file's identity and version: inode, link count, size, modification time (0s when absent).
@@ -162,7 +205,7 @@ impl Pleg {
     /// container's exit reaches the pod's status without waiting for the relist.
     pub fn run(
         &self,
-        runtime: &Runtime,
+        runtime: &dyn RuntimeService,
         period: Duration,
         stop: &AtomicBool,
         notices: Option<&Listener>,
@@ -204,7 +247,10 @@ impl Pleg {
     }
 
     /// One relist of every pod.
-    pub fn relist_all(&self, runtime: &Runtime) {
+    pub fn relist_all(&self, runtime: &dyn RuntimeService) {
+        if runtime.local().is_none() {
+            return self.relist_remote(runtime);
+        }
         self.lock().retain(|entry| {
             let Some(relist) = entry.relist.upgrade() else {
                 return false;
@@ -217,12 +263,52 @@ impl Pleg {
             true
         });
     }
+
+    /// kubelet's generic relist over the CRI: ListPodSandbox and ListContainers once, and each
+    /// pod whose sandboxes' and containers' ids and states moved is woken.
+    fn relist_remote(&self, runtime: &dyn RuntimeService) {
+        let listed = runtime
+            .list_pod_sandboxes()
+            .and_then(|s| Ok((s, runtime.list_container_states()?)));
+        let (sandboxes, containers) = match listed {
+            Ok(lists) => lists,
+            Err(e) => {
+                eprintln!("podlab node: relisting the runtime: {e}");
+                return;
+            }
+        };
+        self.lock().retain(|entry| {
+            let Some(relist) = entry.relist.upgrade() else {
+                return false;
+            };
+            let mut relist = relist.lock().unwrap_or_else(|e| e.into_inner());
+            if relist.reported {
+                return true;
+            }
+            let ours = |id: &SandboxId| relist.sandboxes.contains(id);
+            let now = digest(
+                sandboxes
+                    .iter()
+                    .filter(|s| ours(&s.id))
+                    .map(|s| (&s.id, s.state)),
+                containers
+                    .iter()
+                    .filter(|(sandbox, _, _)| ours(sandbox))
+                    .map(|(sandbox, id, state)| (sandbox, id, *state)),
+            );
+            if relist.dirty || now != relist.states {
+                relist.reported = true;
+                return entry.wake.send(WorkerMsg::Wake).is_ok();
+            }
+            true
+        });
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use podlab_runtime::RuntimeConfig;
+    use podlab_runtime::{Runtime, RuntimeConfig};
 
     /// Issue 13, defect 9: `get` showed a container's exit up to a second late, because only
     /// the once-a-second relist woke the pod's worker. A shim's notice wakes it at once: here

@@ -373,7 +373,7 @@ impl ProbeThread {
                 .flatten()
                 .map(|arg| crate::translate::expand(arg, &env))
                 .collect();
-            return transport::exec(&self.node.runtime, id, &command, timeout);
+            return transport::exec(&*self.node.runtime, id, &command, timeout);
         }
         if let Some(tcp) = &self.probe.tcp_socket {
             return match self.port(&tcp.port) {

@@ -24,7 +24,9 @@ use std::sync::{Arc, OnceLock};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage};
-use podlab_runtime::{ContainerId, Runtime};
+use podlab_runtime::ContainerId;
+
+use super::runtime_service::RuntimeService;
 
 /// kubelet's `User-Agent: kube-probe/<major>.<minor>` (the API version podlab speaks).
 pub const USER_AGENT: &str = "kube-probe/1.34";
@@ -53,7 +55,12 @@ pub struct PodNet<'a> {
 }
 
 /// exec: the command in the container; exit 0 is success, anything else or a timeout failure.
-pub fn exec(runtime: &Runtime, container: &str, command: &[String], timeout: Duration) -> Outcome {
+pub fn exec(
+    runtime: &dyn RuntimeService,
+    container: &str,
+    command: &[String],
+    timeout: Duration,
+) -> Outcome {
     let id = match ContainerId::parse(container) {
         Ok(id) => id,
         Err(e) => return Outcome::Error(format!("container id {container:?}: {e}")),

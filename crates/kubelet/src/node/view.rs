@@ -9,9 +9,11 @@
 use k8s_openapi::api::core::v1::{ContainerState, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podlab_runtime::{
-    ContainerFilter, ContainerStatus, NetworkMode, Runtime, SandboxId, SandboxState as CriState,
+    ContainerFilter, ContainerStatus, NetworkMode, SandboxId, SandboxState as CriState,
     SandboxStatus,
 };
+
+use super::runtime_service::RuntimeService;
 
 use crate::model::{
     container_hash, ApiState, CarriedCondition, ContainerRecord, ContainerSpecView,
@@ -45,9 +47,13 @@ pub struct PodRuntime {
 }
 
 impl PodRuntime {
-    /// Reads the sandboxes `ids` and their containers from the runtime's state files (no shim
-    /// is asked). Sandboxes that are gone are left out.
-    pub fn observe(runtime: &Runtime, ids: &[SandboxId]) -> podlab_runtime::Result<PodRuntime> {
+    /// Reads the sandboxes `ids` and their containers: from the runtime's state files in
+    /// process (no shim is asked), or by PodSandboxStatus and ListContainers from a CRI
+    /// runtime. Sandboxes that are gone are left out.
+    pub fn observe(
+        runtime: &dyn RuntimeService,
+        ids: &[SandboxId],
+    ) -> podlab_runtime::Result<PodRuntime> {
         let mut observed = PodRuntime::default();
         for id in ids {
             match runtime.pod_sandbox_status(id) {
@@ -125,7 +131,11 @@ fn container_record(status: &ContainerStatus) -> ContainerRecord {
         message: status.message.clone().unwrap_or_default(),
         restart_count: status.metadata.attempt,
         sandbox_id: status.sandbox_id.to_string(),
-        hash: container_hash(&status.metadata.name, &status.image),
+        hash: status
+            .annotations
+            .get(translate::ANNOTATION_HASH)
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .unwrap_or_else(|| container_hash(&status.metadata.name, &status.image)),
         started_at: seconds(status.started_at),
         finished_at: seconds(status.finished_at),
     }

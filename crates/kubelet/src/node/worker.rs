@@ -239,8 +239,8 @@ impl PodWorker {
             }
         }
         self.check_local_storage();
-        let stamp = self.relist().stamp(&self.node.runtime, &self.sandboxes);
-        let observed = match PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+        let stamp = self.relist().stamp(&*self.node.runtime, &self.sandboxes);
+        let observed = match PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
             Err(e) => {
                 eprintln!("podlab node: {}: reading the runtime: {e}", self.key());
@@ -552,7 +552,7 @@ impl PodWorker {
 
     /// The status after everything stopped, with the phase as on the termination path.
     fn write_final_status(&mut self) {
-        let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) else {
+        let Ok(observed) = PodRuntime::observe(&*self.node.runtime, &self.sandboxes) else {
             return;
         };
         let spec = view::spec_view(&self.pod);
@@ -565,7 +565,7 @@ impl PodWorker {
     /// removed, the pod's records, volumes and logs removed, the pod deleted from the store.
     fn terminate(&mut self) {
         self.probes.stop();
-        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+        if let Ok(observed) = PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
             let pod = self.pod.clone();
             if kill_pod(&self.node, Some(&pod), &observed) {
                 self.write_final_status();
@@ -606,7 +606,7 @@ impl PodWorker {
         if last.metadata.uid == self.pod.metadata.uid {
             self.pod = last;
         }
-        if let Ok(observed) = PodRuntime::observe(&self.node.runtime, &self.sandboxes) {
+        if let Ok(observed) = PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
             let pod = self.pod.clone();
             kill_pod(&self.node, Some(&pod), &observed);
         }
