@@ -15,12 +15,16 @@
 //! | [`server`] | the socket, the runtime, the signals |
 //! | [`service`] | the RPCs: [`Cri`] and its two service halves |
 //! | [`convert`] | CRI configs to podlab's, fields refused by name |
+//! | [`events`] | GetContainerEvents: the RPCs' and the shims' events to subscribers |
 //! | [`images`] | the store as CRI images (ids, repo tags, repo digests) |
+//! | [`metrics`] | ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's metrics from the cgroups |
 //! | [`status`] | errors as containerd words them on the wire |
 //! | [`streaming`] | the streaming server behind Exec, Attach and PortForward (SPDY/3.1) |
 
 pub mod convert;
+pub mod events;
 pub mod images;
+pub mod metrics;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -95,20 +95,30 @@ async fn serve_async(
             cause,
         })?;
     let streaming = tokio::spawn(crate::streaming::serve(streaming, Arc::clone(&cri)));
+    let notices = tokio::spawn(crate::events::listen(
+        crate::events::bind(&cri),
+        Arc::clone(&cri),
+    ));
     let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Runtime)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Runtime)?;
     ready();
+    let events = Arc::clone(&cri);
+    let events = move || events.events().close();
     let result = tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::new(Runtimes(Arc::clone(&cri))))
-        .add_service(ImageServiceServer::new(Images(cri)))
+        .add_service(ImageServiceServer::new(Images(Arc::clone(&cri))))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
             tokio::select! {
                 _ = terminate.recv() => {}
                 _ = interrupt.recv() => {}
             }
+            // Event streams would hold the graceful shutdown forever: they end now.
+            events();
         })
         .await;
     streaming.abort();
+    notices.abort();
+    let _ = notices.await;
     let _ = std::fs::remove_file(path);
     result.map_err(|e| ServeError::Serve {
         path: path.to_path_buf(),

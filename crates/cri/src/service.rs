@@ -3,7 +3,6 @@
 //! the process never has a second thread to break a fork's namespace work.
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +29,7 @@ pub struct Cri {
     trace: bool,
     network_ready: bool,
     streams: crate::streaming::Streams,
+    events: crate::events::Hub,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -58,6 +58,7 @@ impl Cri {
             trace: false,
             network_ready,
             streams: Default::default(),
+            events: Default::default(),
         }
     }
 
@@ -74,6 +75,11 @@ impl Cri {
     /// The streaming server's pending URLs.
     pub fn streams(&self) -> &crate::streaming::Streams {
         &self.streams
+    }
+
+    /// GetContainerEvents' subscribers.
+    pub fn events(&self) -> &crate::events::Hub {
+        &self.events
     }
 
     /// Whether RPCs (and streaming sessions' errors) are printed.
@@ -166,16 +172,28 @@ impl Cri {
             .runtime
             .run_pod_sandbox(&config)
             .map_err(from_runtime)?;
+        self.sandbox_started(id.as_str());
         Ok(id.to_string())
     }
 
     fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         // Idempotent, as the CRI asks: an unknown sandbox is already stopped.
         match self.sandbox_id("pod_sandbox_id", id) {
-            Ok(id) => match self.runtime.stop_pod_sandbox(&id) {
-                Ok(()) | Err(podlab_runtime::Error::SandboxNotFound { .. }) => Ok(()),
-                Err(e) => Err(from_runtime(e)),
-            },
+            Ok(id) => {
+                let ready = self.events.subscribed()
+                    && self
+                        .runtime
+                        .pod_sandbox_status(&id)
+                        .is_ok_and(|s| s.state == podlab_runtime::status::SandboxState::Ready);
+                match self.runtime.stop_pod_sandbox(&id) {
+                    Ok(()) => {
+                        self.observe_sandbox(&id, ready);
+                        Ok(())
+                    }
+                    Err(podlab_runtime::Error::SandboxNotFound { .. }) => Ok(()),
+                    Err(e) => Err(from_runtime(e)),
+                }
+            }
             Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
             Err(s) => Err(s),
         }
@@ -183,13 +201,25 @@ impl Cri {
 
     fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         match self.sandbox_id("pod_sandbox_id", id) {
-            Ok(id) => self.runtime.remove_pod_sandbox(&id).map_err(from_runtime),
+            Ok(id) => {
+                let removal = self.before_sandbox_removal(&id);
+                if removal.stops_something() {
+                    // Stopped first, so that its STOPPED events carry the statuses of then.
+                    self.stop_pod_sandbox(id.as_str())?;
+                }
+                // With subscribers, its containers go one by one first, as containerd removes
+                // them, so that each DELETED carries the sandbox's status.
+                self.remove_containers_of(&removal)?;
+                self.runtime.remove_pod_sandbox(&id).map_err(from_runtime)?;
+                self.sandbox_removed(&id, &removal);
+                Ok(())
+            }
             Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
             Err(s) => Err(s),
         }
     }
 
-    fn sandbox_status(&self, status: &SandboxStatus) -> proto::PodSandboxStatus {
+    pub(crate) fn sandbox_status(&self, status: &SandboxStatus) -> proto::PodSandboxStatus {
         let config: Option<podlab_runtime::state::SandboxRecord> =
             podlab_runtime::state::read_record(&self.runtime.layout().sandbox(&status.id).record())
                 .ok()
@@ -341,10 +371,17 @@ impl Cri {
             .runtime
             .create_container(&sandbox_id, &container)
             .map_err(from_runtime)?;
+        self.container_event(
+            id.as_str(),
+            proto::ContainerEventType::ContainerCreatedEvent,
+        );
         Ok(id.to_string())
     }
 
-    fn container_status_proto(&self, status: &ContainerStatus) -> proto::ContainerStatus {
+    pub(crate) fn container_status_proto(
+        &self,
+        status: &ContainerStatus,
+    ) -> proto::ContainerStatus {
         let record = self.runtime.container_record(&status.id).ok();
         let image = images::find(self.store(), &status.image_id).ok().flatten();
         let (image_spec, image_ref) = match &image {
@@ -788,8 +825,7 @@ pub struct Runtimes(pub Arc<Cri>);
 /// The ImageService half.
 pub struct Images(pub Arc<Cri>);
 
-type EventStream =
-    Pin<Box<dyn tokio_stream::Stream<Item = Result<proto::ContainerEventResponse, Status>> + Send>>;
+use crate::events::EventStream;
 
 #[tonic::async_trait]
 impl RuntimeService for Runtimes {
@@ -885,11 +921,12 @@ impl RuntimeService for Runtimes {
         let id = request.into_inner().container_id;
         self.0.call("StartContainer", &id, || {
             let id = self.0.container_id("container_id", &id)?;
-            self.0
-                .runtime
-                .start_container(&id)
-                .map_err(from_runtime)
-                .map(|()| proto::StartContainerResponse {})
+            self.0.runtime.start_container(&id).map_err(from_runtime)?;
+            self.0.container_event(
+                id.as_str(),
+                proto::ContainerEventType::ContainerStartedEvent,
+            );
+            Ok(proto::StartContainerResponse {})
         })
     }
 
@@ -903,7 +940,13 @@ impl RuntimeService for Runtimes {
             let grace = Duration::from_secs(u64::try_from(req.timeout).unwrap_or(0));
             match self.0.container_id("container_id", &req.container_id) {
                 Ok(id) => match self.0.runtime.stop_container(&id, grace) {
-                    Ok(()) | Err(podlab_runtime::Error::ContainerNotFound { .. }) => {}
+                    Ok(()) if self.0.events.subscribed() => {
+                        if let Ok(status) = self.0.runtime.container_status(&id) {
+                            self.0.observe_sandbox(&status.sandbox_id, false);
+                        }
+                    }
+                    Ok(()) => {}
+                    Err(podlab_runtime::Error::ContainerNotFound { .. }) => {}
                     Err(e) => return Err(from_runtime(e)),
                 },
                 // Idempotent: an unknown container is already stopped.
@@ -921,7 +964,13 @@ impl RuntimeService for Runtimes {
         let id = request.into_inner().container_id;
         self.0.call("RemoveContainer", &id, || {
             match self.0.container_id("container_id", &id) {
-                Ok(id) => self.0.runtime.remove_container(&id).map_err(from_runtime)?,
+                Ok(id) => {
+                    let sandbox = self.0.before_container_removal(&id);
+                    self.0.runtime.remove_container(&id).map_err(from_runtime)?;
+                    if let Some(sandbox) = sandbox {
+                        self.0.container_removed(&id, &sandbox);
+                    }
+                }
                 Err(s) if s.code() == tonic::Code::NotFound => {}
                 Err(s) => return Err(s),
             }
@@ -1199,24 +1248,30 @@ impl RuntimeService for Runtimes {
         &self,
         _: Request<proto::GetEventsRequest>,
     ) -> Reply<Self::GetContainerEventsStream> {
-        unimplemented(
-            "GetContainerEvents",
-            "the event stream comes in a later step",
-        )
+        self.0
+            .call("GetContainerEvents", "", || self.0.events.subscribe())
     }
 
     async fn list_metric_descriptors(
         &self,
         _: Request<proto::ListMetricDescriptorsRequest>,
     ) -> Reply<proto::ListMetricDescriptorsResponse> {
-        unimplemented("ListMetricDescriptors", "podlab has no CRI metrics")
+        self.0.call("ListMetricDescriptors", "", || {
+            Ok(proto::ListMetricDescriptorsResponse {
+                descriptors: crate::metrics::descriptors(),
+            })
+        })
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _: Request<proto::ListPodSandboxMetricsRequest>,
     ) -> Reply<proto::ListPodSandboxMetricsResponse> {
-        unimplemented("ListPodSandboxMetrics", "podlab has no CRI metrics")
+        self.0.call("ListPodSandboxMetrics", "", || {
+            Ok(proto::ListPodSandboxMetricsResponse {
+                pod_metrics: self.0.pod_sandbox_metrics(),
+            })
+        })
     }
 
     async fn runtime_config(

@@ -1,7 +1,9 @@
 //! Change notices from the shims to the node agent, as containerd's shims publish task events
 //! (`/tasks/exit`) and the CRI streams them to kubelet's evented PLEG: right after a shim
 //! records a change that nobody asked it for (a container exited, or could not start), it sends
-//! the sandbox's id as one datagram to `<root>/events.sock`, where the agent listens.
+//! the sandbox's id as one datagram to `<root>/events.sock`, where the agent listens, and to
+//! `<root>/cri-events.sock`, where `podlab cri` listens (for GetContainerEvents): the two may
+//! serve one root side by side.
 //!
 //! A notice only says "look now": it carries no state, so losing one loses nothing. With no
 //! listener, or a full queue, it is dropped, and the agent's periodic relist sees the change.
@@ -19,14 +21,28 @@ pub fn socket_path(root: &Path) -> PathBuf {
     root.join("events.sock")
 }
 
-/// Tells whoever listens at `<root>/events.sock` that `sandbox` changed. Best effort.
+/// `<root>/cri-events.sock`: `podlab cri`'s end.
+pub fn cri_socket_path(root: &Path) -> PathBuf {
+    root.join("cri-events.sock")
+}
+
+/// Tells whoever listens at `<root>/events.sock` and `<root>/cri-events.sock` that `sandbox`
+/// changed. Best effort: a socket nobody listens at costs one failed `sendto`.
 pub fn notify(root: &Path, sandbox: &SandboxId) {
     let Ok(socket) = UnixDatagram::unbound() else {
         return;
     };
     if socket.set_nonblocking(true).is_ok() {
-        let _ = socket.send_to(sandbox.as_str().as_bytes(), socket_path(root));
+        for path in [socket_path(root), cri_socket_path(root)] {
+            let _ = socket.send_to(sandbox.as_str().as_bytes(), path);
+        }
     }
+}
+
+/// Whether a datagram socket at `path` has a live listener: a socket file left by a process
+/// that was killed refuses a `connect` (ECONNREFUSED).
+pub fn listened(path: &Path) -> bool {
+    UnixDatagram::unbound().is_ok_and(|socket| socket.connect(path).is_ok())
 }
 
 /// The agent's end: a datagram socket bound at `<root>/events.sock`, removed on drop.
