@@ -4,7 +4,8 @@
 //! of pods that have neither, and unreferenced image content.
 //!
 //! The pod network state of network namespaces that are gone (`/run/podlab-net/<inode>`) goes
-//! too (see `network::identity`).
+//! too (see `network::identity`), and the host-port nat rules that podlab's pods left without a
+//! DEL (see `network::hostports`).
 //!
 //! A sandbox that died while Ready has its network torn down (CNI DEL: its IP lease is
 //! released). With no node agent running, the pods whose status still shows a running
@@ -37,6 +38,11 @@ pub fn run() -> Result<()> {
     if podlab_kubelet::node::running_agent(&ctx.root).is_none() {
         // The change-notice socket of an agent that was killed.
         let _ = std::fs::remove_file(podlab_runtime::events::socket_path(&ctx.root));
+    }
+    let cri_notices = podlab_runtime::events::cri_socket_path(&ctx.root);
+    if cri_notices.exists() && !podlab_runtime::events::listened(&cri_notices) {
+        // The change-notice socket of a `podlab cri` that was killed.
+        let _ = std::fs::remove_file(&cri_notices);
     }
     let runtime = ctx.runtime()?;
     let report = runtime.gc()?;
@@ -185,6 +191,9 @@ fn collect_network() -> Result<()> {
             "removed {} (its network namespace is gone)",
             folder.display()
         );
+    }
+    for id in crate::network::collect_host_ports()? {
+        println!("removed the host-port nat rules of {id} (portmap's CNI-DN chain)");
     }
     Ok(())
 }

@@ -25,6 +25,7 @@
 //! a few seconds ([`warm`]): the next `run --rm`'s pause joins it, so the plugins' ADD is off
 //! that command's way.
 
+pub mod hostports;
 mod identity;
 pub mod warm;
 
@@ -214,6 +215,7 @@ impl NetworkPlugin for PodlabNetwork {
         if self.keep_bridge {
             gc().map_err(|e| format!("{e:#}"))?;
             collect_gone().map_err(|e| format!("{e:#}"))?;
+            collect_host_ports().map_err(|e| format!("{e:#}"))?;
         }
         Ok(())
     }
@@ -317,6 +319,14 @@ pub fn gc() -> Result<bool> {
     // The bridge is looked for even without the folder: a network of the user's own conflist
     // (`PODLAB_CNI_CONF_DIR`) keeps its leases elsewhere but its bridge here.
     remove_if_unused(&PodlabNet::podlab(&net_root).bridge, &net_root)
+}
+
+/// `podlab gc`'s part for host ports: the nat rules that podlab's pods of this network
+/// namespace left without a DEL ([`hostports`]); the CNI container ids whose rules went.
+pub fn collect_host_ports() -> Result<Vec<String>> {
+    let net = PodlabNet::podlab(&network_root()?);
+    let _lock = lock_network_namespace()?;
+    hostports::collect(&net.name, &net.lease_dir())
 }
 
 /// With the network's lock held: when no pod is attached to `bridge` any more, the bridge and

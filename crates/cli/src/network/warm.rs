@@ -181,7 +181,9 @@ fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
 /// namespace of this node's keeper, if there is one made with the conflist in force, adopted
 /// by the sandbox whose namespace pin is `pod.netns`.
 pub(super) fn take(network: &PodlabNetwork, pod: &PodNetwork<'_>) -> Option<PreparedNetwork> {
-    if network.kind != "cni" || ttl().is_none() {
+    // A warm namespace's ADD ran without port mappings: a pod with host ports gets its own,
+    // whose ADD makes them (portmap's chain named by the pod's CNI container id).
+    if network.kind != "cni" || ttl().is_none() || !pod.port_mappings.is_empty() {
         return None;
     }
     let keeper = connect_keeper()?;

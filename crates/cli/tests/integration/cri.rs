@@ -26,6 +26,29 @@ struct Server {
     dir: SharedDir,
     child: Child,
     crictl: PathBuf,
+    network: String,
+    /// The network namespace it serves in (None: the test's).
+    netns: Option<PathBuf>,
+}
+
+/// `command` run in the network namespace `netns` (through `nsenter`, which enters it and
+/// execs the program: the same pid), or as it is.
+fn in_netns(command: Command, netns: Option<&Path>) -> Command {
+    let Some(netns) = netns else {
+        return command;
+    };
+    let mut entered = Command::new("nsenter");
+    entered
+        .arg(format!("--net={}", netns.display()))
+        .arg("--")
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            entered.env(key, value);
+        }
+    }
+    entered
 }
 
 impl Server {
@@ -36,6 +59,16 @@ impl Server {
 
     /// [`Server::start`] with `PODLAB_NETWORK=network`.
     fn start_on(test: &str, network: &str) -> Option<Server> {
+        Server::start_with(test, network, &[])
+    }
+
+    /// [`Server::start_on`] with more arguments for `podlab cri`.
+    fn start_with(test: &str, network: &str, args: &[&str]) -> Option<Server> {
+        Server::start_in(test, network, args, None)
+    }
+
+    /// [`Server::start_with`], the server in the network namespace `netns` when given.
+    fn start_in(test: &str, network: &str, args: &[&str], netns: Option<&Path>) -> Option<Server> {
         let packed = kit().join("bin/crictl.xz");
         if !packed.exists() {
             record_skip(
@@ -63,18 +96,25 @@ impl Server {
         }
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&crictl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let child = podlab()
+        let child = in_netns(podlab(), netns)
             .args(["cri", "--listen"])
             .arg(dir.path().join("cri.sock"))
             .arg("--root")
             .arg(dir.path().join("root"))
+            .args(args)
             .env("PODLAB_NETWORK", network)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
             .spawn()
             .unwrap();
-        let server = Server { dir, child, crictl };
+        let server = Server {
+            dir,
+            child,
+            crictl,
+            network: network.to_string(),
+            netns: netns.map(Path::to_path_buf),
+        };
         let socket = server.socket();
         assert!(
             wait_until(Duration::from_secs(20), || socket.exists()),
@@ -176,9 +216,23 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // The pods go through the server first, also when the test failed half-way: its
+        // network tears each one down (CNI DEL: its lease, its host ports' nat rules).
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.crictl(&["rmp", "-a", "-f"]);
+        }
         // SAFETY: kill(2) on the server's own pid, which this test spawned and has not reaped.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
+        // What a killed server left: `podlab gc` on its root, with its network.
+        let mut gc = podlab();
+        gc.arg("gc");
+        let _ = in_netns(gc, self.netns.as_deref())
+            .env("PODLAB_ROOT", self.root())
+            .env("PODLAB_NETWORK", &self.network)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         if let Ok(runtime) = Runtime::open(RuntimeConfig::with_root(self.root())) {
             for sandbox in runtime.list_pod_sandboxes().unwrap_or_default() {
                 let _ = runtime.remove_pod_sandbox(&sandbox.id);
@@ -603,13 +657,36 @@ fn crictl_port_forward_reaches_a_server_in_the_pods_network_namespace() {
 /// `iptables -t nat -S`: the nat table's rules in this network namespace, or None when there is
 /// no usable iptables NAT here.
 fn nat_rules() -> Option<String> {
-    let out = Command::new("iptables")
-        .args(["-w", "-t", "nat", "-S"])
-        .output()
-        .ok()?;
+    nat_rules_in(None)
+}
+
+/// [`nat_rules`] of the network namespace `netns`.
+fn nat_rules_in(netns: Option<&Path>) -> Option<String> {
+    let mut iptables = Command::new("iptables");
+    iptables.args(["-w", "-t", "nat", "-S"]);
+    let out = in_netns(iptables, netns).output().ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The `CNI-DN-` chains that portmap's entry rules for CNI container id `id` jump to (their
+/// comment names the id).
+fn dn_chains_of(id: &str) -> Vec<String> {
+    dn_chains_in(None, id)
+}
+
+/// [`dn_chains_of`] in the network namespace `netns`.
+fn dn_chains_in(netns: Option<&Path>, id: &str) -> Vec<String> {
+    nat_rules_in(netns)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.starts_with("-A CNI-HOSTPORT-DNAT ") && l.contains(&format!("id: \\\"{id}\\\""))
+        })
+        .filter_map(|l| l.split_whitespace().skip_while(|w| *w != "-j").nth(1))
+        .map(str::to_string)
+        .collect()
 }
 
 /// An HTTP/1.0 GET of `path` from 127.0.0.1:`port`; None while nothing answers there.
@@ -692,11 +769,13 @@ fn a_host_port_is_dnat_to_the_pods_address_through_portmap_and_goes_with_the_pod
     let answer = answer.unwrap();
     assert!(answer.lines().next().unwrap().contains(" 200 "), "{answer}");
     assert!(answer.ends_with("hp-host\n"), "{answer}");
-    // StopPodSandbox's CNI DEL takes the pod's rules away.
+    assert_eq!(dn_chains_of(&sandbox).len(), 1, "{rules}");
+    // StopPodSandbox's CNI DEL takes the pod's rules away, its CNI-DN chain with them.
     server.ok(&["stopp", &sandbox]);
     let rules = nat_rules().unwrap();
     assert!(!rules.contains(&format!("--dport {HOST_PORT}")), "{rules}");
     assert!(!rules.contains(&ip), "{rules}");
+    assert_eq!(dn_chains_of(&sandbox), Vec::<String>::new(), "{rules}");
     assert_eq!(http_get(HOST_PORT, "/hostname"), None);
     server.ok(&["rmp", &sandbox]);
 }
@@ -940,4 +1019,466 @@ fn volumes_propagate_mounts_as_rprivate_rslave_and_rshared_say() {
         "rshared did not hand the container's mount back"
     );
     server.ok(&["rmp", "-f", &sandbox]);
+}
+
+/// The server's open descriptors.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// `crictl events -o json` while it runs: the events it printed so far.
+struct EventWatch {
+    child: Child,
+    events: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl EventWatch {
+    /// Subscribes, and returns once the server has the subscription (its trace says so).
+    fn start(server: &Server) -> EventWatch {
+        let mut child = server
+            .crictl_command(&["events", "-o", "json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&events);
+        std::thread::spawn(move || {
+            // crictl prints each event as one indented JSON object.
+            let stream = serde_json::Deserializer::from_reader(stdout).into_iter();
+            for event in stream {
+                match event {
+                    Ok(event) => sink.lock().unwrap().push(event),
+                    Err(_) => break,
+                }
+            }
+        });
+        assert!(
+            wait_until(Duration::from_secs(30), || server
+                .log()
+                .contains("cri: GetContainerEvents  ok")),
+            "crictl events did not subscribe; server log: {}",
+            server.log()
+        );
+        EventWatch { child, events }
+    }
+
+    /// Waits (bounded) for `count` events; (container id, event type) of each.
+    fn wait_for(&self, count: usize) -> Vec<(String, String)> {
+        wait_until(Duration::from_secs(30), || {
+            self.events.lock().unwrap().len() >= count
+        });
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["containerId"].as_str().unwrap_or_default().to_string(),
+                    e["containerEventType"]
+                        .as_str()
+                        .unwrap_or("CONTAINER_CREATED_EVENT")
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for EventWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn get_container_events_streams_what_happens_to_containers_and_sandboxes_in_order() {
+    let test =
+        "cri::get_container_events_streams_what_happens_to_containers_and_sandboxes_in_order";
+    let Some(server) = Server::start_with(test, "none", &["--trace"]) else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let before = open_fds(server.child.id());
+    // What happened before a client subscribes is not sent to it.
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "events", "namespace": "default", "uid": "uid-ev", "attempt": 0},
+            "linux": {}
+        }),
+    );
+    let early = server.write(
+        "early.json",
+        serde_json::json!({
+            "metadata": {"name": "early"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"], "linux": {}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let early = server.ok(&["create", &sandbox, &early, &pod]);
+    let watch = EventWatch::start(&server);
+    let sleeper = server.write(
+        "sleeper.json",
+        serde_json::json!({
+            "metadata": {"name": "sleeper"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"], "linux": {}
+        }),
+    );
+    let quitter = server.write(
+        "quitter.json",
+        serde_json::json!({
+            "metadata": {"name": "quitter"}, "image": {"image": "busybox"},
+            "command": ["sh", "-c", "exit 3"], "linux": {}
+        }),
+    );
+    let id = server.ok(&["create", &sandbox, &sleeper, &pod]);
+    server.ok(&["start", &id]);
+    server.ok(&["stop", "--timeout", "0", &id]);
+    server.ok(&["rm", &id]);
+    // A container that exits by itself: its STOPPED comes from its shim's notice.
+    let quits = server.ok(&["create", &sandbox, &quitter, &pod]);
+    server.ok(&["start", &quits]);
+    let stopped = (quits.clone(), "CONTAINER_STOPPED_EVENT".to_string());
+    assert!(
+        wait_until(Duration::from_secs(30), || watch
+            .wait_for(0)
+            .contains(&stopped)),
+        "no STOPPED for a container that exited: {:?}\nserver log: {}",
+        watch.wait_for(0),
+        server.log()
+    );
+    server.ok(&["rm", &quits]);
+    server.ok(&["stopp", &sandbox]);
+    server.ok(&["rmp", &sandbox]);
+    let event = |id: &str, kind: &str| (id.to_string(), format!("CONTAINER_{kind}_EVENT"));
+    let expected = vec![
+        event(&id, "CREATED"),
+        event(&id, "STARTED"),
+        event(&id, "STOPPED"),
+        event(&id, "DELETED"),
+        event(&quits, "CREATED"),
+        event(&quits, "STARTED"),
+        event(&quits, "STOPPED"),
+        event(&quits, "DELETED"),
+        // The sandbox's own events carry its id; the container that was only created is
+        // deleted with it.
+        event(&sandbox, "STOPPED"),
+        event(&early, "DELETED"),
+        event(&sandbox, "DELETED"),
+    ];
+    assert_eq!(
+        watch.wait_for(expected.len()),
+        expected,
+        "server log: {}",
+        server.log()
+    );
+    let events = watch.events.lock().unwrap().clone();
+    for (n, e) in events.iter().enumerate() {
+        assert!(
+            e["createdAt"].as_str().is_some_and(|t| t.len() >= 19),
+            "event {n}: a time in ns: {e}"
+        );
+        if n < events.len() - 1 {
+            // The sandbox's status comes with each event until the sandbox is gone.
+            assert_eq!(
+                e["podSandboxStatus"]["id"],
+                sandbox.as_str(),
+                "event {n}: {e}"
+            );
+        }
+    }
+    // The STARTED event's statuses say the container runs; the STOPPED one's how it ended.
+    let status_of = |n: usize, id: &str| {
+        events[n]["containersStatuses"]
+            .as_array()
+            .and_then(|list| list.iter().find(|c| c["id"] == id).cloned())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        status_of(1, &id)["state"],
+        "CONTAINER_RUNNING",
+        "{}",
+        events[1]
+    );
+    assert_eq!(
+        status_of(6, &quits)["state"],
+        "CONTAINER_EXITED",
+        "{}",
+        events[6]
+    );
+    assert_eq!(status_of(6, &quits)["exitCode"], 3, "{}", events[6]);
+    assert_eq!(threads(server.child.id()), "1");
+    // A client that goes away leaves nothing in the server.
+    drop(watch);
+    assert!(
+        wait_until(Duration::from_secs(30), || open_fds(server.child.id())
+            <= before),
+        "the server keeps {} descriptors, {before} before the subscriber came",
+        open_fds(server.child.id())
+    );
+}
+
+#[test]
+fn cri_metrics_are_cadvisors_read_from_the_containers_cgroup_and_the_pods_namespace() {
+    let test =
+        "cri::cri_metrics_are_cadvisors_read_from_the_containers_cgroup_and_the_pods_namespace";
+    let Some(server) = Server::start_on(test, "cni") else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "metrics", "namespace": "default", "uid": "uid-metrics", "attempt": 0},
+            "linux": {"cgroup_parent": "/kubepods/burstable/poduid-metrics"}
+        }),
+    );
+    let container = server.write(
+        "c.json",
+        serde_json::json!({
+            "metadata": {"name": "busy"}, "image": {"image": "busybox"},
+            "command": ["sh", "-c", "sleep 1000 & sleep 1000"],
+            "linux": {"resources": {"memory_limit_in_bytes": 67108864, "cpu_shares": 512,
+                                    "cpu_period": 100000, "cpu_quota": 20000}}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let id = server.ok(&["create", &sandbox, &container, &pod]);
+    server.ok(&["start", &id]);
+    let descriptors: serde_json::Value =
+        serde_json::from_str(&server.ok(&["metricdescs", "-o", "json"])).unwrap();
+    let keys: std::collections::BTreeMap<String, usize> = descriptors["descriptors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap().to_string(),
+                d["labelKeys"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert!(
+        keys.contains_key("container_cpu_usage_seconds_total"),
+        "{descriptors}"
+    );
+    // Both processes of the container run before the metrics are read.
+    let pids = |server: &Server| {
+        let inspect: serde_json::Value =
+            serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+        inspect["info"]["pid"].as_i64().unwrap()
+    };
+    let pid = pids(&server);
+    assert!(wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .is_ok_and(|c| !c.trim().is_empty())
+    }));
+    let metrics: serde_json::Value =
+        serde_json::from_str(&server.ok(&["metricsp", "-o", "json"])).unwrap();
+    let pod_metrics = metrics["podMetrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podSandboxId"] == sandbox.as_str())
+        .unwrap_or_else(|| panic!("no metrics of the pod: {metrics}"))
+        .clone();
+    let ours = pod_metrics["containerMetrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["containerId"] == id.as_str())
+        .unwrap_or_else(|| panic!("no metrics of the container: {metrics}"))["metrics"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut all: Vec<serde_json::Value> = ours.clone();
+    all.extend(
+        pod_metrics["metrics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    // Each metric is described, with one label value per key (critest's check).
+    for metric in &all {
+        let name = metric["name"].as_str().unwrap();
+        assert_eq!(
+            Some(&metric["labelValues"].as_array().unwrap().len()),
+            keys.get(name),
+            "{metric}"
+        );
+    }
+    let value = |name: &str| -> u64 {
+        ours.iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {ours:?}"))["value"]["value"]
+            .as_str()
+            .unwrap_or("0")
+            .parse()
+            .unwrap()
+    };
+    // The kernel's values: the limits as the container's cgroup holds them, its processes.
+    assert_eq!(value("container_spec_memory_limit_bytes"), 67108864);
+    assert_eq!(value("container_spec_cpu_shares"), 512);
+    assert_eq!(value("container_spec_cpu_period"), 100000);
+    assert_eq!(value("container_processes"), 2);
+    assert!(value("container_threads") >= 2);
+    assert!(value("container_memory_working_set_bytes") > 0);
+    assert!(value("container_memory_usage_bytes") >= value("container_memory_working_set_bytes"));
+    assert!(value("container_fs_inodes_total") > 0);
+    let labels = ours
+        .iter()
+        .find(|m| m["name"] == "container_processes")
+        .unwrap()["labelValues"]
+        .clone();
+    // pod, namespace, container, id, image (the name the runtime resolved it to).
+    let labels = labels.as_array().unwrap();
+    let expected: Vec<serde_json::Value> = ["metrics", "default", "busy", id.as_str()]
+        .iter()
+        .map(|v| serde_json::json!(v))
+        .collect();
+    assert_eq!(labels[..4], expected[..], "{labels:?}");
+    assert!(
+        labels[4].as_str().unwrap().contains("busybox"),
+        "{labels:?}"
+    );
+    // The pod's interface, from its own network namespace.
+    let received = pod_metrics["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "container_network_receive_packets_total")
+        .unwrap_or_else(|| panic!("no network metrics: {pod_metrics}"))
+        .clone();
+    assert_eq!(received["labelValues"][5], "eth0", "{received}");
+    assert_eq!(threads(server.child.id()), "1");
+    server.ok(&["stop", "--timeout", "0", &id]);
+    server.ok(&["stopp", &sandbox]);
+    server.ok(&["rmp", &sandbox]);
+}
+
+/// A network namespace of the test's own, held by a `sleep` (lo up) that is killed on drop.
+struct OwnNetns(Child);
+
+impl OwnNetns {
+    fn new() -> OwnNetns {
+        let child = Command::new("unshare")
+            .args(["--net", "sh", "-c", "ip link set lo up && exec sleep 600"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let netns = OwnNetns(child);
+        let own = std::fs::metadata(netns.path()).map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.ino()
+        });
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                ns_inode(&netns.0.id().to_string(), "net") != ns_inode("self", "net")
+                    && Command::new("nsenter")
+                        .arg(format!("--net={}", netns.path().display()))
+                        .args(["ip", "-o", "link", "show", "lo", "up"])
+                        .output()
+                        .is_ok_and(|o| !o.stdout.is_empty())
+            }),
+            "the namespace holder did not start ({own:?})"
+        );
+        netns
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/ns/net", self.0.id()))
+    }
+}
+
+impl Drop for OwnNetns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn host_port_rules_go_with_podlab_gc_after_the_server_is_killed_and_after_the_records_are_lost() {
+    let test = "cri::host_port_rules_go_with_podlab_gc_after_the_server_is_killed_and_after_the_records_are_lost";
+    if nat_rules().is_none() {
+        record_skip(
+            test,
+            "no usable iptables NAT here (`iptables -t nat -S` fails)",
+        );
+        return;
+    }
+    // A network namespace of its own: whatever happens, its nat table goes with it, and no
+    // other test's pod holds a lease on its bridge.
+    let netns = OwnNetns::new();
+    let ns = netns.path();
+    let ns = Some(ns.as_path());
+    let Some(mut server) = Server::start_in(test, "cni", &[], ns) else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let pod = |name: &str, port: u16| {
+        server.write(
+            &format!("{name}.json"),
+            serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "attempt": 0},
+                "port_mappings": [{"container_port": 80, "host_port": port}],
+                "linux": {}
+            }),
+        )
+    };
+    let first = pod("killed", 18918);
+    let second = pod("lost", 18919);
+    let killed = server.ok(&["runp", &first]);
+    let lost = server.ok(&["runp", &second]);
+    assert_eq!(dn_chains_in(ns, &killed).len(), 1, "{:?}", nat_rules_in(ns));
+    assert_eq!(dn_chains_in(ns, &lost).len(), 1, "{:?}", nat_rules_in(ns));
+    // kill -9 of the server: the pods keep running and their rules stay.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    assert_eq!(dn_chains_in(ns, &killed).len(), 1);
+    // The second pod's records are lost, as when a state root is deleted by hand: its shim,
+    // pause and folder go without any DEL.
+    let runtime = Runtime::open(RuntimeConfig::with_root(server.root())).unwrap();
+    runtime
+        .remove_pod_sandbox(&podlab_runtime::SandboxId::parse(&lost).unwrap())
+        .unwrap();
+    assert!(!server.root().join("sandboxes").join(&lost).exists());
+    assert_eq!(dn_chains_in(ns, &lost).len(), 1, "no DEL ran for it");
+    // `podlab gc` on the root: the first pod's sandbox is torn down with its DEL; the second's
+    // rules, which no record names any more, go by their comment's id, which holds no lease
+    // once no pod is left on the bridge.
+    let mut gc = podlab();
+    gc.arg("gc")
+        .env("PODLAB_ROOT", server.root())
+        .env("PODLAB_NETWORK", "cni");
+    let gc = in_netns(gc, ns).output().unwrap();
+    let said = String::from_utf8_lossy(&gc.stdout);
+    assert!(
+        gc.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    let rules = nat_rules_in(ns).unwrap();
+    assert_eq!(
+        dn_chains_in(ns, &killed),
+        Vec::<String>::new(),
+        "{said}\n{rules}"
+    );
+    assert_eq!(
+        dn_chains_in(ns, &lost),
+        Vec::<String>::new(),
+        "{said}\n{rules}"
+    );
+    assert!(
+        said.contains(&format!("removed the host-port nat rules of {lost}")),
+        "{said}"
+    );
+    // Nobody's host ports are left: portmap's own chains go too.
+    assert!(!rules.contains("CNI-"), "{rules}");
 }
