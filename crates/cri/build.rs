@@ -1,5 +1,5 @@
 //! Compiles the CRI v1 proto (`proto/api.proto`, kubernetes/cri-api's `pkg/apis/runtime/v1`) into
-//! the server traits and messages, with the protoc that `protoc-bin-vendored` ships, so that no
+//! the server traits, the clients and the messages, with the protoc that `protoc-bin-vendored` ships, so that no
 //! system protoc is needed.
 
 fn main() {
@@ -8,7 +8,10 @@ fn main() {
     // prost-build reads PROTOC from the environment.
     std::env::set_var("PROTOC", protoc);
     tonic_prost_build::configure()
-        .build_client(false)
+        // The client is the node agent's (`podlab node --runtime-endpoint`), on its own
+        // HTTP/2 connection: no tonic transport.
+        .build_client(true)
+        .build_transport(false)
         .compile_protos(&["proto/api.proto"], &["proto"])
         .expect("compiling proto/api.proto");
     println!("cargo:rerun-if-changed=proto/api.proto");

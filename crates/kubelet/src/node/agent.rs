@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use podlab_control::{EventType, Store};
 use podlab_runtime::{Runtime, SandboxId, SandboxStatus};
 
+use super::remote::RemoteRuntime;
 use super::runtime_service::RuntimeService;
 
 use crate::translate::{self, PodDirs};
@@ -35,7 +36,8 @@ const TICK: Duration = Duration::from_millis(200);
 pub struct Node {
     pub config: NodeConfig,
     pub store: Store,
-    /// The runtime the pods run on: podlab-runtime in this process.
+    /// The runtime the pods run on: podlab-runtime in this process (the default), or a CRI
+    /// runtime at `config.runtime_endpoint` ([`super::remote::RemoteRuntime`]).
     pub runtime: Arc<dyn RuntimeService>,
     /// The image store, its serialized puller and its GC.
     pub images: ImageManager,
@@ -55,10 +57,30 @@ impl Node {
         self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Opens the store and the runtime of `config.root`.
+    /// Opens the store and the runtime of `config.root`, or connects to the CRI runtime at
+    /// `config.runtime_endpoint`.
     pub fn open(config: NodeConfig) -> Result<Node, NodeError> {
         config.check()?;
         let store = Store::open(config.store_root())?;
+        if let Some(endpoint) = &config.runtime_endpoint {
+            let remote = Arc::new(RemoteRuntime::connect(endpoint)?);
+            if config.narrates_node() {
+                println!(
+                    "node {}: pods run on {} {} at {endpoint}",
+                    config.node_name, remote.runtime_name, remote.runtime_version
+                );
+            }
+            return Ok(Node {
+                recorder: Recorder::new(store.clone()),
+                pleg: Pleg::default(),
+                stopping: Arc::new(AtomicBool::new(false)),
+                host_ip: node_address(),
+                images: ImageManager::remote(Arc::clone(&remote)),
+                config,
+                store,
+                runtime: remote,
+            });
+        }
         let mut runtime = Runtime::open(config.runtime.clone())?;
         let images = ImageManager::open(&config.runtime.image_root).map_err(NodeError::Image)?;
         if let Some(plugin) = &config.network {
@@ -246,6 +268,10 @@ impl Agent {
     /// One image GC run (kubelet's `GarbageCollect`): the images of every container the
     /// runtime has are in use; what cannot be freed is a `FreeDiskSpaceFailed` node event.
     fn collect_image_garbage(&self) {
+        if self.node.images.store().is_none() {
+            // A CRI runtime's images: its own GC (kubelet's through the CRI is not here).
+            return;
+        }
         let used: Vec<String> = match self
             .node
             .runtime

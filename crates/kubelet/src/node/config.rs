@@ -36,6 +36,9 @@ pub const ENV_VERBOSE: &str = "PODLAB_NODE_VERBOSE";
 /// `PODLAB_NODE_EVICTION_PERIOD`: how often a pod's limited emptyDirs are measured.
 pub const ENV_EVICTION_PERIOD: &str = "PODLAB_NODE_EVICTION_PERIOD";
 pub const ENV_EXIT_WHEN_IDLE: &str = "PODLAB_NODE_EXIT_WHEN_IDLE";
+/// `PODLAB_NODE_RUNTIME_ENDPOINT`: `unix:///…` of a CRI runtime to drive the pods through
+/// (kubelet's `--container-runtime-endpoint`); unset: podlab-runtime in the agent's process.
+pub const ENV_RUNTIME_ENDPOINT: &str = "PODLAB_NODE_RUNTIME_ENDPOINT";
 
 /// The longest resync podlab allows: a pass at least once a second.
 pub const MAX_RESYNC: Duration = Duration::from_secs(1);
@@ -84,6 +87,9 @@ pub struct NodeConfig {
     /// How often the usage of a pod's emptyDirs with a `sizeLimit` is measured (kubelet's
     /// `evictionMonitoringPeriod`, 10 s).
     pub eviction_period: Duration,
+    /// A CRI runtime's socket (`unix:///run/containerd/containerd.sock`) to run the pods on,
+    /// through its RuntimeService and ImageService; None: podlab-runtime in this process.
+    pub runtime_endpoint: Option<String>,
 }
 
 impl std::fmt::Debug for NodeConfig {
@@ -104,6 +110,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("exit_when_idle", &self.exit_when_idle)
             .field("security", &self.security)
             .field("eviction_period", &self.eviction_period)
+            .field("runtime_endpoint", &self.runtime_endpoint)
             .field(
                 "network",
                 &self.network.as_ref().map(|n| n.name().to_string()),
@@ -145,6 +152,7 @@ impl NodeConfig {
             network: None,
             security: crate::security::NodeSecurity::new(&runtime_root),
             eviction_period: crate::eviction::MONITORING_PERIOD,
+            runtime_endpoint: None,
         }
     }
 
@@ -188,6 +196,7 @@ impl NodeConfig {
         if let Some(value) = var(ENV_NODE_NAME) {
             config.node_name = value;
         }
+        config.runtime_endpoint = var(ENV_RUNTIME_ENDPOINT);
         config.security =
             crate::security::NodeSecurity::from_env(&config.root).map_err(NodeError::Config)?;
         config.verbose = var(ENV_VERBOSE).is_some_and(|v| v != "0" && v != "false");
@@ -258,6 +267,9 @@ impl NodeConfig {
         ];
         if let Some(idle) = self.exit_when_idle {
             env.push((ENV_EXIT_WHEN_IDLE, format!("{}ms", idle.as_millis())));
+        }
+        if let Some(endpoint) = &self.runtime_endpoint {
+            env.push((ENV_RUNTIME_ENDPOINT, endpoint.clone()));
         }
         env
     }

@@ -412,7 +412,8 @@ impl Execution<'_> {
             return true;
         };
         let images = &self.node.images;
-        if super::images::ImageManager::is_builtin(&image) {
+        // podlab's own busybox is in this process's store only; a CRI runtime pulls it.
+        if super::images::ImageManager::is_builtin(&image) && images.store().is_some() {
             if let Err(e) = images.ensure_builtin() {
                 self.image_failed(name, "CreateContainerError", e.to_string(), out);
                 return false;
@@ -478,7 +479,7 @@ impl Execution<'_> {
                     image,
                     pulled.pulling,
                     pulled.including_waiting,
-                    pulled.image.size,
+                    pulled.size,
                 );
                 self.event(name, NORMAL, images::PULLED, &message);
                 self.caches.pull_backoff.gc(Instant::now());

@@ -12,34 +12,53 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use podlab_image::credentials::{Credentials, DockerConfig};
-use podlab_image::pull::{PullOptions, PulledImage};
+use podlab_image::pull::PullOptions;
 use podlab_image::reference::Reference;
 
 use crate::images::{FsStats, GcImage, GcPlan, GcPolicy};
+
+use super::remote::RemoteRuntime;
 
 /// Secret types that hold registry credentials, and their data key.
 const DOCKER_CONFIG_JSON: (&str, &str) = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson");
 const DOCKER_CFG: (&str, &str) = ("kubernetes.io/dockercfg", ".dockercfg");
 
 /// The node's images: the store containers are made from, and the one puller.
-#[derive(Debug)]
 pub struct ImageManager {
-    store: podlab_image::Store,
+    /// podlab-image's store in this process, or the CRI runtime's ImageService.
+    backend: Backend,
     /// kubelet's serialImagePuller: one pull at a time.
     serial: Mutex<()>,
     /// When GC first saw each image (by name and digest): kubelet's `firstDetected`.
     first_detected: Mutex<HashMap<(String, String), SystemTime>>,
 }
 
+/// Where the images are.
+enum Backend {
+    Store(podlab_image::Store),
+    /// kubelet's way: ImageStatus and PullImage of the CRI runtime.
+    Cri(Arc<RemoteRuntime>),
+}
+
+impl std::fmt::Debug for ImageManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.backend {
+            Backend::Store(store) => write!(f, "ImageManager({})", store.root().display()),
+            Backend::Cri(remote) => write!(f, "ImageManager(CRI {})", remote.socket().display()),
+        }
+    }
+}
+
 /// What a finished pull tells the events.
 #[derive(Debug)]
 pub struct Pulled {
-    pub image: PulledImage,
+    /// The image's size in bytes (kubelet's "Image size").
+    pub size: u64,
     /// The pull itself.
     pub pulling: Duration,
     /// With the wait for the pull before it.
@@ -73,15 +92,30 @@ impl PullSecrets {
 
 impl ImageManager {
     pub fn open(root: &Path) -> Result<ImageManager, podlab_image::Error> {
-        Ok(ImageManager {
-            store: podlab_image::Store::open(root)?,
-            serial: Mutex::new(()),
-            first_detected: Mutex::new(HashMap::new()),
-        })
+        Ok(ImageManager::with(Backend::Store(
+            podlab_image::Store::open(root)?,
+        )))
     }
 
-    pub fn store(&self) -> &podlab_image::Store {
-        &self.store
+    /// The images of a CRI runtime (its ImageService on the same socket).
+    pub fn remote(runtime: Arc<RemoteRuntime>) -> ImageManager {
+        ImageManager::with(Backend::Cri(runtime))
+    }
+
+    fn with(backend: Backend) -> ImageManager {
+        ImageManager {
+            backend,
+            serial: Mutex::new(()),
+            first_detected: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// podlab-image's store, when the images are in this process.
+    pub fn store(&self) -> Option<&podlab_image::Store> {
+        match &self.backend {
+            Backend::Store(store) => Some(store),
+            Backend::Cri(_) => None,
+        }
     }
 
     /// Whether `image` is podlab's built-in busybox: made from the host's busybox, in no
@@ -91,14 +125,20 @@ impl ImageManager {
             == Some(podlab_image::busybox::NAME)
     }
 
-    /// The built-in busybox, made if the store lacks it.
+    /// The built-in busybox, made if the store lacks it (a CRI runtime has its own images).
     pub fn ensure_builtin(&self) -> Result<(), podlab_image::Error> {
-        self.store.ensure_builtin_busybox().map(drop)
+        match &self.backend {
+            Backend::Store(store) => store.ensure_builtin_busybox().map(drop),
+            Backend::Cri(_) => Ok(()),
+        }
     }
 
     /// Whether the store has `image` (kubelet asks the runtime's ImageStatus).
     pub fn present(&self, image: &str) -> bool {
-        self.store.config(image).is_ok()
+        match &self.backend {
+            Backend::Store(store) => store.config(image).is_ok(),
+            Backend::Cri(remote) => remote.image_status(image).is_ok_and(|i| i.is_some()),
+        }
     }
 
     /// Pulls `image` with the pod's credentials, after the pull before it ended.
@@ -107,14 +147,30 @@ impl ImageManager {
         let reference = Reference::parse(image).map_err(|e| e.to_string())?;
         let _turn = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        let options = PullOptions {
-            credentials: secrets.credentials_for(&reference.domain),
-            ..PullOptions::default()
+        let credentials = secrets.credentials_for(&reference.domain);
+        let size = match &self.backend {
+            Backend::Store(store) => {
+                let options = PullOptions {
+                    credentials,
+                    ..PullOptions::default()
+                };
+                podlab_image::pull::pull(store, &reference, &options)
+                    .map_err(|e| e.to_string())?
+                    .size
+            }
+            Backend::Cri(remote) => {
+                remote
+                    .pull_image(image, credentials.as_ref(), None)
+                    .map_err(|e| e.to_string())?;
+                remote
+                    .image_status(image)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |i| i.size)
+            }
         };
-        let pulled = podlab_image::pull::pull(&self.store, &reference, &options)
-            .map_err(|e| e.to_string())?;
         Ok(Pulled {
-            image: pulled,
+            size,
             pulling: started.elapsed(),
             including_waiting: asked.elapsed(),
         })
@@ -129,10 +185,13 @@ impl ImageManager {
         policy: GcPolicy,
         used: &[String],
     ) -> Result<(GcPlan, Vec<String>), String> {
-        let fs = image_fs(self.store.root())?;
+        let Backend::Store(store) = &self.backend else {
+            return Err("image garbage collection through the CRI (ImageFsInfo, ListImages, RemoveImage) is not implemented; the runtime's own GC applies".into());
+        };
+        let fs = image_fs(store.root())?;
         let used: Vec<String> = used.iter().map(|u| normalized(u)).collect();
         let now = SystemTime::now();
-        let usage = self.store.usage().map_err(|e| e.to_string())?;
+        let usage = store.usage().map_err(|e| e.to_string())?;
         let images: Vec<GcImage> = {
             // kubelet's detectImages: an image seen for the first time is detected now.
             let mut detected = self
@@ -160,7 +219,7 @@ impl ImageManager {
         let mut removed = Vec::new();
         if let GcPlan::Free { remove, .. } = &plan {
             for name in remove {
-                match self.store.remove(name) {
+                match store.remove(name) {
                     Ok(()) => removed.push(name.clone()),
                     Err(e) => {
                         eprintln!("podlab node: image garbage collection: removing {name}: {e}")

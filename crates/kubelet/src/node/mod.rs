@@ -11,6 +11,7 @@
 //! | [`pleg`] | the pod lifecycle event generator: a cheap relist of every pod each `resync` |
 //! | [`view`] | runtime records → [`crate::RuntimeView`], `v1.Pod` → [`crate::PodSpecView`], API status → previous status |
 //! | [`runtime_service`] | kubelet's `RuntimeService`: the runtime calls the agent makes, in process or over the CRI |
+//! | [`remote`] | the CRI client: the pods on any CRI runtime (`--runtime-endpoint`) |
 //! | [`execute`] | kuberuntime's SyncPod: kill, prune, RunPodSandbox, start through the backoff gate |
 //! | [`images`] | the image manager (pulls by `imagePullPolicy` with `imagePullSecrets`, serialized) and the image GC |
 //! | [`status`] | generateAPIPodStatus + the status manager: the `v1.PodStatus` written back |
@@ -32,6 +33,7 @@ pub mod execute;
 pub mod images;
 pub mod pleg;
 pub mod probes;
+pub mod remote;
 pub mod runtime_service;
 pub mod status;
 pub mod transport;

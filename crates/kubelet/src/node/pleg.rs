@@ -9,7 +9,7 @@
 //! saw running (a pause killed by `kill -9` changes no file). A difference wakes the worker, which
 //! reads the records and runs the rules again.
 //!
-//! With a CRI runtime at the other end of a socket (`--runtime-endpoint`) there are no files to
+//! With a CRI runtime at the other end of a socket ([`super::remote`]) there are no files to
 //! `stat`: the relist is kubelet's generic PLEG's, one ListPodSandbox and one ListContainers
 //! each period, and a pod's worker is woken when the ids and states of its sandboxes and
 //! containers differ from what its last full read saw.

@@ -9,11 +9,11 @@
 //! - [`podlab_runtime::Runtime`] in the agent's own process, the default: the calls go
 //!   straight to the runtime's state files and to the pods' shims, with no RPC in between, and
 //!   the PLEG can relist by `stat`ing those files ([`RuntimeService::local`]);
-//! - a CRI v1 gRPC client (`podlab node --runtime-endpoint unix:///…`): any CRI runtime,
-//!   `podlab cri` or containerd's CRI plugin.
+//! - [`super::remote::RemoteRuntime`], a CRI v1 gRPC client (`podlab node --runtime-endpoint
+//!   unix:///…`): any CRI runtime, `podlab cri` or containerd's CRI plugin.
 //!
-//! The messages are podlab-runtime's CRI-shaped configs and statuses; a remote client turns
-//! them into CRI messages and back.
+//! The messages are podlab-runtime's CRI-shaped configs and statuses; the remote client turns
+//! them into CRI messages and back ([`super::remote`]).
 
 use std::time::Duration;
 
