@@ -33,9 +33,15 @@ pub struct NodeArgs {
     /// also `PODLAB_NODE_ALLOWED_UNSAFE_SYSCTLS`).
     #[arg(long, value_name = "LIST")]
     allowed_unsafe_sysctls: Option<String>,
+    /// Run the pods on the CRI runtime at this socket, as kubelet's
+    /// `--container-runtime-endpoint`: `unix:///run/containerd/containerd.sock`, or a
+    /// `podlab cri`'s (also `PODLAB_NODE_RUNTIME_ENDPOINT`). Without it they run on
+    /// podlab-runtime in the agent's own process, with no RPC in between.
+    #[arg(long, value_name = "unix:///PATH")]
+    runtime_endpoint: Option<String>,
     /// Stop the agent of this root (SIGTERM; it removes the pod network it kept, if no pod uses
     /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
-    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod", "allowed_unsafe_sysctls"])]
+    #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod", "allowed_unsafe_sysctls", "runtime_endpoint"])]
     stop: bool,
 }
 
@@ -76,7 +82,13 @@ pub fn run(args: NodeArgs) -> Result<()> {
     }
     config.verbose |= args.verbose || !args.background || args.pod.is_some();
     config.follow_pod = args.pod;
-    config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
+    if args.runtime_endpoint.is_some() {
+        config.runtime_endpoint = args.runtime_endpoint;
+    }
+    // A CRI runtime attaches its pods to its own network (RunPodSandbox's CNI ADD).
+    if config.runtime_endpoint.is_none() {
+        config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
+    }
     if config.network.is_some() {
         // What kill -9 of every process of a network namespace left (see network::identity);
         // the agent collects it again when it stops.

@@ -29,6 +29,7 @@ mod mnt;
 mod net;
 mod netns_folders;
 mod network_curve;
+mod node_cri;
 mod ns;
 mod nsrun;
 mod object_verbs;
