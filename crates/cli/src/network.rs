@@ -21,9 +21,9 @@
 //! a later namespace with the same number never inherits an earlier one's leases, and `podlab
 //! gc` and the node agent remove the folders of namespaces that are gone ([`identity`]).
 //!
-//! A one-shot command leaves one network namespace attached ahead of time for the next pod, for
-//! a few seconds ([`warm`]): the next `run --rm`'s pause joins it, so the plugins' ADD is off
-//! that command's way.
+//! A one-shot command leaves one network namespace attached ahead of time for the next pod,
+//! until 1.5 s after it returned ([`warm`]): the next `run --rm`'s pause joins it, so the
+//! plugins' ADD is off that command's way.
 
 pub mod hostports;
 mod identity;

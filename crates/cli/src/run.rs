@@ -319,7 +319,8 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
 /// after its status is final (it takes well under the 2 s that `podlab gc` and the node agent
 /// may find it in; both leave a sandbox alone while the child holds its lock). On the default
 /// CNI network the child then leaves a network namespace attached for the next one-shot pod,
-/// kept by a process of its own for a few seconds ([`crate::network::warm`]). The child
+/// kept by a process of its own until 1.5 s after the command returned
+/// ([`crate::network::warm`]): everything is gone within 2 s. The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
 /// waits for the child and prints the removal's phases after the mark where it returned.
@@ -342,6 +343,8 @@ fn remove_after_return(
     };
     match forked {
         Ok(nix::unistd::ForkResult::Child) => {
+            // The command returns now: a warm namespace is kept until 1.5 s after this.
+            let returned = std::time::Instant::now();
             // A Ctrl-C at the terminal, after the command returned, must not stop it midway.
             let _ = nix::unistd::setsid();
             if let Ok(null) = std::fs::OpenOptions::new()
@@ -363,7 +366,7 @@ fn remove_after_return(
             podlab_kubelet::volume::tear_down(root, dirs);
             crate::trace::mark(&tracing, "volumes torn down");
             if warm {
-                crate::network::warm::start_keeper(root);
+                crate::network::warm::start_keeper(root, returned);
             }
             let failed = removed.is_err();
             if let Err(e) = removed {

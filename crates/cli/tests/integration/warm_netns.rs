@@ -243,7 +243,24 @@ fn the_next_run_rm_joins_the_warm_namespace_and_gc_removes_the_one_after() {
 #[test]
 fn a_warm_namespace_ends_by_itself_or_on_sigterm_and_none_is_made_when_switched_off() {
     let node = Node::new("warm-ttl");
-    node.run_rm("short", &[("PODLAB_WARM_NETNS", "1")]);
+    // The default: the keeper, if the removal left time for one, ends by itself (1.5 s after
+    // the command returned), and with it everything of the network.
+    node.run_rm("default", &[]);
+    assert!(
+        wait_until(Duration::from_secs(30), || node.keepers().is_empty()
+            && node.veths().is_empty()
+            && !node.state_dir().exists()),
+        "with the default wait, the keeper and its network stay: keepers {:?}, veths {:?}",
+        node.keepers(),
+        node.veths()
+    );
+    node.assert_nothing_left();
+    // A wait that ends before the removal does: no keeper is made, and the bridge is gone once
+    // the removal is (the command's stderr, read to its end here, closes with it).
+    node.run_rm("late", &[("PODLAB_WARM_NETNS", "0.001")]);
+    node.assert_nothing_left();
+    // A wait long enough to see the keeper on a loaded machine; it ends by itself.
+    node.run_rm("short", &[("PODLAB_WARM_NETNS", "5")]);
     warm_keeper(&node);
     assert!(
         wait_until(Duration::from_secs(30), || node.keepers().is_empty()
