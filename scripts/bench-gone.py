@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PODLAB = os.path.abspath(
     os.environ.get("PODLAB_BIN", os.path.join(HERE, "..", "target", "release", "podlab")))
 INSIDE = "PODLAB_BENCH_INSIDE"
+SYSFS = "/run/bench-gone-sysfs"
 
 
 def traces():
@@ -40,7 +41,7 @@ def traces():
             continue
         if comm.startswith("podlab"):
             left.append(comm)
-    for link in os.listdir("/sys/class/net"):
+    for link in os.listdir(f"{SYSFS}/class/net"):
         if link == "podlab0" or link.startswith("veth"):
             left.append(link)
     for folder in ("/run/podlab/sandboxes", "/run/podlab-net"):
@@ -53,6 +54,10 @@ def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     gap = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/run"], check=True)
+    # /sys/class/net lists the links of the namespace that mounted sysfs (the host's): a
+    # sysfs of this one's, beside it (the cgroup mounts under /sys stay).
+    os.makedirs(SYSFS, exist_ok=True)
+    subprocess.run(["mount", "-t", "sysfs", "sysfs", SYSFS], check=True)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     env = dict(os.environ, PODLAB_ROOT="/run/podlab")
     returned, gone = [], []
@@ -63,8 +68,13 @@ def main():
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         back = time.perf_counter()
         assert done.returncode == 0, done
+        seen = {}
         while traces():
-            if time.perf_counter() - back > 30:
+            now = time.perf_counter() - back
+            for t in traces():
+                seen.setdefault(t, 0)
+                seen[t] = now
+            if now > 30:
                 print(f"round {i}: still left after 30 s: {traces()}")
                 break
             time.sleep(0.002)
@@ -72,6 +82,9 @@ def main():
         returned.append((back - start) * 1000)
         gone.append((last - back) * 1000)
         print(f"round {i}: returned after {returned[-1]:7.1f} ms, gone {gone[-1]:7.1f} ms later")
+        if os.environ.get("BENCH_GONE_VERBOSE"):
+            print("   last seen (ms after the return):",
+                  {k: round(v * 1000) for k, v in sorted(seen.items(), key=lambda kv: kv[1])})
         time.sleep(gap)
     load = open("/proc/loadavg").read().split()[:3]
     print(f"{rounds} rounds, PODLAB_WARM_NETNS="
