@@ -45,6 +45,8 @@ pub struct Node {
     /// `status.hostIP`.
     pub host_ip: String,
     pub pleg: Pleg,
+    /// The CRI runtime, when the pods run on one (its event stream wakes the pod workers).
+    pub remote: Option<Arc<RemoteRuntime>>,
     /// Set when the agent is asked to stop: a grace period being waited out is given up (the
     /// container keeps its SIGTERM, the pod keeps running) and nothing more is torn down, so
     /// that the agent exits at once, as kubelet does; the next agent takes the work up again.
@@ -78,6 +80,7 @@ impl Node {
                 images: ImageManager::remote(Arc::clone(&remote)),
                 config,
                 store,
+                remote: Some(Arc::clone(&remote)),
                 runtime: remote,
             });
         }
@@ -100,6 +103,7 @@ impl Node {
             config,
             store,
             runtime: Arc::new(runtime),
+            remote: None,
         })
     }
 }
@@ -141,6 +145,19 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
             })
             .map_err(|e| NodeError::io("starting the PLEG thread", &node.config.root, e))?
     };
+    let events = match node.remote.clone() {
+        Some(remote) => {
+            let (shared, stop) = (Arc::clone(&node), Arc::clone(&pleg_stop));
+            let thread = std::thread::Builder::new()
+                .name("cri-events".into())
+                .spawn(move || watch_cri_events(&remote, &shared, &stop))
+                .map_err(|e| {
+                    NodeError::io("starting the CRI events thread", &node.config.root, e)
+                })?;
+            Some(thread)
+        }
+        None => None,
+    };
     let mut agent = Agent {
         node,
         workers: HashMap::new(),
@@ -152,6 +169,9 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     agent.shutdown();
     pleg_stop.store(true, Ordering::SeqCst);
     let _ = pleg.join();
+    if let Some(events) = events {
+        let _ = events.join();
+    }
     // Before the lock goes: whoever waits for this agent to stop sees its network cleaned.
     if let Some(network) = &agent.node.config.network {
         if let Err(e) = network.node_stopping() {
@@ -160,6 +180,32 @@ pub fn run(config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     }
     drop(lock);
     result
+}
+
+/// The CRI runtime's container events, as kubelet's evented PLEG reads them: each wakes the
+/// worker of the event's sandbox at once, the relist staying what catches anything missed. A
+/// runtime without them (Unimplemented) leaves the relist alone; a broken stream is opened
+/// again after a second.
+fn watch_cri_events(remote: &RemoteRuntime, node: &Node, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        match remote.watch_events(stop, |sandbox| node.pleg.sandbox_changed(sandbox)) {
+            Ok(false) => {
+                if node.config.narrates_node() {
+                    println!(
+                        "the runtime has no GetContainerEvents: the PLEG relists every {:?}",
+                        node.config.resync
+                    );
+                }
+                return;
+            }
+            Ok(true) => {}
+            Err(e) => eprintln!("podlab node: the runtime's container events: {e}"),
+        }
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(TICK);
+        }
+    }
 }
 
 struct WorkerHandle {

@@ -21,6 +21,7 @@ pub mod convert;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a StopContainer in flight asks whether to give up.
 const GIVE_UP_POLL: Duration = Duration::from_millis(100);
+/// How often the event stream's reader asks whether the agent stops.
+const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// `unix:///run/containerd/containerd.sock`, `unix:/x` or a plain absolute path → the path;
 /// anything else (`tcp://`, `npipe://`) is refused, since the CRI is spoken here over a unix
@@ -239,6 +242,50 @@ impl RemoteRuntime {
             images.pull_image(request).await
         })?;
         Ok(response.image_ref)
+    }
+
+    /// GetContainerEvents (kubelet's evented PLEG): `changed` is told the sandbox of each event
+    /// until `stop` is set or the runtime ends the stream. Ok(false) when the runtime does not
+    /// serve it (`Unimplemented`, containerd 1.6): the relist alone then finds every change, as
+    /// kubelet falls back to its generic PLEG.
+    pub fn watch_events(
+        &self,
+        stop: &AtomicBool,
+        mut changed: impl FnMut(&SandboxId),
+    ) -> Result<bool> {
+        let connection = self.connection()?;
+        let mut client =
+            RuntimeServiceClient::with_origin(connection, http::Uri::from_static(ORIGIN));
+        let failed = |status: &tonic::Status| convert::rpc_error("GetContainerEvents", "", status);
+        self.tokio.block_on(async {
+            let mut stream = match client
+                .get_container_events(proto::GetEventsRequest {})
+                .await
+            {
+                Ok(response) => response.into_inner(),
+                Err(status) if status.code() == tonic::Code::Unimplemented => return Ok(false),
+                Err(status) => return Err(failed(&status)),
+            };
+            while !stop.load(Ordering::SeqCst) {
+                tokio::select! {
+                    message = stream.message() => match message {
+                        Ok(Some(event)) => {
+                            let sandbox = event
+                                .pod_sandbox_status
+                                .as_ref()
+                                .and_then(|s| SandboxId::parse(&s.id).ok());
+                            if let Some(sandbox) = sandbox {
+                                changed(&sandbox);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(status) => return Err(failed(&status)),
+                    },
+                    _ = tokio::time::sleep(STOP_POLL) => {}
+                }
+            }
+            Ok(true)
+        })
     }
 
     /// ListContainers with `filter`, without the statuses.
