@@ -583,10 +583,10 @@ pub fn finish(
         trace.lap("console");
     }
     let keep = crate::capabilities::keep_set(process.capabilities.as_deref());
-    let filter = match &process.seccomp {
+    let filters = match &process.seccomp {
         Some(profile) => crate::seccomp::compile(profile)
             .map_err(|e| failure("compile the seccomp profile", None, None, e))?,
-        None => None,
+        None => Vec::new(),
     };
     if process.no_new_privs {
         nix::sys::prctl::set_no_new_privs()
@@ -595,9 +595,9 @@ pub fn finish(
     // As runc without no_new_privs: while CAP_SYS_ADMIN is still held (the kernel demands it
     // or no_new_privs), so what follows (capset, setgroups, setuid, chdir, execve) must be
     // allowed by the profile, as containerd's is.
-    if let Some(filter) = &filter {
-        crate::seccomp::install(filter)
-            .map_err(|e| sys_failure("install the seccomp filter", None, e))?;
+    crate::seccomp::install(&filters)
+        .map_err(|e| sys_failure("install the seccomp filter", None, e))?;
+    if !filters.is_empty() {
         trace.lap("seccomp");
     }
     crate::capabilities::drop_bounding(&keep)
