@@ -508,10 +508,26 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
             ))
         }
     };
-    if mount.recursive_read_only {
-        return Err(unsupported(
+    // containerd's checks and words.
+    if mount.recursive_read_only && !mount.readonly {
+        return Err(invalid(
             &format!("{field}.recursive_read_only"),
-            "a recursive read-only mount",
+            format!(
+                "recursive read-only mount conflicts with RW mount (hostPath={:?})",
+                mount.host_path
+            ),
+        ));
+    }
+    if mount.recursive_read_only && propagation != Propagation::Private {
+        return Err(invalid(
+            &format!("{field}.recursive_read_only"),
+            format!(
+                "recursive read-only mount needs private propagation, got {:?} (hostPath={:?})",
+                proto::MountPropagation::try_from(mount.propagation)
+                    .map(|p| p.as_str_name())
+                    .unwrap_or_default(),
+                mount.host_path
+            ),
         ));
     }
     if !mount.uid_mappings.is_empty() || !mount.gid_mappings.is_empty() {
@@ -531,6 +547,7 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
         container_path: PathBuf::from(&mount.container_path),
         readonly: mount.readonly,
         propagation,
+        recursive_readonly: mount.recursive_read_only,
     })
 }
 

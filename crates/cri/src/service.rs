@@ -410,6 +410,7 @@ impl Cri {
                         host_path: m.host_path.display().to_string(),
                         readonly: m.readonly,
                         propagation: convert::propagation_out(m.propagation),
+                        recursive_read_only: m.recursive_readonly,
                         ..Default::default()
                     })
                     .collect()
@@ -1221,7 +1222,7 @@ impl RuntimeService for Runtimes {
                 runtime_handlers: vec![proto::RuntimeHandler {
                     name: String::new(),
                     features: Some(proto::RuntimeHandlerFeatures {
-                        recursive_read_only_mounts: false,
+                        recursive_read_only_mounts: podlab_ns::mnt::recursive_readonly_supported(),
                         user_namespaces: false,
                     }),
                 }],

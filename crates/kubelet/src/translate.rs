@@ -383,6 +383,7 @@ pub fn container_config_for(
                 container_path: PathBuf::from(path),
                 readonly: *readonly || crate::volume::always_read_only(pod, volume),
                 propagation: *propagation,
+                recursive_readonly: false,
             })
             .collect(),
         run_as_user: security.run_as_user.map(|u| u as u32),

@@ -139,6 +139,9 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
     for volume in &record.config.mounts {
         let mut options = vec!["rbind".to_string(), "rprivate".to_string()];
         options.push(if volume.readonly { "ro" } else { "rw" }.to_string());
+        if volume.recursive_readonly {
+            options.push("rro".to_string());
+        }
         mounts.push(
             MountBuilder::default()
                 .destination(volume.container_path.clone())

@@ -235,6 +235,10 @@ pub struct Mount {
     /// the volume.
     #[serde(default, skip_serializing_if = "Propagation::is_private")]
     pub propagation: Propagation,
+    /// Read-only with every mount below it too (CRI `recursive_read_only`, runc's `rro`):
+    /// `readonly` and a private propagation go with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recursive_readonly: bool,
 }
 
 /// A container to create in a sandbox (CRI `ContainerConfig`).

@@ -280,6 +280,10 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
                 e,
             )
         })?;
+        if mount.recursive_readonly {
+            mnt::make_readonly_recursive(&target)
+                .map_err(|e| ns_failure("make volume recursively read-only", Some(&target), e))?;
+        }
     }
     if any_volume {
         trace.lap("volumes");

@@ -1482,3 +1482,95 @@ fn host_port_rules_go_with_podlab_gc_after_the_server_is_killed_and_after_the_re
     // Nobody's host ports are left: portmap's own chains go too.
     assert!(!rules.contains("CNI-"), "{rules}");
 }
+
+#[test]
+fn a_recursive_read_only_volume_is_read_only_down_to_its_submounts() {
+    let test = "cri::a_recursive_read_only_volume_is_read_only_down_to_its_submounts";
+    let Some(server) = Server::start(test) else {
+        return;
+    };
+    // The runtime says it can (mount_setattr), as critest asks before its specs.
+    let info: serde_json::Value =
+        serde_json::from_str(&server.ok(&["info", "-o", "json"])).unwrap();
+    assert_eq!(
+        info["runtimeHandlers"][0]["features"]["recursive_read_only_mounts"], true,
+        "{info}"
+    );
+    server.ok(&["pull", "busybox"]);
+    // critest's host path: a folder with a tmpfs mounted in it.
+    let host = server.dir.path().join("volume");
+    std::fs::create_dir_all(host.join("tmpfs")).unwrap();
+    let mut mounts = HostMounts(Vec::new());
+    mounts.mount(&["-t", "tmpfs", "tmpfs"], &host.join("tmpfs"));
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "rro", "namespace": "default", "uid": "uid-rro", "attempt": 0},
+            "linux": {}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let container = |name: &str, mount: serde_json::Value| {
+        server.write(
+            &format!("{name}.json"),
+            serde_json::json!({
+                "metadata": {"name": name}, "image": {"image": "busybox"},
+                "command": ["sleep", "1000"], "mounts": [mount], "linux": {}
+            }),
+        )
+    };
+    // Propagation as crictl reads it: 0 PRIVATE, 1 HOST_TO_CONTAINER, 2 BIDIRECTIONAL.
+    let volume = |readonly: bool, recursive: bool, propagation: i32| {
+        serde_json::json!({
+            "host_path": host, "container_path": "/mnt", "readonly": readonly,
+            "recursive_read_only": recursive, "propagation": propagation
+        })
+    };
+    let rro = container("rro", volume(true, true, 0));
+    let ro = container("ro", volume(true, false, 0));
+    let rro = server.ok(&["create", &sandbox, &rro, &pod]);
+    let ro = server.ok(&["create", &sandbox, &ro, &pod]);
+    server.ok(&["start", &rro]);
+    server.ok(&["start", &ro]);
+    // The kernel's word: the submount is read-only in the recursive one only.
+    let (code, _, stderr) = server.crictl(&["exec", "-s", &rro, "touch", "/mnt/tmpfs/file"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    let (code, _, stderr) = server.crictl(&["exec", "-s", &rro, "touch", "/mnt/file"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    server.ok(&["exec", "-s", &ro, "touch", "/mnt/tmpfs/file"]);
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &rro])).unwrap();
+    assert_eq!(
+        inspect["status"]["mounts"][0]["recursiveReadOnly"], true,
+        "{inspect}"
+    );
+    // containerd's refusals: recursive needs read-only and private propagation.
+    for (name, mount, words) in [
+        (
+            "rw",
+            volume(false, true, 0),
+            "recursive read-only mount conflicts with RW mount",
+        ),
+        (
+            "slave",
+            volume(true, true, 1),
+            "recursive read-only mount needs private propagation",
+        ),
+        (
+            "shared",
+            volume(true, true, 2),
+            "recursive read-only mount needs private propagation",
+        ),
+    ] {
+        let config = container(name, mount);
+        let (code, _, stderr) = server.crictl(&["create", &sandbox, &config, &pod]);
+        assert_ne!(code, 0, "{name}");
+        assert!(stderr.contains(words), "{name}: {stderr}");
+    }
+    server.ok(&["stop", "--timeout", "0", &rro]);
+    server.ok(&["stop", "--timeout", "0", &ro]);
+    server.ok(&["stopp", &sandbox]);
+    server.ok(&["rmp", &sandbox]);
+    drop(mounts);
+}

@@ -27,15 +27,43 @@ const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-const MOUNT_ATTR_RDONLY: u64 = 1;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 1;
 
 /// `struct mount_attr` of mount_setattr(2).
 #[repr(C)]
-struct MountAttr {
+pub(super) struct MountAttr {
     attr_set: u64,
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
+}
+
+/// `mount_setattr(2)`: sets `attr_set` on the mount at `dirfd`/`path` (`flags`: `AT_EMPTY_PATH`,
+/// `AT_RECURSIVE`); the raw return value.
+pub(super) fn mount_setattr(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+    attr_set: u64,
+) -> libc::c_long {
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a NUL-terminated path and a correctly sized mount_attr, alive for the call; the
+    // kernel checks the descriptor.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dirfd,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    }
 }
 
 /// A mount not attached to any mount namespace yet.
@@ -138,24 +166,12 @@ impl Detached {
     }
 
     fn set_readonly(&self) -> Result<()> {
-        let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        // SAFETY: a live mount descriptor, an empty path with AT_EMPTY_PATH, and a correctly
-        // sized mount_attr.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                self.fd.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH,
-                &attr as *const MountAttr,
-                std::mem::size_of::<MountAttr>(),
-            )
-        };
+        let rc = mount_setattr(
+            self.fd.as_raw_fd(),
+            c"",
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            MOUNT_ATTR_RDONLY,
+        );
         check(rc, "mount_setattr(MOUNT_ATTR_RDONLY)", &self.what)
     }
 
