@@ -52,6 +52,11 @@ pub fn run(args: CriArgs) -> Result<()> {
     if let Err(e) = runtime.use_mount_template() {
         eprintln!("podlab cri: containers copy the node's mount namespace ({e})");
     }
+    // Removals answer once the container or sandbox is out of sight; its cgroups and files go
+    // after, in a cleaner process forked now, while this one is single-threaded.
+    if let Err(e) = runtime.start_cleaner() {
+        eprintln!("podlab cri: removals clean up before they answer ({e})");
+    }
     let cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);
     let socket = podlab_cri::socket_path(&args.listen);
     podlab_cri::serve(cri, &socket, args.stream_address, || {

@@ -338,12 +338,8 @@ impl Runtime {
                 })?,
             )?;
         }
-        if let Some(cgroup) = state::read_record::<ContainerRecord>(&paths.container(id).record())?
-            .and_then(|r| r.cgroup)
-        {
-            cgroup.remove()?;
-        }
-        remove_tree(&paths.container(id).dir)
+        // Its cgroup and folder go with the trash (now, or after the answer: crate::trash).
+        self.discard(&paths.container(id).dir, "c-", id.as_str())
     }
 
     /// The cgroup of a container (None when it has none: cgroups are off), for its usage.

@@ -74,6 +74,8 @@ impl Leftovers {
 impl Runtime {
     pub fn gc(&self) -> Result<GcReport> {
         let mut report = GcReport::default();
+        // Removals whose cleanup did not happen (a cleaner killed with its server).
+        self.empty_trash()?;
         for id in self.layout.sandbox_ids()? {
             let paths = self.layout.sandbox(&id);
             let Some(_lock) = SandboxLock::try_acquire(&paths.lock())? else {

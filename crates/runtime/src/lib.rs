@@ -94,6 +94,7 @@ pub mod shim;
 pub mod state;
 pub mod status;
 pub mod trace;
+mod trash;
 pub mod tty;
 
 pub use attach::Attached;

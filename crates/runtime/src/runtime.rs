@@ -25,6 +25,9 @@ pub struct Runtime {
     pub(crate) mount_template: Option<crate::mount_template::MountTemplate>,
     /// The node's cgroups (None: pods get none).
     pub(crate) cgroups: Option<crate::cgroups::NodeCgroups>,
+    /// The process that empties the trash after removals answered (None: they empty it
+    /// themselves); see [`crate::trash`].
+    pub(crate) cleaner: Option<crate::trash::Cleaner>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -66,6 +69,7 @@ impl Runtime {
             network: None,
             mount_template: None,
             cgroups,
+            cleaner: None,
         })
     }
 

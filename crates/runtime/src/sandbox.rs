@@ -360,11 +360,9 @@ impl Runtime {
             crate::gc::clean_sandbox_leftovers(&paths)?;
         }
         podlab_fault::point_reached("sandbox.remove.before-folder");
-        if let Some(pod) = record.as_ref().and_then(|r| r.cgroup.clone()) {
-            self.remove_cgroups(id, &paths, &pod)?;
-        }
-        // Detaches what is still mounted below the folder (the pod's /dev/shm) before removing.
-        remove_tree(&paths.dir)?;
+        // The cgroups and the folder (with the pod's /dev/shm mount) go with the trash, now or
+        // after the answer (crate::trash).
+        self.discard(&paths.dir, "s-", id.as_str())?;
         if let Some(record) = &record {
             self.pod_trace(&record.config.metadata)
                 .mark("removal (cgroups, folder)");

@@ -1,0 +1,190 @@
+//! The second half of a removal, after the caller's answer when it asks for that.
+//!
+//! RemoveContainer and RemovePodSandbox end by renaming the container's or sandbox's folder
+//! into `<root>/trash/` (one `rename(2)`: from then on no listing or lookup finds it, so the
+//! removal is complete as far as any caller can tell), and what is left, its cgroups (rmdir in
+//! each hierarchy) and its files (the overlay's upper layer, logs, the pod's /dev/shm mount),
+//! goes when the trash is emptied:
+//!
+//! - at once, in the same call, by default (the CLI, the node agent);
+//! - by a cleaner process when the caller started one ([`Runtime::start_cleaner`], the CRI
+//!   server): the removal wakes it with one byte on a pipe and answers; the cleaner, forked
+//!   from the server while it was single-threaded, empties the trash on the other core. When
+//!   the server ends (or dies: the pipe's end closes with it) the cleaner empties the trash
+//!   once more and exits; the server waits for that on its way out.
+//!
+//! Nothing is left behind after a `kill -9`: a trash entry is a folder like any sandbox's, and
+//! `podlab gc` (and the next cleaner's start) empties the trash; a cgroup whose container or
+//! sandbox is gone is removed by gc's cgroup sweep as well.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::id::SandboxId;
+use crate::runtime::{remove_tree, Runtime};
+use crate::state::{self, ContainerRecord, SandboxLock, SandboxPaths, SandboxRecord};
+use crate::{Error, Result};
+
+/// A removed container's entry is `c-<id>`, a sandbox's `s-<id>`.
+const CONTAINER: &str = "c-";
+const SANDBOX: &str = "s-";
+
+/// The cleaner process of a runtime that defers its removals' cleanup.
+#[derive(Debug)]
+pub(crate) struct Cleaner {
+    /// The pipe's write end: a byte wakes the cleaner, its close ends it.
+    wake: Option<OwnedFd>,
+    pid: nix::unistd::Pid,
+}
+
+impl Drop for Cleaner {
+    fn drop(&mut self) {
+        // The cleaner reads the end of the pipe, empties the trash a last time and exits.
+        drop(self.wake.take());
+        let _ = nix::sys::wait::waitpid(self.pid, None);
+    }
+}
+
+impl Runtime {
+    /// `<root>/trash`: folders of removed containers and sandboxes whose cleanup is pending.
+    pub fn trash_dir(&self) -> PathBuf {
+        self.config.root.join("trash")
+    }
+
+    /// Renames `dir` (a container's or sandbox's folder) into the trash as `<kind><id>`, then
+    /// empties that entry now, or wakes the cleaner to do it after the caller's answer.
+    pub(crate) fn discard(&self, dir: &Path, kind: &str, id: &str) -> Result<()> {
+        let trash = self.trash_dir();
+        std::fs::create_dir_all(&trash).map_err(|e| Error::io("creating", &trash, e))?;
+        let entry = trash.join(format!("{kind}{id}"));
+        match std::fs::rename(dir, &entry) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("moving into the trash", dir, e)),
+        }
+        match &self.cleaner {
+            Some(cleaner) => {
+                if let Some(wake) = &cleaner.wake {
+                    // Non-blocking: a full pipe means a wake-up is pending already.
+                    let _ = nix::unistd::write(wake, &[1]);
+                }
+                Ok(())
+            }
+            None => self.empty_entry(&entry),
+        }
+    }
+
+    /// Removes what is in the trash: each entry's cgroups, then its folder. An entry that
+    /// cannot be removed yet stays for the next time (and for `podlab gc`).
+    pub fn empty_trash(&self) -> Result<()> {
+        let trash = self.trash_dir();
+        let entries = match std::fs::read_dir(&trash) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("listing", &trash, e)),
+        };
+        let mut first_error = None;
+        for entry in entries.flatten() {
+            if let Err(e) = self.empty_entry(&entry.path()) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// One trash entry's cleanup, under the trash's lock (a cleaner and a gc may both try).
+    fn empty_entry(&self, entry: &Path) -> Result<()> {
+        let _lock = SandboxLock::acquire(&self.config.root.join("trash.lock"))?;
+        if !entry.exists() {
+            return Ok(());
+        }
+        let name = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with(CONTAINER) {
+            let record = entry.join("container.json");
+            if let Some(cgroup) = state::read_record::<ContainerRecord>(&record)
+                .ok()
+                .flatten()
+                .and_then(|r| r.cgroup)
+            {
+                cgroup.remove()?;
+            }
+        } else if let Some(id) = name.strip_prefix(SANDBOX) {
+            let paths = SandboxPaths::new(entry.to_path_buf());
+            let record = state::read_record::<SandboxRecord>(&paths.record())
+                .ok()
+                .flatten();
+            if let (Some(pod), Ok(id)) = (record.and_then(|r| r.cgroup), SandboxId::parse(id)) {
+                self.remove_cgroups(&id, &paths, &pod)?;
+            }
+        }
+        // Detaches what is still mounted below it (a pod's /dev/shm) before removing.
+        remove_tree(entry)
+    }
+
+    /// Defers the cleanup of every later removal to a cleaner process forked now (see the
+    /// module doc), which first empties what an earlier one left. Call it while the process is
+    /// single-threaded (before any runtime thread or async runtime exists).
+    pub fn start_cleaner(&mut self) -> Result<()> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| Error::sys("pipe2", "the cleaner's pipe", e))?;
+        // SAFETY: the caller is single-threaded; the child empties the trash and _exits.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => {
+                drop(write);
+                let keep = read.as_raw_fd() as libc::c_uint;
+                // SAFETY: closes descriptors this copy does not use (all above stderr but the
+                // pipe's read end: the server's sockets, locks, the mount template).
+                unsafe {
+                    if keep > 3 {
+                        libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+                    }
+                    libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+                }
+                let _ = nix::sys::prctl::set_name(c"podlab-cleaner");
+                self.cleaner = None;
+                let code = self.clean_until_closed(&read);
+                // SAFETY: nothing of the parent's may be dropped or flushed in this copy.
+                unsafe { libc::_exit(code) }
+            }
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                drop(read);
+                nix::fcntl::fcntl(
+                    &write,
+                    nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+                )
+                .map_err(|e| Error::sys("fcntl", "the cleaner's pipe", e))?;
+                self.cleaner = Some(Cleaner {
+                    wake: Some(write),
+                    pid: child,
+                });
+                Ok(())
+            }
+            Err(e) => Err(Error::sys("fork", "the cleaner", e)),
+        }
+    }
+
+    /// The cleaner's life: the trash emptied at its start, on every byte, and at the pipe's end.
+    fn clean_until_closed(&self, wake: &OwnedFd) -> i32 {
+        let report = |result: Result<()>| {
+            if let Err(e) = result {
+                eprintln!("podlab-cleaner: {e}");
+            }
+        };
+        report(self.empty_trash());
+        let mut buffer = [0u8; 64];
+        loop {
+            match nix::unistd::read(wake, &mut buffer) {
+                Ok(0) => {
+                    report(self.empty_trash());
+                    return 0;
+                }
+                Ok(_) => report(self.empty_trash()),
+                Err(nix::Error::EINTR) => continue,
+                Err(_) => return 1,
+            }
+        }
+    }
+}
