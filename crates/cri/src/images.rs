@@ -2,11 +2,11 @@
 //! config digest (its id), every name of it a repo tag, and `repository@manifest-digest` its
 //! repo digests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use podlab_image::reference::Reference;
-use podlab_image::Store;
+use podlab_image::{Digest, Store};
 use tonic::Status;
 
 use crate::proto;
@@ -19,6 +19,8 @@ pub struct CriImage {
     pub id: String,
     /// A store name of it, to hand to the runtime.
     pub name: String,
+    /// Every store name of it.
+    pub names: Vec<String>,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
     pub size: u64,
@@ -58,92 +60,164 @@ fn user_of(user: &str) -> (Option<i64>, String) {
     }
 }
 
-/// Every image in the store, grouped by id, sorted by id.
-pub fn list(store: &Store) -> Result<Vec<CriImage>, Status> {
-    let mut by_id: BTreeMap<String, CriImage> = BTreeMap::new();
-    for summary in store.list().map_err(from_image)? {
-        let id = summary.id.to_string();
-        let image = match by_id.entry(id.clone()) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                let user = store
-                    .config(&summary.name)
-                    .map(|c| c.user)
-                    .unwrap_or_default();
-                e.insert(CriImage {
-                    id,
-                    name: summary.name.clone(),
-                    repo_tags: Vec::new(),
-                    repo_digests: Vec::new(),
-                    size: summary.size,
-                    user,
-                })
-            }
-        };
-        let Ok(reference) = Reference::parse(&summary.name) else {
-            continue;
-        };
-        if reference.tag.is_some() && reference.digest.is_none() {
-            image.repo_tags.push(summary.name.clone());
-        }
-        let digest = format!("{}@{}", reference.repository(), summary.digest);
-        if !image.repo_digests.contains(&digest) {
-            image.repo_digests.push(digest);
-        }
-    }
-    for image in by_id.values_mut() {
-        image.repo_tags.sort();
-        image.repo_digests.sort();
-    }
-    Ok(by_id.into_values().collect())
+/// What the server keeps of the image store between calls, so that the status and list calls
+/// read no blob: the CRI images as of the index's last change, and what each manifest said
+/// (its config digest, size and user), which never changes since a manifest digest names its
+/// bytes. The index is the record: one `stat` of it per call says whether the names changed
+/// (it is replaced whole on every change, by this server or by another podlab command), and
+/// only then is it read again, with only the new manifests' blobs.
+#[derive(Debug, Default)]
+pub struct ImageCache {
+    state: std::sync::Mutex<CacheState>,
 }
 
-/// The image a CRI reference names: an id (`sha256:…` config digest, or its 64 hex digits), a
-/// manifest digest, `name@digest` or a name; None when the store has none.
-pub fn find(store: &Store, reference: &str) -> Result<Option<CriImage>, Status> {
-    if reference.is_empty() {
-        return Ok(None);
+#[derive(Debug, Default)]
+struct CacheState {
+    /// The index's identity when `images` was made (None: never made, or dropped).
+    stamp: Option<IndexStamp>,
+    images: std::sync::Arc<Vec<CriImage>>,
+    manifests: HashMap<Digest, Described>,
+}
+
+/// What a manifest says, for its CRI image.
+#[derive(Debug, Clone)]
+struct Described {
+    id: String,
+    size: u64,
+    user: String,
+}
+
+/// An index file's identity: a rename of a new file over it changes the inode and the change
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IndexStamp {
+    dev: u64,
+    ino: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+    size: u64,
+}
+
+fn stamp_of(path: &Path) -> Option<IndexStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some(IndexStamp {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        size: meta.size(),
+    })
+}
+
+impl ImageCache {
+    /// Every image in the store, grouped by id, sorted by id.
+    pub fn list(&self, store: &Store) -> Result<std::sync::Arc<Vec<CriImage>>, Status> {
+        // The stamp is taken before the names are read: a change in between makes the next
+        // call read them again, never keeps an old list under a new stamp.
+        let stamp = stamp_of(store.index_path());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if stamp.is_some() && state.stamp == stamp {
+            return Ok(state.images.clone());
+        }
+        let names = store.names().map_err(from_image)?;
+        let mut by_id: BTreeMap<String, CriImage> = BTreeMap::new();
+        for (name, manifest) in &names {
+            let described = match state.manifests.get(manifest) {
+                Some(described) => described.clone(),
+                None => {
+                    let (summary, config) = store.describe(name, manifest).map_err(from_image)?;
+                    let described = Described {
+                        id: summary.id.to_string(),
+                        size: summary.size,
+                        user: config.user,
+                    };
+                    state.manifests.insert(manifest.clone(), described.clone());
+                    described
+                }
+            };
+            let image = by_id
+                .entry(described.id.clone())
+                .or_insert_with(|| CriImage {
+                    id: described.id.clone(),
+                    name: name.clone(),
+                    names: Vec::new(),
+                    repo_tags: Vec::new(),
+                    repo_digests: Vec::new(),
+                    size: described.size,
+                    user: described.user.clone(),
+                });
+            image.names.push(name.clone());
+            let Ok(reference) = Reference::parse(name) else {
+                continue;
+            };
+            if reference.tag.is_some() && reference.digest.is_none() {
+                image.repo_tags.push(name.clone());
+            }
+            let digest = format!("{}@{}", reference.repository(), manifest);
+            if !image.repo_digests.contains(&digest) {
+                image.repo_digests.push(digest);
+            }
+        }
+        for image in by_id.values_mut() {
+            image.repo_tags.sort();
+            image.repo_digests.sort();
+        }
+        // Manifests no name points at any more are forgotten.
+        state
+            .manifests
+            .retain(|digest, _| names.iter().any(|(_, d)| d == digest));
+        state.images = std::sync::Arc::new(by_id.into_values().collect());
+        state.stamp = stamp;
+        Ok(state.images.clone())
     }
-    let images = list(store)?;
+
+    /// The image a CRI reference names: an id (`sha256:…` config digest, or its 64 hex
+    /// digits), a manifest digest, `name@digest` or a name; None when the store has none.
+    pub fn find(&self, store: &Store, reference: &str) -> Result<Option<CriImage>, Status> {
+        if reference.is_empty() {
+            return Ok(None);
+        }
+        let images = self.list(store)?;
+        Ok(find_in(&images, reference))
+    }
+}
+
+/// [`ImageCache::find`] in a list of images.
+fn find_in(images: &[CriImage], reference: &str) -> Option<CriImage> {
     let bare = reference.strip_prefix("sha256:").unwrap_or(reference);
     let is_digest = bare.len() == 64 && bare.bytes().all(|b| b.is_ascii_hexdigit());
     if is_digest {
         let id = format!("sha256:{bare}");
         if let Some(image) = images.iter().find(|i| i.id == id) {
-            return Ok(Some(image.clone()));
+            return Some(image.clone());
         }
         let manifest = format!("@{id}");
-        return Ok(images
-            .into_iter()
-            .find(|i| i.repo_digests.iter().any(|d| d.ends_with(&manifest))));
+        return images
+            .iter()
+            .find(|i| i.repo_digests.iter().any(|d| d.ends_with(&manifest)))
+            .cloned();
     }
-    let Ok(parsed) = Reference::parse(reference) else {
-        return Ok(None);
-    };
-    if parsed.digest.is_some() {
-        let wanted = parsed.to_string();
+    let parsed = Reference::parse(reference).ok()?;
+    if let Some(digest) = &parsed.digest {
         let wanted = match &parsed.tag {
             // name:tag@digest: the digest decides.
-            Some(_) => format!(
-                "{}@{}",
-                parsed.repository(),
-                parsed.digest.as_ref().unwrap()
-            ),
-            None => wanted,
+            Some(_) => format!("{}@{digest}", parsed.repository()),
+            None => parsed.to_string(),
         };
-        return Ok(images
-            .into_iter()
-            .find(|i| i.repo_digests.contains(&wanted)));
+        return images
+            .iter()
+            .find(|i| i.repo_digests.contains(&wanted))
+            .cloned();
     }
     let name = parsed.to_string();
-    Ok(images.into_iter().find(|i| i.repo_tags.contains(&name)))
+    images.iter().find(|i| i.repo_tags.contains(&name)).cloned()
 }
 
 /// RemoveImage: every name of the image goes (containerd removes all its references).
 pub fn remove(store: &Store, image: &CriImage) -> Result<(), Status> {
-    let all = store.list().map_err(from_image)?;
-    for summary in all.iter().filter(|s| s.id.to_string() == image.id) {
-        match store.remove(&summary.name) {
+    for name in &image.names {
+        match store.remove(name) {
             Ok(()) | Err(podlab_image::Error::NotFound { .. }) => {}
             Err(e) => return Err(from_image(e)),
         }

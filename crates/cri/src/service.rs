@@ -26,6 +26,8 @@ pub const CRI_API_VERSION: &str = "v1";
 pub struct Cri {
     runtime: Runtime,
     images: Arc<StoreImages>,
+    /// The store's images as CRI sees them, kept between calls (see [`images::ImageCache`]).
+    image_cache: images::ImageCache,
     trace: bool,
     network_ready: bool,
     streams: crate::streaming::Streams,
@@ -55,6 +57,7 @@ impl Cri {
         Cri {
             runtime,
             images,
+            image_cache: Default::default(),
             trace: false,
             network_ready,
             streams: Default::default(),
@@ -107,6 +110,56 @@ impl Cri {
             }
         }
         result.map(Response::new)
+    }
+
+    /// [`Cri::call`] of an RPC on one pod: with `--trace`, the pod's phases that the runtime,
+    /// the shim and the container's init mark during the call (`podlab_runtime::trace`: CNI
+    /// ADD/DEL, shim, init steps, removal) are printed below the RPC's line, each with its time.
+    /// `pod` names the pod (None: unknown, nothing more is printed); it is only asked for when
+    /// tracing.
+    fn call_on_pod<T>(
+        &self,
+        rpc: &str,
+        what: &str,
+        pod: impl FnOnce() -> Option<podlab_runtime::config::PodSandboxMetadata>,
+        body: impl FnOnce() -> Result<T, Status>,
+    ) -> Reply<T> {
+        let root = self.runtime.layout().root();
+        let pod = if self.trace { pod() } else { None };
+        let traced = pod.as_ref().and_then(|pod| {
+            podlab_runtime::trace::PodTrace::begin(root, &pod.namespace, &pod.name)
+                .ok()
+                .map(|_| podlab_runtime::trace::path(root, &pod.namespace, &pod.name))
+        });
+        let reply = self.call(rpc, what, body);
+        if let Some(path) = traced {
+            let marks = podlab_runtime::trace::read(&path).unwrap_or_default();
+            let _ = std::fs::remove_file(&path);
+            for pair in marks.windows(2) {
+                let ms = pair[1].at.saturating_sub(pair[0].at) as f64 / 1e6;
+                eprintln!(
+                    "cri:   {:<44} {:<7} {ms:8.2} ms",
+                    pair[1].phase, pair[1].process
+                );
+            }
+        }
+        reply
+    }
+
+    /// The metadata of the pod a sandbox id (or prefix) names, for [`Cri::call_on_pod`].
+    fn pod_of_sandbox(&self, id: &str) -> Option<podlab_runtime::config::PodSandboxMetadata> {
+        let id = self.runtime.resolve_sandbox_id(id).ok()?;
+        self.runtime
+            .pod_sandbox_status(&id)
+            .ok()
+            .map(|status| status.metadata)
+    }
+
+    /// The metadata of the pod of a container id (or prefix).
+    fn pod_of_container(&self, id: &str) -> Option<podlab_runtime::config::PodSandboxMetadata> {
+        let id = self.runtime.resolve_container_id(id).ok()?;
+        let sandbox = self.runtime.container_status(&id).ok()?.sandbox_id;
+        self.pod_of_sandbox(sandbox.as_str())
     }
 
     /// The full id of a sandbox given by id or unique prefix.
@@ -323,7 +376,7 @@ impl Cri {
         if reference.is_empty() {
             return Err(invalid("config.image.image", "an image is required"));
         }
-        let image = images::find(self.store(), reference)?.ok_or_else(|| {
+        let image = self.image_cache.find(self.store(), reference)?.ok_or_else(|| {
             Status::not_found(format!(
                 "failed to resolve image {reference:?}: no such image in podlab's store (pull it first)"
             ))
@@ -383,7 +436,7 @@ impl Cri {
         status: &ContainerStatus,
     ) -> proto::ContainerStatus {
         let record = self.runtime.container_record(&status.id).ok();
-        let image = images::find(self.store(), &status.image_id).ok().flatten();
+        let image = self.image_cache.find(self.store(), &status.image_id).ok().flatten();
         let (image_spec, image_ref) = match &image {
             Some(image) => (
                 image
@@ -654,7 +707,7 @@ impl Cri {
             return Err(invalid("image.image", "an image reference is required"));
         }
         // An image that is not there is no error: the answer has no image.
-        let image = images::find(self.store(), reference)?;
+        let image = self.image_cache.find(self.store(), reference)?;
         let mut info = std::collections::HashMap::new();
         if req.verbose {
             if let Some(image) = &image {
@@ -687,9 +740,9 @@ impl Cri {
             .map(|i| i.image.as_str())
             .unwrap_or_default();
         let images = if wanted.is_empty() {
-            images::list(self.store())?
+            self.image_cache.list(self.store())?.to_vec()
         } else {
-            images::find(self.store(), wanted)?.into_iter().collect()
+            self.image_cache.find(self.store(), wanted)?.into_iter().collect()
         };
         Ok(proto::ListImagesResponse {
             images: images.iter().map(|i| i.to_proto()).collect(),
@@ -722,7 +775,7 @@ impl Cri {
         .map_err(|_| Status::internal(format!("pulling {reference:?}: the pull panicked")))?;
         // podlab's built-in busybox stands in when no registry has busybox (offline).
         if pulled.is_err() && self.store().ensure_builtin_if_named(reference).is_ok() {
-            if let Some(image) = images::find(self.store(), reference)? {
+            if let Some(image) = self.image_cache.find(self.store(), reference)? {
                 return Ok(image.id);
             }
         }
@@ -749,7 +802,7 @@ impl Cri {
         if reference.is_empty() {
             return Err(invalid("image.image", "an image reference is required"));
         }
-        match images::find(self.store(), reference)? {
+        match self.image_cache.find(self.store(), reference)? {
             Some(image) => images::remove(self.store(), &image),
             // Idempotent, as the CRI asks.
             None => Ok(()),
@@ -852,7 +905,17 @@ impl RuntimeService for Runtimes {
             .and_then(|c| c.metadata.as_ref())
             .map(|m| format!("{}/{}", m.namespace, m.name))
             .unwrap_or_default();
-        self.0.call("RunPodSandbox", &what, || {
+        let pod = req
+            .config
+            .as_ref()
+            .and_then(|c| c.metadata.as_ref())
+            .map(|m| podlab_runtime::config::PodSandboxMetadata {
+                name: m.name.clone(),
+                namespace: m.namespace.clone(),
+                uid: m.uid.clone(),
+                attempt: m.attempt,
+            });
+        self.0.call_on_pod("RunPodSandbox", &what, || pod, || {
             self.0
                 .run_pod_sandbox(req)
                 .map(|pod_sandbox_id| proto::RunPodSandboxResponse { pod_sandbox_id })
@@ -864,7 +927,8 @@ impl RuntimeService for Runtimes {
         request: Request<proto::StopPodSandboxRequest>,
     ) -> Reply<proto::StopPodSandboxResponse> {
         let id = request.into_inner().pod_sandbox_id;
-        self.0.call("StopPodSandbox", &id, || {
+        let pod = || self.0.pod_of_sandbox(&id);
+        self.0.call_on_pod("StopPodSandbox", &id, pod, || {
             self.0
                 .stop_pod_sandbox(&id)
                 .map(|()| proto::StopPodSandboxResponse {})
@@ -876,7 +940,8 @@ impl RuntimeService for Runtimes {
         request: Request<proto::RemovePodSandboxRequest>,
     ) -> Reply<proto::RemovePodSandboxResponse> {
         let id = request.into_inner().pod_sandbox_id;
-        self.0.call("RemovePodSandbox", &id, || {
+        let pod = || self.0.pod_of_sandbox(&id);
+        self.0.call_on_pod("RemovePodSandbox", &id, pod, || {
             self.0
                 .remove_pod_sandbox(&id)
                 .map(|()| proto::RemovePodSandboxResponse {})
@@ -908,7 +973,8 @@ impl RuntimeService for Runtimes {
     ) -> Reply<proto::CreateContainerResponse> {
         let req = request.into_inner();
         let what = req.pod_sandbox_id.clone();
-        self.0.call("CreateContainer", &what, || {
+        let pod = || self.0.pod_of_sandbox(&what);
+        self.0.call_on_pod("CreateContainer", &what, pod, || {
             self.0
                 .create_container(req)
                 .map(|container_id| proto::CreateContainerResponse { container_id })
@@ -920,7 +986,8 @@ impl RuntimeService for Runtimes {
         request: Request<proto::StartContainerRequest>,
     ) -> Reply<proto::StartContainerResponse> {
         let id = request.into_inner().container_id;
-        self.0.call("StartContainer", &id, || {
+        let pod = || self.0.pod_of_container(&id);
+        self.0.call_on_pod("StartContainer", &id, pod, || {
             let id = self.0.container_id("container_id", &id)?;
             self.0.runtime.start_container(&id).map_err(from_runtime)?;
             self.0.container_event(
@@ -937,7 +1004,8 @@ impl RuntimeService for Runtimes {
     ) -> Reply<proto::StopContainerResponse> {
         let req = request.into_inner();
         let id = req.container_id.clone();
-        self.0.call("StopContainer", &id, || {
+        let pod = || self.0.pod_of_container(&id);
+        self.0.call_on_pod("StopContainer", &id, pod, || {
             let grace = Duration::from_secs(u64::try_from(req.timeout).unwrap_or(0));
             match self.0.container_id("container_id", &req.container_id) {
                 Ok(id) => match self.0.runtime.stop_container(&id, grace) {
@@ -963,7 +1031,8 @@ impl RuntimeService for Runtimes {
         request: Request<proto::RemoveContainerRequest>,
     ) -> Reply<proto::RemoveContainerResponse> {
         let id = request.into_inner().container_id;
-        self.0.call("RemoveContainer", &id, || {
+        let pod = || self.0.pod_of_container(&id);
+        self.0.call_on_pod("RemoveContainer", &id, pod, || {
             match self.0.container_id("container_id", &id) {
                 Ok(id) => {
                     let sandbox = self.0.before_container_removal(&id);

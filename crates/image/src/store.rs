@@ -351,6 +351,33 @@ impl Store {
             .collect()
     }
 
+    /// Every name with its manifest digest, sorted by name, from the index alone: no blob is
+    /// read. For a caller that keeps what it learned of each manifest ([`Store::describe`]),
+    /// which never changes: a manifest digest names its bytes, and so its config and layers.
+    pub fn names(&self) -> Result<Vec<(String, Digest)>> {
+        let _lock = self.lock(false)?;
+        Ok(self
+            .index()?
+            .names
+            .into_iter()
+            .map(|(name, target)| (name, target.digest))
+            .collect())
+    }
+
+    /// The summary (named `name`) and the config defaults of the image whose manifest is
+    /// `manifest`, read and checked from the content store.
+    pub fn describe(&self, name: &str, manifest: &Digest) -> Result<(ImageSummary, ImageConfig)> {
+        let _lock = self.lock(false)?;
+        let loaded = self.load(manifest)?;
+        Ok((loaded.summary(name), loaded.image(name).config))
+    }
+
+    /// The index file (`index.json`): it is replaced whole (a new file renamed over it) on
+    /// every change of the names, so its identity (inode, change time) says whether they changed.
+    pub fn index_path(&self) -> &Path {
+        &self.index_path
+    }
+
     /// Finds `name` (`busybox`, `busybox:latest`, `docker.io/library/busybox:latest`,
     /// `NAME@sha256:…` or a bare manifest digest `sha256:…`) in the index.
     fn lookup(&self, index: &NameIndex, name: &str) -> Result<(String, Target)> {
