@@ -73,7 +73,9 @@ pub fn run(args: &[String]) -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".critest"));
     let profile = if options.release {
-        cargo(&["build", "--release", "--workspace", "--bins"], &[])?;
+        // Without `--bins`: the same features as `cargo build --release --workspace`, so that
+        // its build is reused rather than the TLS stack built again with others.
+        cargo(&["build", "--release", "--workspace"], &[])?;
         "release"
     } else {
         cargo(&["build", "--workspace", "--bins"], &[])?;
