@@ -296,7 +296,10 @@ fn roundtrip(
     if made.is_none() {
         eprintln!("cri-roundtrip: could not make a pod and a container on {endpoint}");
     }
-    match Command::new(bin.join("cri-roundtrip")).arg(endpoint).output() {
+    match Command::new(bin.join("cri-roundtrip"))
+        .arg(endpoint)
+        .output()
+    {
         Ok(out) if out.status.success() => {
             let text = String::from_utf8_lossy(&out.stdout);
             print!("\n== round trips on one connection ({endpoint}) ==\n{text}");

@@ -436,7 +436,11 @@ impl Cri {
         status: &ContainerStatus,
     ) -> proto::ContainerStatus {
         let record = self.runtime.container_record(&status.id).ok();
-        let image = self.image_cache.find(self.store(), &status.image_id).ok().flatten();
+        let image = self
+            .image_cache
+            .find(self.store(), &status.image_id)
+            .ok()
+            .flatten();
         let (image_spec, image_ref) = match &image {
             Some(image) => (
                 image
@@ -742,7 +746,10 @@ impl Cri {
         let images = if wanted.is_empty() {
             self.image_cache.list(self.store())?.to_vec()
         } else {
-            self.image_cache.find(self.store(), wanted)?.into_iter().collect()
+            self.image_cache
+                .find(self.store(), wanted)?
+                .into_iter()
+                .collect()
         };
         Ok(proto::ListImagesResponse {
             images: images.iter().map(|i| i.to_proto()).collect(),
@@ -915,11 +922,16 @@ impl RuntimeService for Runtimes {
                 uid: m.uid.clone(),
                 attempt: m.attempt,
             });
-        self.0.call_on_pod("RunPodSandbox", &what, || pod, || {
-            self.0
-                .run_pod_sandbox(req)
-                .map(|pod_sandbox_id| proto::RunPodSandboxResponse { pod_sandbox_id })
-        })
+        self.0.call_on_pod(
+            "RunPodSandbox",
+            &what,
+            || pod,
+            || {
+                self.0
+                    .run_pod_sandbox(req)
+                    .map(|pod_sandbox_id| proto::RunPodSandboxResponse { pod_sandbox_id })
+            },
+        )
     }
 
     async fn stop_pod_sandbox(

@@ -226,11 +226,7 @@ impl Call {
                     verbose: false,
                 };
                 client
-                    .call::<_, proto::ContainerStatusResponse>(
-                        RUNTIME,
-                        "ContainerStatus",
-                        &request,
-                    )
+                    .call::<_, proto::ContainerStatusResponse>(RUNTIME, "ContainerStatus", &request)
                     .await?;
             }
         }
