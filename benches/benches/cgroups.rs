@@ -24,10 +24,11 @@ fn pod_cgroups(c: &mut Criterion) {
         cpu_period: 100_000,
         memory_limit_in_bytes: 64 << 20,
         pids_limit: 1024,
+        hugepage_limits: Vec::new(),
     };
     let container_values = Resources {
         pids_limit: 0,
-        ..pod_values
+        ..pod_values.clone()
     };
     let mut n = 0u64;
     let mut group = c.benchmark_group("cgroups");
