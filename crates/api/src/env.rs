@@ -19,11 +19,13 @@ pub const FIELD_PATHS: &[&str] = &[
     "status.podIPs",
 ];
 
-/// `resourceFieldRef.resource` values podlab serves.
+/// `resourceFieldRef.resource` values podlab serves (sorted, as the API server lists them).
 pub const RESOURCES: &[&str] = &[
     "limits.cpu",
+    "limits.ephemeral-storage",
     "limits.memory",
     "requests.cpu",
+    "requests.ephemeral-storage",
     "requests.memory",
 ];
 

@@ -14,6 +14,7 @@
 //! * [`defaults`]: the API server's defaulting (restartPolicy, grace period, probe timings...).
 //! * [`update`]: what an update of an existing Pod may change (`ValidatePodUpdate`).
 //! * [`patch`]: strategic merge, JSON merge and JSON patches (`kubectl patch --type`).
+//! * [`warnings`]: the warnings the API server answers a create with (`Warning: ...`).
 //! * [`yaml`]: YAML read as kubectl reads it (YAML 1.1's octal `defaultMode: 0644`).
 //!
 //! Nothing here touches the machine: it is pure and tested without root.
@@ -29,6 +30,7 @@ pub mod supported;
 pub mod update;
 pub mod validation;
 pub mod volumes;
+pub mod warnings;
 pub mod yaml;
 
 pub use k8s_openapi::api::core::v1 as core;

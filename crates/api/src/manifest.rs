@@ -91,6 +91,17 @@ fn decode_value(value: Value, source: &str) -> Result<Object, ManifestError> {
 /// One document already parsed, that must be a v1 Pod (apiVersion and kind checked by the
 /// caller): type errors, unknown and unsupported fields, validation, defaults.
 pub fn decode_pod_value(value: Value, source: &str) -> Result<Pod, ManifestError> {
+    decode_pod_value_warned(value, source).map(|(pod, _)| pod)
+}
+
+/// [`decode_pod_value`], with the warnings the API server answers a create of that Pod with
+/// (kubectl prints each as `Warning: ...` on stderr): those of `applyAppArmorVersionSkew`
+/// (a deprecated AppArmor annotation) first, then `GetWarningsForPod`'s
+/// ([`crate::warnings::pod`]).
+pub fn decode_pod_value_warned(
+    value: Value,
+    source: &str,
+) -> Result<(Pod, Vec<String>), ManifestError> {
     let mut pod: Pod =
         serde_path_to_error::deserialize(&value).map_err(|err| ManifestError::Type {
             input: source.into(),
@@ -118,8 +129,11 @@ pub fn decode_pod_value(value: Value, source: &str) -> Result<Pod, ManifestError
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
+    // PrepareForCreate, then the strategy's WarningsOnCreate, as the API server runs them.
+    let mut warnings = crate::security::sync_app_armor_annotations(&mut pod);
     defaults::default_pod(&mut pod);
-    Ok(pod)
+    warnings.extend(crate::warnings::pod(&pod));
+    Ok((pod, warnings))
 }
 
 /// Every field of `given` that is absent from `known` (its decoded-and-encoded twin).
@@ -217,11 +231,49 @@ spec:
     fn unsupported_field_is_rejected_not_ignored() {
         let e = err(&GOOD.replace(
             "image: busybox",
-            "image: busybox\n    resources: {limits: {ephemeral-storage: 1Gi}}",
+            "image: busybox\n    resources: {claims: [{name: gpu}]}",
         ));
         assert!(
-            e.contains("spec.containers[0].resources.limits.ephemeral-storage")
+            e.contains("spec.containers[0].resources.claims[0].name")
                 && e.contains("not supported by podlab"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ephemeral_storage_is_checked_defaulted_and_leaves_the_qos_class_alone() {
+        let pod = decode_pod(
+            &GOOD.replace(
+                "image: busybox",
+                "image: busybox\n    resources: {limits: {ephemeral-storage: 1Mi}}",
+            ),
+            "pod.yaml",
+        )
+        .unwrap();
+        let resources = pod.spec.as_ref().unwrap().containers[0]
+            .resources
+            .clone()
+            .unwrap();
+        assert_eq!(
+            resources.requests.unwrap()["ephemeral-storage"].0,
+            "1Mi",
+            "the request defaults to the limit"
+        );
+        assert_eq!(crate::resources::pod_qos(&pod), "BestEffort");
+        let e = err(&GOOD.replace(
+            "image: busybox",
+            "image: busybox\n    resources: {limits: {ephemeral-storage: 1Mi}, requests: {ephemeral-storage: 2Mi}}",
+        ));
+        assert!(
+            e.contains("spec.containers[0].resources.requests[ephemeral-storage]: Invalid value: \"2Mi\": must be less than or equal to ephemeral-storage limit of 1Mi"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace(
+            "image: busybox",
+            "image: busybox\n    resources: {limits: {ephemeral-storage: 1Mb}}",
+        ));
+        assert!(
+            e.contains("spec.containers[0].resources.limits[ephemeral-storage]: Invalid value: \"1Mb\": quantities must match the regular expression"),
             "{e}"
         );
     }

@@ -3,8 +3,10 @@
 //! as kubelet computes them (`resourcehelper.PodRequests`/`PodLimits`: the sum of the
 //! containers, or the largest init container when that is more).
 //!
-//! podlab implements the `cpu`, `memory` and `hugepages-<size>` resources; other names are
-//! refused by [`crate::supported`]. Huge pages cannot be overcommitted: a request needs an equal
+//! podlab implements the `cpu`, `memory`, `ephemeral-storage` and `hugepages-<size>` resources;
+//! other names are refused by [`crate::supported`]. `ephemeral-storage` takes no part in the QoS
+//! class or the cgroups: kubelet's eviction manager enforces its limits (`podlab-kubelet`'s
+//! `eviction`). Huge pages cannot be overcommitted: a request needs an equal
 //! limit, and a container asking for them must ask for cpu or memory too (the API server's
 //! rules).
 
@@ -16,9 +18,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use crate::quantity::Amount;
 use crate::FieldError;
 
-/// The resources podlab implements (kubelet's QoS considers exactly these).
+/// The resources kubelet's QoS considers (and its cgroups are made of).
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
+/// Local ephemeral storage: a container's writable layer and logs, the pod's disk emptyDirs.
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 /// The prefix of the huge page resources: `hugepages-2Mi`, `hugepages-1Gi`.
 pub const HUGEPAGES_PREFIX: &str = "hugepages-";
 

@@ -155,6 +155,8 @@ const CONTAINER_FIELDS: &[&str] = &[
     "resources.limits.memory",
     "resources.requests.cpu",
     "resources.requests.memory",
+    "resources.limits.ephemeral-storage",
+    "resources.requests.ephemeral-storage",
     "resources.limits.hugepages-*",
     "resources.requests.hugepages-*",
 ];

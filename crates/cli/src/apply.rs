@@ -9,27 +9,37 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use podlab_control::manifest::{decode, Manifest};
+use podlab_control::manifest::{decode_warned, Manifest};
 
 use crate::context::Ctx;
 
 pub fn run(file: &Path, trace: bool) -> Result<()> {
     let (text, source) = read_manifest(file)?;
-    let manifests = decode(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let manifests = decode_warned(&text, &source).map_err(|e| anyhow::anyhow!("{e}"))?;
     let ctx = Ctx::open()?;
     if trace {
         return apply_traced(&ctx, manifests);
     }
-    apply_all(&ctx, manifests, |line| println!("{line}"))?;
+    apply_all_warned(&ctx, manifests, |line| println!("{line}"))?;
     Ok(())
+}
+
+/// Prints the API server's warnings as kubectl's default warning handler does: `Warning: `
+/// and the text on stderr, each text once per command.
+pub fn print_warnings(warnings: &[String], printed: &mut std::collections::HashSet<String>) {
+    for warning in warnings {
+        if printed.insert(warning.clone()) {
+            eprintln!("Warning: {warning}");
+        }
+    }
 }
 
 /// `apply --trace`: each pod's trace from its store write until it is Ready (or finished),
 /// printed once every pod got there.
-fn apply_traced(ctx: &Ctx, manifests: Vec<Manifest>) -> Result<()> {
+fn apply_traced(ctx: &Ctx, manifests: Vec<(Manifest, Vec<String>)>) -> Result<()> {
     let pods: Vec<(String, String)> = manifests
         .iter()
-        .filter_map(|m| match m {
+        .filter_map(|(m, _)| match m {
             Manifest::Pod(pod) => Some((
                 pod.metadata
                     .namespace
@@ -44,7 +54,7 @@ fn apply_traced(ctx: &Ctx, manifests: Vec<Manifest>) -> Result<()> {
         .iter()
         .map(|(namespace, name)| crate::trace::Tracing::begin(&ctx.root, namespace, name, "apply"))
         .collect();
-    apply_all(ctx, manifests, |line| println!("{line}"))?;
+    apply_all_warned(ctx, manifests, |line| println!("{line}"))?;
     for trace in traces.iter().flatten() {
         trace.mark("store, agent start");
     }
@@ -78,19 +88,35 @@ pub fn finish_when_ready(
 pub fn apply_all(
     ctx: &Ctx,
     manifests: Vec<Manifest>,
+    applied: impl FnMut(&str),
+) -> Result<Vec<String>> {
+    let manifests = manifests.into_iter().map(|m| (m, Vec::new())).collect();
+    apply_all_warned(ctx, manifests, applied)
+}
+
+/// [`apply_all`], with the API server's warnings for each object printed on stderr when it is
+/// created (a Pod's deprecated AppArmor annotation, its fractional byte values...).
+pub fn apply_all_warned(
+    ctx: &Ctx,
+    manifests: Vec<(Manifest, Vec<String>)>,
     mut applied: impl FnMut(&str),
 ) -> Result<Vec<String>> {
-    for manifest in &manifests {
+    for (manifest, _) in &manifests {
         for image in images_of(manifest) {
             crate::image::ensure_builtin_if_busybox(ctx, &image)?;
         }
     }
     let mut lines = Vec::new();
-    for manifest in manifests {
+    let mut printed = std::collections::HashSet::new();
+    for (manifest, warnings) in manifests {
         match manifest {
             Manifest::Pod(pod) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                lines.push(format!("pod/{name} {}", apply_pod(ctx, *pod)?));
+                let outcome = apply_pod(ctx, *pod)?;
+                if outcome == "created" {
+                    print_warnings(&warnings, &mut printed);
+                }
+                lines.push(format!("pod/{name} {outcome}"));
                 applied(lines.last().expect("just pushed"));
             }
             Manifest::ReplicaSet(rs) => {

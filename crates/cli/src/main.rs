@@ -105,6 +105,9 @@ enum Command {
         /// NAME=VALUE, repeatable.
         #[arg(long = "env")]
         env: Vec<String>,
+        /// The pod's annotations, KEY=VALUE, repeatable (kubectl run's `--annotations`).
+        #[arg(long = "annotations")]
+        annotations: Vec<String>,
         /// Print what each phase of the pod's life took, on stderr (without --rm: until it
         /// is Ready or finished).
         #[arg(long)]
@@ -458,12 +461,14 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             restart,
             command,
             env,
+            annotations,
             streams,
             trace,
             ns,
             args,
         } => {
             let args = run::RunArgs {
+                annotations,
                 stdin: streams.stdin,
                 tty: streams.tty,
                 quiet: streams.quiet,

@@ -29,6 +29,8 @@ pub struct RunArgs {
     pub restart: String,
     pub command: bool,
     pub env: Vec<String>,
+    /// `--annotations KEY=VALUE`: the pod's annotations.
+    pub annotations: Vec<String>,
     /// `--trace`: print what each phase took (until Ready or finished without `--rm`).
     pub trace: bool,
     pub namespace: String,
@@ -40,8 +42,15 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// The pod `kubectl run` would make.
-pub fn pod_for(args: &RunArgs) -> Result<Pod> {
+/// The pod `kubectl run` would make, with the API server's warnings for its create.
+pub fn pod_for(args: &RunArgs) -> Result<(Pod, Vec<String>)> {
+    let mut annotations = BTreeMap::new();
+    for pair in &args.annotations {
+        let Some((key, value)) = pair.split_once('=') else {
+            bail!("--annotations {pair:?}: expected KEY=VALUE");
+        };
+        annotations.insert(key.to_string(), value.to_string());
+    }
     let mut env = Vec::new();
     for pair in &args.env {
         let Some((name, value)) = pair.split_once('=') else {
@@ -62,6 +71,7 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
             name: Some(args.name.clone()),
             namespace: Some(args.namespace.clone()),
             labels: Some(BTreeMap::from([("run".to_string(), args.name.clone())])),
+            annotations: Some(annotations).filter(|a| !a.is_empty()),
             ..Default::default()
         },
         spec: Some(PodSpec {
@@ -87,7 +97,8 @@ pub fn pod_for(args: &RunArgs) -> Result<Pod> {
     let mut value = serde_json::to_value(&pod)?;
     value["apiVersion"] = "v1".into();
     value["kind"] = "Pod".into();
-    podlab_api::manifest::decode_pod_value(value, "podlab run").map_err(|e| anyhow::anyhow!("{e}"))
+    podlab_api::manifest::decode_pod_value_warned(value, "podlab run")
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `run --rm` gets its image as the node agent gets a pod's (kubelet's `imagePullPolicy`,
@@ -169,7 +180,8 @@ pub fn run(args: RunArgs) -> Result<i32> {
     if args.tty && !args.stdin {
         bail!("-i/--stdin is required for containers with -t/--tty=true");
     }
-    let pod = pod_for(&args)?;
+    let (pod, warnings) = pod_for(&args)?;
+    crate::apply::print_warnings(&warnings, &mut Default::default());
     if args.rm {
         return run_rm(pod, &args);
     }

@@ -29,6 +29,18 @@ pub enum Manifest {
 
 /// Decodes every document of `text` (YAML or JSON, `---`-separated). `source` names the input.
 pub fn decode(text: &str, source: &str) -> Result<Vec<Manifest>, ManifestError> {
+    Ok(decode_warned(text, source)?
+        .into_iter()
+        .map(|(manifest, _)| manifest)
+        .collect())
+}
+
+/// [`decode`], each object with the warnings the API server answers its create with
+/// (a Pod's: [`podlab_api::manifest::decode_pod_value_warned`]).
+pub fn decode_warned(
+    text: &str,
+    source: &str,
+) -> Result<Vec<(Manifest, Vec<String>)>, ManifestError> {
     podlab_api::manifest::documents(text, source)?
         .into_iter()
         .map(|value| decode_value(value, source))
@@ -47,15 +59,18 @@ pub fn decode_replicaset(text: &str, source: &str) -> Result<ReplicaSet, Manifes
     }
 }
 
-fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
+fn decode_value(value: Value, source: &str) -> Result<(Manifest, Vec<String>), ManifestError> {
     let api_version = value
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
-    match (api_version, kind) {
-        ("v1", "Pod") => podlab_api::manifest::decode_pod_value(value, source)
-            .map(|pod| Manifest::Pod(Box::new(pod))),
+    let manifest = match (api_version, kind) {
+        ("v1", "Pod") => {
+            let (pod, warnings) =
+                podlab_api::manifest::decode_pod_value_warned(value, source)?;
+            return Ok((Manifest::Pod(Box::new(pod)), warnings));
+        }
         ("v1", "ConfigMap") => crate::config_data::decode_config_map_value(value, source)
             .map(|m| Manifest::ConfigMap(Box::new(m))),
         ("v1", "Secret") => crate::config_data::decode_secret_value(value, source)
@@ -73,7 +88,8 @@ fn decode_value(value: Value, source: &str) -> Result<Manifest, ManifestError> {
             source,
             format!("no kind {kind:?} in version {version:?} that podlab serves (podlab serves v1 Pod, ConfigMap, Secret and apps/v1 ReplicaSet, Deployment)"),
         )),
-    }
+    };
+    manifest.map(|m| (m, Vec::new()))
 }
 
 /// `value` decoded as a `T`, with the paths of the fields `T` has no place for (the API

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     Secret,
 };
 use podlab_api::quantity::Amount;
+use podlab_api::resources::EPHEMERAL_STORAGE;
 
 /// Where ConfigMaps and Secrets are read from (the object store on the node).
 pub trait ConfigSource {
@@ -59,9 +60,11 @@ impl ConfigSource for NoObjects {
 pub struct PodRuntimeFacts {
     pub pod_ips: Vec<String>,
     pub host_ip: String,
-    /// The node's allocatable cpu (milli-CPUs) and memory (bytes): the value of an unset limit.
+    /// The node's allocatable cpu (milli-CPUs), memory and ephemeral storage (bytes): the
+    /// value of an unset limit.
     pub node_milli_cpu: i64,
     pub node_memory: i64,
+    pub node_ephemeral_storage: i64,
 }
 
 impl PodRuntimeFacts {
@@ -81,7 +84,17 @@ impl PodRuntimeFacts {
             host_ip,
             node_milli_cpu: cpus * 1000,
             node_memory: memory,
+            node_ephemeral_storage: 0,
         }
+    }
+
+    /// The node's ephemeral storage: the size of the file system that holds `path` (the
+    /// node's state root, as kubelet's capacity is the size of its root folder's file system).
+    pub fn with_node_fs(mut self, path: &std::path::Path) -> PodRuntimeFacts {
+        if let Ok(fs) = crate::node::images::image_fs(path) {
+            self.node_ephemeral_storage = i64::try_from(fs.capacity).unwrap_or(i64::MAX);
+        }
+        self
     }
 }
 
@@ -266,8 +279,8 @@ fn format_map(map: &Option<BTreeMap<String, String>>) -> String {
         .join("\n")
 }
 
-/// kubelet's `ExtractContainerResourceValue`: cpu as ceil(milli / divisor milli), memory as
-/// ceil(bytes / divisor bytes); an unset limit is the node's allocatable.
+/// kubelet's `ExtractContainerResourceValue`: cpu as ceil(milli / divisor milli), memory and
+/// ephemeral storage as ceil(bytes / divisor bytes); an unset limit is the node's allocatable.
 pub fn resource_value(
     container: &Container,
     field: &ResourceFieldSelector,
@@ -301,6 +314,14 @@ pub fn resource_value(
         ),
         "requests.memory" => ceil(
             pick("requests", "memory").map_or(0, Amount::value),
+            divisor.value(),
+        ),
+        "limits.ephemeral-storage" => ceil(
+            pick("limits", EPHEMERAL_STORAGE).map_or(facts.node_ephemeral_storage, Amount::value),
+            divisor.value(),
+        ),
+        "requests.ephemeral-storage" => ceil(
+            pick("requests", EPHEMERAL_STORAGE).map_or(0, Amount::value),
             divisor.value(),
         ),
         other => return Err(format!("unsupported container resource : {other}")),
@@ -342,6 +363,7 @@ mod tests {
             host_ip: "192.168.1.2".into(),
             node_milli_cpu: 2000,
             node_memory: 4 << 30,
+            node_ephemeral_storage: 100 << 30,
         };
         let c = &pod.spec.as_ref().unwrap().containers[0];
         container_env(pod, c, &Objects, &facts)
@@ -356,7 +378,7 @@ spec:
   containers:
   - name: app
     image: busybox
-    resources: {limits: {cpu: 500m, memory: 64Mi}}
+    resources: {limits: {cpu: 500m, memory: 64Mi}, requests: {ephemeral-storage: 1Mi}}
     envFrom: [{configMapRef: {name: cfg}, prefix: CFG_}]
     env:
     - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
@@ -371,6 +393,8 @@ spec:
     - {name: CPU_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
     - {name: CPU, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
     - {name: MEM_MI, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+    - {name: DISK_KI, valueFrom: {resourceFieldRef: {resource: requests.ephemeral-storage, divisor: 1Ki}}}
+    - {name: DISK_MAX_GI, valueFrom: {resourceFieldRef: {resource: limits.ephemeral-storage, divisor: 1Gi}}}
     - {name: MODE, valueFrom: {configMapKeyRef: {name: cfg, key: mode}}}
     - {name: TOKEN, valueFrom: {secretKeyRef: {name: sec, key: token}}}
     - {name: GONE, valueFrom: {configMapKeyRef: {name: nope, key: k, optional: true}}}
@@ -394,6 +418,8 @@ spec:
             ("CPU_M", "500"),
             ("CPU", "1"),
             ("MEM_MI", "64"),
+            ("DISK_KI", "1024"),
+            ("DISK_MAX_GI", "100"),
             ("MODE", "fast"),
             ("TOKEN", "t0k"),
             ("BOTH", "web-fast"),

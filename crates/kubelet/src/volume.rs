@@ -142,7 +142,7 @@ fn set_up_volume(
     if let Some(source) = &volume.downward_api {
         let dir = dirs.volumes.join(DOWNWARD_API_PLUGIN).join(&volume.name);
         let default_mode = source.default_mode.unwrap_or(DEFAULT_FILE_MODE);
-        let payload = downward_api_payload(pod, source.items.iter().flatten(), default_mode)?;
+        let payload = downward_api_payload(pod, dirs, source.items.iter().flatten(), default_mode)?;
         return write_projected(&dir, payload, true, fs_group);
     }
     if let Some(source) = &volume.config_map {
@@ -319,10 +319,12 @@ fn write_projected(
 /// a container's resource (with its divisor), with the item's mode or the `defaultMode`.
 fn downward_api_payload<'a>(
     pod: &Pod,
+    dirs: &PodDirs,
     items: impl Iterator<Item = &'a k8s_openapi::api::core::v1::DownwardAPIVolumeFile>,
     default_mode: i32,
 ) -> Result<crate::atomic_writer::Payload, VolumeError> {
-    let facts = crate::env::PodRuntimeFacts::of_this_node(Vec::new(), String::new());
+    let facts = crate::env::PodRuntimeFacts::of_this_node(Vec::new(), String::new())
+        .with_node_fs(&dirs.volumes);
     let mut payload = crate::atomic_writer::Payload::new();
     let mut errors = Vec::new();
     for item in items {

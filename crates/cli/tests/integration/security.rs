@@ -331,6 +331,11 @@ fn apparmor_profiles_on_a_host_without_apparmor_are_rejected_as_kubelet_rejects_
         "apiVersion: v1\nkind: Pod\nmetadata: {name: confined}\nspec:\n  securityContext: {appArmorProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: annotated\n  annotations: {container.apparmor.security.beta.kubernetes.io/app: localhost/k8s-deny-write}\nspec:\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: open}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1000']\n    securityContext: {appArmorProfile: {type: Unconfined}}\n",
     );
     assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("Warning: metadata.annotations[container.apparmor.security.beta.kubernetes.io/app]: deprecated since v1.30; use the \"appArmorProfile\" field instead\n"),
+        "{}",
+        out.stderr
+    );
     let annotated = root.pod("annotated").unwrap();
     let field = annotated.spec.as_ref().unwrap().containers[0]
         .security_context
@@ -370,6 +375,49 @@ fn apparmor_profiles_on_a_host_without_apparmor_are_rejected_as_kubelet_rejects_
     let rows = root.pod_rows();
     assert_eq!(rows["confined"][2], "AppArmor", "{rows:?}");
     root.ok(&["delete", "pod", "confined", "annotated", "open"]);
+    root.assert_nothing_left();
+}
+
+/// The deprecated AppArmor annotation, through `apply` and `run`: kubectl's `Warning: ...` on
+/// stderr when the pod is created (the API server's `applyAppArmorVersionSkew`), none when an
+/// unchanged manifest is applied again. `unconfined` asks nothing of the kernel, so the pods
+/// run on any host.
+#[test]
+fn a_deprecated_apparmor_annotation_gets_the_api_servers_warning_from_apply_and_run() {
+    let root = Root::new("aawarn");
+    let warning = |name: &str| {
+        format!("Warning: metadata.annotations[container.apparmor.security.beta.kubernetes.io/{name}]: deprecated since v1.30; use the \"appArmorProfile\" field instead\n")
+    };
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: old\n  annotations: {container.apparmor.security.beta.kubernetes.io/app: unconfined}\nspec:\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1000']}\n";
+    let out = root.apply(manifest);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr, warning("app"), "{out:?}");
+    assert_eq!(out.stdout, "pod/old created\n");
+    let out = root.apply(manifest);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (Some(0), "pod/old unchanged\n", ""),
+        "no create, no warning"
+    );
+    let out = root.run(&[
+        "run",
+        "once",
+        "--image",
+        "busybox",
+        "--restart",
+        "Never",
+        "--rm",
+        "--annotations",
+        "container.apparmor.security.beta.kubernetes.io/once=unconfined",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "hi\n");
+    assert!(out.stderr.starts_with(&warning("once")), "{out:?}");
+    root.wait_pod("old", "running", LIMIT, running);
+    root.ok(&["delete", "pod", "old"]);
     root.assert_nothing_left();
 }
 

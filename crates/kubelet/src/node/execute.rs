@@ -597,7 +597,8 @@ impl Execution<'_> {
             Ok(status) => status.ip.into_iter().chain(status.additional_ips).collect(),
             Err(_) => Vec::new(),
         };
-        let facts = crate::env::PodRuntimeFacts::of_this_node(pod_ips, self.node.host_ip.clone());
+        let facts = crate::env::PodRuntimeFacts::of_this_node(pod_ips, self.node.host_ip.clone())
+            .with_node_fs(&self.node.config.root);
         crate::env::container_env(self.pod, container, &self.node.store, &facts).map(Some)
     }
 

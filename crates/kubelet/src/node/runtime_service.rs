@@ -75,6 +75,11 @@ pub trait RuntimeService: Send + Sync {
     ) -> Result<ExecResult>;
     /// The image's USER (ImageStatus's `uid`/`username`), for kubelet's runAsNonRoot check.
     fn image_user(&self, image: &str) -> Result<String>;
+    /// The bytes of a container's writable layer (ContainerStats' `writable_layer.used_bytes`,
+    /// which kubelet's eviction manager reads); None when not known.
+    fn writable_layer_bytes(&self, _sandbox: &SandboxId, _id: &ContainerId) -> Option<u64> {
+        None
+    }
     /// The in-process runtime, when this is it: its state files, the shims' notices.
     fn local(&self) -> Option<&Runtime> {
         None
@@ -143,6 +148,12 @@ impl RuntimeService for Runtime {
 
     fn image_user(&self, image: &str) -> Result<String> {
         Runtime::image_user(self, image)
+    }
+
+    /// The blocks allocated under the container's overlay upper folder.
+    fn writable_layer_bytes(&self, sandbox: &SandboxId, id: &ContainerId) -> Option<u64> {
+        let upper = self.layout().sandbox(sandbox).container(id).upper();
+        crate::eviction::disk_usage(&upper).ok()
     }
 
     fn local(&self) -> Option<&Runtime> {

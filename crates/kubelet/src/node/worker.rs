@@ -365,14 +365,15 @@ impl PodWorker {
     }
 
     /// The eviction manager's local-storage check ([`crate::eviction`]), when it falls due: an
-    /// emptyDir above its `sizeLimit` evicts the pod (a Warning event now; the pass that
-    /// follows makes it Failed and stops it).
+    /// emptyDir above its `sizeLimit`, the pod above its `ephemeral-storage` limit, or a
+    /// container above its own evicts the pod (a Warning event now; the pass that follows
+    /// makes it Failed and stops it).
     fn check_local_storage(&mut self) {
         if self.eviction.is_some() || self.finished {
             self.usage_due = None;
             return;
         }
-        if crate::eviction::limited_empty_dirs(&self.pod).is_empty() {
+        if !crate::eviction::has_storage_limits(&self.pod) {
             self.usage_due = None;
             return;
         }
@@ -381,10 +382,7 @@ impl PodWorker {
             return;
         }
         self.usage_due = Some(now + self.node.config.eviction_period);
-        let dirs = &self.dirs;
-        let Some(eviction) = crate::eviction::empty_dir_limit(&self.pod, |name| {
-            crate::eviction::disk_usage(&dirs.empty_dir(name)).ok()
-        }) else {
+        let Some(eviction) = self.measure_local_storage() else {
             return;
         };
         self.say(|| format!("evicted: {}", eviction.message));
@@ -396,6 +394,51 @@ impl PodWorker {
         );
         self.usage_due = None;
         self.eviction = Some(eviction);
+    }
+
+    /// kubelet's `localStorageEviction` over what the kernel says the pod uses: its volumes'
+    /// folders, its running containers' writable layers (the runtime's stats: podlab's overlay
+    /// upper folders) and log folders, its newest sandbox's `/etc/hosts`.
+    fn measure_local_storage(&self) -> Option<crate::model::Eviction> {
+        use crate::eviction::{disk_usage, Usage};
+        let runtime = &self.node.runtime;
+        let running: Vec<podlab_runtime::ContainerStatus> = self
+            .sandboxes
+            .iter()
+            .filter_map(|id| {
+                let filter = podlab_runtime::ContainerFilter {
+                    sandbox_id: Some(id.clone()),
+                    state: Some(podlab_runtime::ContainerState::Running),
+                    ..Default::default()
+                };
+                runtime.list_containers(&filter).ok()
+            })
+            .flatten()
+            .collect();
+        let dirs = &self.dirs;
+        crate::eviction::local_storage_eviction(&self.pod, |target| {
+            let path = match target {
+                Usage::EmptyDir(name) => dirs.empty_dir(name),
+                Usage::ConfigMap(name) => dirs
+                    .volumes
+                    .join(crate::volume::CONFIG_MAP_PLUGIN)
+                    .join(name),
+                Usage::Rootfs(name) => {
+                    let c = running
+                        .iter()
+                        .filter(|c| c.metadata.name == name)
+                        .max_by_key(|c| c.created_at)?;
+                    return runtime.writable_layer_bytes(&c.sandbox_id, &c.id);
+                }
+                Usage::Logs(name) => dirs.logs.join(name),
+                // The runtime's file in podlab (kubelet keeps its own `etc-hosts`).
+                Usage::EtcHosts => {
+                    let local = runtime.local()?;
+                    local.layout().sandbox(self.sandboxes.last()?).hosts()
+                }
+            };
+            disk_usage(&path).ok()
+        })
     }
 
     /// The caches that feed a pass.
@@ -414,7 +457,7 @@ impl PodWorker {
 
     /// Writes the pass's status unless it is what the API holds already; true when written.
     fn write_status(&mut self, result: &SyncResult, observed: &PodRuntime) -> bool {
-        let mut status = pod_status(
+        let status = pod_status(
             result,
             &StatusInputs {
                 pod: &self.pod,
@@ -423,9 +466,6 @@ impl PodWorker {
                 now: podlab_control::names::now(),
             },
         );
-        if let Some(eviction) = &self.eviction {
-            add_disruption_target(&mut status, eviction);
-        }
         self.store_status(status)
     }
 
@@ -684,29 +724,6 @@ enum Pass {
     Changed,
     /// The pod is gone: the worker ends.
     Done,
-}
-
-/// The `DisruptionTarget` condition kubelet's eviction manager adds (`TerminationByKubelet`,
-/// the eviction's message), unless the status has one.
-fn add_disruption_target(status: &mut PodStatus, eviction: &crate::model::Eviction) {
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    if conditions
-        .iter()
-        .any(|c| c.type_ == view::DISRUPTION_TARGET)
-    {
-        return;
-    }
-    conditions.insert(
-        0,
-        k8s_openapi::api::core::v1::PodCondition {
-            type_: view::DISRUPTION_TARGET.into(),
-            status: "True".into(),
-            reason: Some(crate::eviction::DISRUPTION_REASON.into()),
-            message: Some(eviction.message.clone()),
-            last_transition_time: Some(podlab_control::names::now()),
-            ..Default::default()
-        },
-    );
 }
 
 /// The pod's volumes (unmounted) and its volume and log folders (never anything outside `root`).
