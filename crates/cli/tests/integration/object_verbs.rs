@@ -236,8 +236,12 @@ fn force_delete_removes_the_pod_at_once_and_watch_shows_terminating() {
     let empty = |folder: &str| {
         std::fs::read_dir(root.dir.join(folder)).map_or(true, |mut d| d.next().is_none())
     };
+    // Its log folder goes last: a sandbox's folder leaves `sandboxes/` at once (it is moved
+    // to the trash), so waiting for that alone raced the rest of the teardown.
     assert!(
-        wait_until(LIMIT, || empty("sandboxes") && empty("pods")),
+        wait_until(LIMIT, || empty("sandboxes")
+            && empty("pods")
+            && empty("logs")),
         "the agent never tore down the force-deleted pod"
     );
     root.assert_nothing_left();
