@@ -5,6 +5,8 @@
 //! itself, which is how a container's process enters its cgroup between `fork` and `execve`
 //! (runc's parent writes the child's pid while the child waits; a podlab container's process
 //! writes its own, before it joins any namespace, so there is no moment where it runs outside).
+//! On v1 the single-threaded child writes `0` to `tasks` instead, the kernel's path that moves
+//! the calling thread without the global lock ([`Cgroup::enter_self`]).
 //! A cgroup with processes in it cannot be removed (`EBUSY`): [`Cgroup::remove`] kills what is
 //! left first, as runc's `destroy` does.
 
@@ -147,8 +149,20 @@ impl Cgroup {
         Ok(())
     }
 
-    /// Puts the calling process in this cgroup (`0` written to every `cgroup.procs`).
+    /// Puts the calling process in this cgroup. On v1 a single-threaded caller (a forked
+    /// child, which is how every podlab process enters its cgroup) writes `0` to each `tasks`
+    /// file: the kernel moves the calling thread alone without taking the global
+    /// `cgroup_threadgroup_rwsem` for writing, whose first taking after a quiet while waits
+    /// for an RCU grace period (about 8 ms here, against 0.05 to 0.25 ms this way). A caller
+    /// with other threads, and v2 (where `cgroup.threads` cannot cross resource domains),
+    /// write `0` to `cgroup.procs`.
     pub fn enter_self(&self) -> Result<()> {
+        if self.version == Version::V1 && single_threaded() {
+            for dir in self.unique_dirs() {
+                write_file(&dir.join("tasks"), "0")?;
+            }
+            return Ok(());
+        }
         self.add_process(0)
     }
 
@@ -315,6 +329,18 @@ impl Cgroup {
     }
 }
 
+/// Whether the calling process has one thread (`num_threads`, the 20th field of
+/// `/proc/self/stat`); unknown counts as not.
+fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .is_some_and(|threads| threads == "1")
+}
+
 /// One write, as the kernel wants cgroup values: the whole value in one `write(2)`.
 pub(crate) fn write_file(path: &Path, value: &str) -> Result<()> {
     use std::io::Write;
@@ -372,6 +398,47 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_forked_child_enters_by_its_tasks_file_and_a_threaded_process_by_cgroup_procs() {
+        let root = scratch("enter");
+        let h = Hierarchy::v1_at(&root);
+        let threaded = h.cgroup("threaded");
+        let forked = h.cgroup("forked");
+        threaded.create().unwrap();
+        forked.create().unwrap();
+        let (parked, park) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            scope.spawn(move || park.recv());
+            assert!(!single_threaded());
+            threaded.enter_self().unwrap();
+            drop(parked);
+        });
+        let memory = |c: &Cgroup| c.dir(Controller::Memory).unwrap().to_path_buf();
+        assert_eq!(
+            std::fs::read_to_string(memory(&threaded).join("cgroup.procs")).unwrap(),
+            "0"
+        );
+        assert!(!memory(&threaded).join("tasks").exists());
+        // SAFETY: the child only writes files and leaves with _exit.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => {
+                let ok = single_threaded() && forked.enter_self().is_ok();
+                // SAFETY: ends the forked child without running the parent's exit handlers.
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                let status = nix::sys::wait::waitpid(child, None).unwrap();
+                assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0));
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(memory(&forked).join("tasks")).unwrap(),
+            "0"
+        );
+        assert!(!memory(&forked).join("cgroup.procs").exists());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

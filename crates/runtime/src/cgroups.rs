@@ -3,16 +3,9 @@
 //! the pod-level values kubelet computes), and below it one cgroup per container, the pause
 //! sandbox included, named by its id, given its own values and the device rules.
 //!
-//! Every process podlab starts is in its cgroup before it runs anything of the container's.
-//! A container's process and the pause process are placed by the shim, runc's way: the shim
-//! writes the child's pid to each `cgroup.procs` right after the fork while the child makes
-//! its namespaces and mounts, and the child waits at a [`PlacementGate`] before its seccomp
-//! filter, capabilities and `execve` (it sets its `oom_score_adj` itself, first thing). The
-//! kernel's first migration after a quiet while waits for an RCU grace period (the write
-//! side of `cgroup_threadgroup_rwsem`: 5 to 25 ms on this machine, the next ones 0.02 to 0.2
-//! ms), and so that wait overlaps the child's work instead of coming before it. An exec'd
-//! process enters its cgroup itself, first thing ([`Placement::enter`]). The cgroups go with
-//! their sandbox and container (RemoveContainer,
+//! Every process podlab starts enters its cgroup and takes its `oom_score_adj` first thing
+//! after the fork ([`Placement::enter`]), before it joins a namespace or allocates anything of
+//! the container's. The cgroups go with their sandbox and container (RemoveContainer,
 //! RemovePodSandbox, a failed RunPodSandbox); the pod's and its QoS folder's when empty; and
 //! `gc` removes every cgroup below this root whose sandbox or container is gone.
 //!
@@ -21,7 +14,6 @@
 //! one, as containerd's `restrict_oom_score_adj` does, rather than failing the start.
 
 use std::collections::BTreeSet;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use podlab_cgroups::{devices, memory, Cgroup, CgroupRoot, Hierarchy};
@@ -196,102 +188,6 @@ impl Placement {
             set_oom_score_adj(value)?;
         }
         Ok(())
-    }
-}
-
-impl Placement {
-    /// In a forked child whose parent places it ([`PlacementGate`]): its `oom_score_adj`.
-    pub fn set_oom_score_adj(&self) -> Step<()> {
-        match self.oom_score_adj {
-            Some(value) => set_oom_score_adj(value),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The pipe over which a parent tells the child it forked that it has put it in its cgroup:
-/// made before the fork ([`PlacementGate::new`]); the parent writes the child's pid to every
-/// `cgroup.procs` and then one byte ([`PlacementGate::place`]), while the child does its own
-/// work and then waits for that byte ([`ChildGate::wait`]) before it runs anything of the
-/// container's. A parent that fails (or dies) closes the pipe without the byte, and the child
-/// stops there.
-#[derive(Debug)]
-pub struct PlacementGate {
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-/// The gate's descriptors as the forked child has them (copies of its parent's).
-#[derive(Debug, Clone, Copy)]
-pub struct ChildGate {
-    read: RawFd,
-    write: RawFd,
-}
-
-impl PlacementGate {
-    pub fn new() -> std::result::Result<PlacementGate, String> {
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe2: {e}"))?;
-        Ok(PlacementGate { read, write })
-    }
-
-    /// What the child works with after the fork.
-    pub fn child(&self) -> ChildGate {
-        ChildGate {
-            read: self.read.as_raw_fd(),
-            write: self.write.as_raw_fd(),
-        }
-    }
-
-    /// In the parent, after the fork: puts `pid` in `cgroup`, then lets the child go on. On
-    /// failure the child finds the pipe closed and stops; the error is returned as the
-    /// child's step would have reported it.
-    pub fn place(self, cgroup: &Cgroup, pid: i32) -> Step<()> {
-        drop(self.read);
-        cgroup.add_process(pid).map_err(|e| {
-            failure(
-                "enter the cgroup",
-                None,
-                e.raw_os_error().map(nix::Error::from_raw),
-                e.to_string(),
-            )
-        })?;
-        nix::unistd::write(&self.write, b"+")
-            .map(drop)
-            .map_err(|e| failure("enter the cgroup", None, Some(e), format!("the gate: {e}")))
-    }
-}
-
-impl ChildGate {
-    /// In the child, first thing: closes its copy of the parent's end, so that a parent that
-    /// closes its own (or dies) is seen.
-    pub fn close_parent_end(self) {
-        // SAFETY: the child's copy of the gate's writing end, used by nothing else here.
-        unsafe { libc::close(self.write) };
-    }
-
-    /// In the child: waits until its parent has put it in its cgroup.
-    pub fn wait(self) -> Step<()> {
-        let mut byte = [0u8; 1];
-        let read = loop {
-            // SAFETY: reads one byte into a buffer of this frame from the child's copy of
-            // the gate's reading end.
-            let n = unsafe { libc::read(self.read, byte.as_mut_ptr().cast(), 1) };
-            if n >= 0 || nix::Error::last() != nix::Error::EINTR {
-                break n;
-            }
-        };
-        // SAFETY: the descriptor is this child's and not used again.
-        unsafe { libc::close(self.read) };
-        if read == 1 {
-            return Ok(());
-        }
-        Err(failure(
-            "enter the cgroup",
-            None,
-            None,
-            "the shim did not place the process in its cgroup".into(),
-        ))
     }
 }
 

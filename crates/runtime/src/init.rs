@@ -56,12 +56,8 @@ pub struct ContainerPlan<'a> {
     /// The small namespace to make the container's mount namespace from
     /// ([`crate::mount_template`]); None: a copy of the node's.
     pub mount_template: Option<BorrowedFd<'a>>,
-    /// Its cgroup and oom_score_adj: the oom_score_adj taken before anything else; the
-    /// cgroup entered first thing too, unless the shim places the process (`gate`).
+    /// Its cgroup and oom_score_adj, taken before anything else.
     pub placement: crate::cgroups::Placement,
-    /// The shim puts the process in its cgroup while it prepares; it waits for that before
-    /// its seccomp filter, capabilities and `execve`.
-    pub gate: Option<crate::cgroups::ChildGate>,
 }
 
 /// The three descriptors the process gets as 0, 1 and 2, or a console made for it.
@@ -116,22 +112,9 @@ pub fn sys_failure(step: &str, path: Option<&Path>, errno: nix::Error) -> InitFa
 /// The body of a new container's process. Never returns: it `execve`s or reports and exits.
 pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) -> ! {
     run_child(stdio, report, |trace| {
-        match plan.gate {
-            Some(gate) => {
-                gate.close_parent_end();
-                plan.placement.set_oom_score_adj()?;
-                trace.lap("oom_score_adj");
-            }
-            None => {
-                plan.placement.enter()?;
-                trace.lap("cgroup, oom_score_adj");
-            }
-        }
+        plan.placement.enter()?;
+        trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;
-        if let Some(gate) = plan.gate {
-            gate.wait()?;
-            trace.lap("placed in its cgroup by the shim");
-        }
         finish(&plan.process, stdio.console, trace)
     })
 }

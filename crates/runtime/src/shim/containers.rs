@@ -13,7 +13,6 @@ use podlab_ns::{ops, NsKind};
 
 use super::sandbox::{fork_in, PidNamespace};
 use super::{raw, save, Shim};
-use crate::cgroups::PlacementGate;
 use crate::cri_log::{LineSplitter, Stream};
 use crate::error::InitFailure;
 use crate::id::ContainerId;
@@ -257,14 +256,7 @@ impl Shim {
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
             placement: placement_of(&record),
-            gate: None,
         };
-        let mut plan = plan;
-        let gate = match &plan.placement.cgroup {
-            Some(_) => Some(PlacementGate::new()?),
-            None => None,
-        };
-        plan.gate = gate.as_ref().map(PlacementGate::child);
         let stdio = Stdio {
             stdin: stdin_pipe
                 .as_ref()
@@ -281,12 +273,6 @@ impl Shim {
         let pid = fork_in(self.own_pid_ns(), pid_ns, || {
             init::run_container(&plan, stdio, report_w)
         })?;
-        // Placed while it mounts its root: the kernel's wait on the first migration after a
-        // quiet while overlaps that work.
-        let placed = match (gate, &plan.placement.cgroup) {
-            (Some(gate), Some(cgroup)) => gate.place(cgroup, pid.as_raw()),
-            _ => Ok(()),
-        };
         drop((out_w, err_w, null));
         let stdin = stdin_pipe.map(|(r, w)| {
             drop(r);
@@ -299,13 +285,7 @@ impl Shim {
         });
         let report = crate::report::read_report(report_r);
         record.start_trace = report.steps(forked_at);
-        // The child stops at the gate when its placement failed: the shim's error says why.
-        let failure = match (report.failure, placed) {
-            (Some(failure), Err(placing)) if failure.step == placing.step => Some(placing),
-            (Some(failure), _) => Some(failure),
-            (None, placed) => placed.err(),
-        };
-        if let Some(failure) = failure {
+        if let Some(failure) = report.failure {
             let _ = podlab_ns::child::wait_for(pid);
             self.record_start_failure(&mut record, &failure);
             return Ok(Response::StartFailed(failure));

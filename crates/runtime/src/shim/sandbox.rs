@@ -2,8 +2,7 @@
 //!
 //! The pause process is forked from the shim into a new pid namespace, whose PID 1 it is (the
 //! pod's, which the containers join, with `shareProcessNamespace`; else its own, as containerd
-//! gives the sandbox container one), and the shim puts it in its cgroup while it works (see
-//! [`crate::cgroups::PlacementGate`]). In the child it unshares uts+ipc+net, sets the hostname and
+//! gives the sandbox container one). In the child it unshares uts+ipc+net, sets the hostname and
 //! domainname, brings `lo` up, writes the pod's sysctls (into those new namespaces), and makes
 //! the sandbox container containerd makes of the pause image: a mount namespace of its own whose
 //! root is a read-only tmpfs holding nothing but the pause binary (bound read-only on its one
@@ -30,7 +29,6 @@ use podlab_ns::mnt::{
 use podlab_ns::{ops, NsKind};
 
 use super::ShimArgs;
-use crate::cgroups::{ChildGate, PlacementGate};
 use crate::init::{self, ns_failure, sys_failure, Stdio, Step};
 use crate::liveness::ProcessIdentity;
 use crate::process::ProcessSpec;
@@ -284,30 +282,13 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
     };
     let template = template.as_ref().map(|fd| fd.as_fd());
     let netns = netns.as_ref().map(|fd| fd.as_fd());
-    let cgroup = args.placement.as_ref().and_then(|p| p.cgroup.as_ref());
-    let gate = match cgroup {
-        Some(_) => Some(PlacementGate::new()?),
-        None => None,
-    };
-    let child_gate = gate.as_ref().map(PlacementGate::child);
     let pid = fork_in(own_pid, pid_ns, || {
         init::run_child(stdio, report_w, |trace| {
-            pause_child(args, &process, template, netns, child_gate, trace)
+            pause_child(args, &process, template, netns, trace)
         })
     })?;
-    // Placed while it makes the pod's namespaces and its root: the kernel's wait on the first
-    // migration after a quiet while overlaps that work.
-    let placed = match (gate, cgroup) {
-        (Some(gate), Some(cgroup)) => gate.place(cgroup, pid.as_raw()),
-        _ => Ok(()),
-    };
     drop(null);
-    let failure = match (crate::report::read_report(report_r).failure, placed) {
-        (Some(failure), Err(placing)) if failure.step == placing.step => Some(placing),
-        (Some(failure), _) => Some(failure),
-        (None, placed) => placed.err(),
-    };
-    match failure {
+    match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
             let _ = podlab_ns::child::wait_for(pid);
@@ -316,22 +297,17 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
     }
 }
 
-/// In the pause child: its oom_score_adj; the pod's namespaces, named, with `lo` up; its own
-/// mount namespace and root; the wait for its cgroup (the shim's write); then
-/// [`init::finish`] (seccomp, capabilities, user) and `execve` pause.
+/// In the pause child: the pod's namespaces, named, with `lo` up; its own mount namespace
+/// and root; then [`init::finish`] (seccomp, capabilities, user) and `execve` pause.
 fn pause_child(
     args: &ShimArgs,
     process: &ProcessSpec,
     template: Option<BorrowedFd<'_>>,
     netns: Option<BorrowedFd<'_>>,
-    gate: Option<ChildGate>,
     trace: &mut Trace,
 ) -> Step<Infallible> {
-    if let Some(gate) = gate {
-        gate.close_parent_end();
-    }
     if let Some(placement) = &args.placement {
-        placement.set_oom_score_adj()?;
+        placement.enter()?;
     }
     let mut kinds = pod_kinds(args.host_network, args.host_ipc, false);
     kinds.retain(|k| *k != NsKind::Pid);
@@ -361,10 +337,6 @@ fn pause_child(
     trace.lap("the pod's namespaces");
     enter_pause_root(args, template)?;
     trace.lap("own mount namespace, read-only root");
-    if let Some(gate) = gate {
-        gate.wait()?;
-        trace.lap("placed in its cgroup by the shim");
-    }
     init::finish(process, None, trace)
 }
 
