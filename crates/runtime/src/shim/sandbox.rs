@@ -6,7 +6,8 @@
 //! domainname, brings `lo` up, writes the pod's sysctls (into those new namespaces), and makes
 //! the sandbox container containerd makes of the pause image: a mount namespace of its own whose
 //! root is a read-only tmpfs holding nothing but the pause binary (bound read-only on its one
-//! file), then no_new_privs, the pod's seccomp profile, containerd's default capability
+//! file), then no_new_privs, the pod's seccomp profile (`RuntimeDefault` narrowed to the calls
+//! pause makes: [`seccomp::pause_default`]), containerd's default capability
 //! bounding set and the pause image's user 65535 (which leaves it no effective capability), and
 //! `execve`s podlab-pause. Then the shim pins every pod namespace under `ns/`, so they outlive
 //! the pause process if it dies, and keeps them open for the containers to join.
@@ -216,7 +217,7 @@ fn pause_process(args: &ShimArgs) -> Result<ProcessSpec, String> {
     let seccomp = match &security.seccomp {
         _ if security.privileged => None,
         SeccompProfile::Unconfined => None,
-        SeccompProfile::RuntimeDefault => Some(seccomp::runtime_default(&capabilities)),
+        SeccompProfile::RuntimeDefault => Some(seccomp::pause_default(&capabilities)),
         SeccompProfile::Localhost(path) => Some(seccomp::load(path)?),
     };
     // containerd's user string: "uid:gid", or "uid" (gid 0 where the image has no
