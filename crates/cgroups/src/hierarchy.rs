@@ -148,10 +148,8 @@ impl Hierarchy {
         if !missing.is_empty() {
             let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
                 .map_err(|e| Error::io("reading", "/proc/self/mountinfo", e))?;
-            for (controller, path) in v1_mounts_in(&mountinfo) {
-                if missing.contains(&controller) {
-                    mounts.entry(controller).or_insert(path);
-                }
+            for (controller, path) in v1_mounts_in(&mountinfo, &missing) {
+                mounts.entry(controller).or_insert(path);
             }
         }
         if mounts.is_empty() {
@@ -227,11 +225,12 @@ pub(crate) fn fs_magic(path: &Path) -> Option<i64> {
 
 /// The v1 controllers of mountinfo's `cgroup` mounts and their mount points: each mount is the
 /// hierarchy of the controllers whose files it holds.
-fn v1_mounts_in(mountinfo: &str) -> Vec<(Controller, PathBuf)> {
+fn v1_mounts_in(mountinfo: &str, wanted: &[Controller]) -> Vec<(Controller, PathBuf)> {
     let mounts = podlab_ns::mnt::parse_mountinfo(mountinfo).unwrap_or_default();
     let mut found = Vec::new();
     for mount in mounts.iter().filter(|m| m.fs_type == "cgroup") {
-        for controller in Controller::ALL {
+        // Only the controllers still looked for: each marker is a stat of every mount.
+        for &controller in wanted {
             if controller.is_v1_mount(&mount.mount_point) {
                 found.push((controller, mount.mount_point.clone()));
             }
@@ -263,7 +262,7 @@ mod tests {
              35 25 0:31 / {r}/pids rw - cgroup cgroup rw,pids\n"
         );
         assert_eq!(
-            v1_mounts_in(&mountinfo),
+            v1_mounts_in(&mountinfo, &Controller::ALL),
             vec![
                 (Controller::Cpu, root.join("cpu,cpuacct")),
                 (Controller::Cpuacct, root.join("cpu,cpuacct")),
