@@ -571,7 +571,7 @@ pub fn finish(
     }
     let keep = crate::capabilities::keep_set(process.capabilities.as_deref());
     let filters = match &process.seccomp {
-        Some(profile) => crate::seccomp::compile(profile)
+        Some(profile) => crate::seccomp::compile_cached(profile)
             .map_err(|e| failure("compile the seccomp profile", None, None, e))?,
         None => Vec::new(),
     };
