@@ -5,7 +5,10 @@
 //!
 //! Every process podlab starts enters its cgroup and takes its `oom_score_adj` first thing
 //! after the fork ([`Placement::enter`]), before it joins a namespace or allocates anything of
-//! the container's. The cgroups go with their sandbox and container (RemoveContainer,
+//! the container's. The pause process is the exception: the caller makes the pod's and the
+//! pause's cgroups while the shim starts and the pause makes the pod's namespaces, and the
+//! pause enters them once told, before its mount namespace and root (as runc's parent places
+//! its init once that has made its namespaces). The cgroups go with their sandbox and container (RemoveContainer,
 //! RemovePodSandbox, a failed RunPodSandbox); the pod's and its QoS folder's when empty; and
 //! `gc` removes every cgroup below this root whose sandbox or container is gone.
 //!
@@ -174,20 +177,31 @@ pub struct Placement {
 impl Placement {
     /// In the forked child: enter the cgroup (every hierarchy), then set `oom_score_adj`.
     pub fn enter(&self) -> Step<()> {
-        if let Some(cgroup) = &self.cgroup {
-            cgroup.enter_self().map_err(|e| {
+        self.enter_cgroup()?;
+        self.set_oom_score_adj()
+    }
+
+    /// In the forked child: enter the cgroup (every hierarchy).
+    pub fn enter_cgroup(&self) -> Step<()> {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.enter_self().map_err(|e| {
                 failure(
                     "enter the cgroup",
                     None,
                     e.raw_os_error().map(nix::Error::from_raw),
                     e.to_string(),
                 )
-            })?;
+            }),
+            None => Ok(()),
         }
-        if let Some(value) = self.oom_score_adj {
-            set_oom_score_adj(value)?;
+    }
+
+    /// In the forked child: set `oom_score_adj`.
+    pub fn set_oom_score_adj(&self) -> Step<()> {
+        match self.oom_score_adj {
+            Some(value) => set_oom_score_adj(value),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

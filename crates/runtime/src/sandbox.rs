@@ -73,21 +73,16 @@ impl Runtime {
         std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
         podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
         podlab_fault::point_reached("sandbox.after-shm");
-        // The pod's cgroup with kubelet's values, and the pause container's below it.
+        // The pod's cgroup and the pause container's below it: named now, made while the shim
+        // starts (below).
         let pod_cgroup = self.pod_cgroup(config);
         let placement = match (&self.cgroups, &pod_cgroup) {
-            (Some(node), Some(_)) => {
-                let pod = node.make_pod(&config.linux.cgroup_parent, &config.linux.resources)?;
-                let own =
-                    crate::cgroups::make_container(&pod, id.as_str(), &Default::default(), false)?;
-                Some(crate::cgroups::Placement {
-                    cgroup: Some(own),
-                    oom_score_adj: Some(crate::cgroups::SANDBOX_OOM_SCORE_ADJ),
-                })
-            }
+            (Some(_), Some(pod)) => Some(crate::cgroups::Placement {
+                cgroup: Some(pod.child(id.as_str())),
+                oom_score_adj: Some(crate::cgroups::SANDBOX_OOM_SCORE_ADJ),
+            }),
             _ => None,
         };
-        trace.mark("sandbox folder, shm, cgroups");
 
         // A namespace attached ahead of time, if the network has one: pause joins it.
         let prepared = match (&self.network, network_mode) {
@@ -100,10 +95,20 @@ impl Runtime {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
             PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
         });
+        let make_cgroups = || -> Result<()> {
+            if let (Some(node), Some(_)) = (&self.cgroups, &pod_cgroup) {
+                // kubelet's values on the pod's, runc's device rules on the pause's.
+                let pod = node.make_pod(&config.linux.cgroup_parent, &config.linux.resources)?;
+                crate::cgroups::make_container(&pod, id.as_str(), &Default::default(), false)?;
+            }
+            trace.mark("sandbox folder, shm, cgroups");
+            Ok(())
+        };
         let started = start_shim(
             id,
             paths,
             &shim,
+            make_cgroups,
             &ShimArgs {
                 sandbox_dir: paths.dir.clone(),
                 id: id.clone(),
@@ -521,11 +526,18 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
     write(paths.resolv_conf(), resolv)
 }
 
-/// Starts the shim and reads its one line: the sandbox is up, or why not.
+/// Starts the shim, makes the sandbox's cgroups (`make_cgroups`) while it starts, and reads
+/// its one line: the sandbox is up, or why not. With a placement, the pause process waits for
+/// one byte on the shim's stdin once it has made the pod's namespaces, and then enters those
+/// cgroups; when they could not be made it reads the end of the pipe instead and the start
+/// fails, with their error as the one returned. The cgroups' folders and values (about half a
+/// millisecond) are so made during the shim's `execve` and the pause's namespaces, on the
+/// other core, instead of before them.
 fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
     shim: &Path,
+    make_cgroups: impl FnOnce() -> Result<()>,
     args: &ShimArgs,
 ) -> Result<ShimRecord> {
     let log = std::fs::OpenOptions::new()
@@ -533,6 +545,8 @@ fn start_shim(
         .append(true)
         .open(paths.shim_log())
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
+    let (gate_read, gate_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Error::io("making", "the shim's cgroups pipe", e.into()))?;
     let mut child = Command::new(shim)
         .args(args.to_args())
         // What the shim would otherwise re-execute itself to get (see shim::memory).
@@ -540,11 +554,21 @@ fn start_shim(
             "GLIBC_TUNABLES",
             crate::shim::tunables_without_thread_cache(),
         )
-        .stdin(Stdio::null())
+        .stdin(if args.placement.is_some() {
+            Stdio::from(gate_read)
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
+    let made = make_cgroups();
+    if made.is_ok() {
+        // A shim that died already is seen in its answer below.
+        let _ = nix::unistd::write(&gate_write, b"+");
+    }
+    drop(gate_write);
     let mut answer = Vec::new();
     let read = child
         .stdout
@@ -552,6 +576,7 @@ fn start_shim(
         .map(|mut out| out.read_to_end(&mut answer));
     // The first process only forks the daemon and exits.
     let _ = child.wait();
+    made?;
     let failed = |message: String| Error::SandboxStart {
         id: id.to_string(),
         message,

@@ -235,6 +235,24 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
     std::process::exit(code)
 }
 
+/// The pipe on the shim's stdin over which the caller says it has made the pod's and the
+/// pause's cgroups (one byte; the end of the pipe without it: they could not be made), which
+/// it does while the shim starts and the pause makes the pod's namespaces. Taken off stdin
+/// (which becomes /dev/null) for the pause child to read ([`sandbox::start`]).
+fn take_cgroups_pipe() -> Result<OwnedFd, String> {
+    // SAFETY: duplicates descriptor 0 to a new close-on-exec one, owned below.
+    let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(format!("the cgroups pipe on stdin: {}", nix::Error::last()));
+    }
+    if let Ok(null) = std::fs::File::open("/dev/null") {
+        // SAFETY: dup2 onto stdin, which nothing else reads.
+        unsafe { libc::dup2(null.as_raw_fd(), 0) };
+    }
+    // SAFETY: fcntl returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Writes the one line for the starter on stdout and points stdout at /dev/null, so that the
 /// starter's read ends with it.
 fn announce(ready: &ShimReady) {
@@ -307,7 +325,12 @@ impl Shim {
         std::fs::write(paths.shim_pid(), format!("{}\n", me.pid))
             .map_err(|e| format!("writing {}: {e}", paths.shim_pid().display()))?;
         let listener = protocol::listen(&paths.socket()).map_err(|e| e.to_string())?;
-        let started = sandbox::start(&args, &paths, me);
+        let cgroups_made = args
+            .placement
+            .is_some()
+            .then(take_cgroups_pipe)
+            .transpose()?;
+        let started = sandbox::start(&args, &paths, me, cgroups_made);
         let (pause, namespaces, record) = match started {
             Ok(started) => started,
             Err(message) => {
@@ -318,6 +341,14 @@ impl Shim {
         };
         crate::trace::process_mark("shim", "namespaces (shim, pause, pins, lo)");
         announce(&ShimReady::Ready(record.clone()));
+        if args.security.seccomp == crate::seccomp::SeccompProfile::RuntimeDefault
+            && !args.security.privileged
+        {
+            // While the caller prepares the first container: its likely profile, compiled.
+            if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
+                crate::seccomp::precompile(crate::seccomp::runtime_default(&default_caps));
+            }
+        }
         memory::release_free_pages();
         Ok(Shim {
             paths,

@@ -17,7 +17,7 @@
 //! it is the pod's alone from then on, pinned and torn down as a new one would be.
 
 use std::convert::Infallible;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
@@ -124,10 +124,11 @@ pub(crate) fn start(
     args: &ShimArgs,
     paths: &SandboxPaths,
     shim: ProcessIdentity,
+    cgroups_made: Option<OwnedFd>,
 ) -> Result<(ProcessIdentity, PodNamespaces, ShimRecord), String> {
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
-    let pause_pid = start_pause(args, own_pid.as_fd())?;
+    let pause_pid = start_pause(args, own_pid.as_fd(), cgroups_made)?;
     podlab_fault::point_reached("shim.after-pause");
     let pause = match ProcessIdentity::of(pause_pid.as_raw()) {
         Ok(identity) => identity,
@@ -242,7 +243,11 @@ fn pause_process(args: &ShimArgs) -> Result<ProcessSpec, String> {
     })
 }
 
-fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> {
+fn start_pause(
+    args: &ShimArgs,
+    own_pid: BorrowedFd<'_>,
+    cgroups_made: Option<OwnedFd>,
+) -> Result<Pid, String> {
     let process = pause_process(args)?;
     let template = match &args.mount_template {
         Some(path) => match ops::open(path, NsKind::Mnt) {
@@ -283,12 +288,14 @@ fn start_pause(args: &ShimArgs, own_pid: BorrowedFd<'_>) -> Result<Pid, String> 
     };
     let template = template.as_ref().map(|fd| fd.as_fd());
     let netns = netns.as_ref().map(|fd| fd.as_fd());
+    let cgroups_made_fd = cgroups_made.as_ref().map(|fd| fd.as_raw_fd());
     let pid = fork_in(own_pid, pid_ns, || {
         init::run_child(stdio, report_w, |trace| {
-            pause_child(args, &process, template, netns, trace)
+            pause_child(args, &process, template, netns, cgroups_made_fd, trace)
         })
     })?;
     drop(null);
+    drop(cgroups_made);
     match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
@@ -305,10 +312,11 @@ fn pause_child(
     process: &ProcessSpec,
     template: Option<BorrowedFd<'_>>,
     netns: Option<BorrowedFd<'_>>,
+    cgroups_made: Option<RawFd>,
     trace: &mut Trace,
 ) -> Step<Infallible> {
     if let Some(placement) = &args.placement {
-        placement.enter()?;
+        placement.set_oom_score_adj()?;
     }
     let mut kinds = pod_kinds(args.host_network, args.host_ipc, false);
     kinds.retain(|k| *k != NsKind::Pid);
@@ -336,9 +344,41 @@ fn pause_child(
             .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
     trace.lap("the pod's namespaces");
+    // The caller has made the cgroups meanwhile (containerd's pinned network namespace is
+    // likewise made outside the sandbox's cgroup); entered before the mount namespace hides
+    // /sys/fs/cgroup and before anything of the sandbox container's runs.
+    if let Some(placement) = &args.placement {
+        wait_until_made(cgroups_made)?;
+        placement.enter_cgroup()?;
+    }
     enter_pause_root(args, template)?;
     trace.lap("own mount namespace, read-only root");
     init::finish(process, None, trace)
+}
+
+/// In the pause child: waits for the caller's byte saying the cgroups are made (see
+/// `take_cgroups_pipe` in the shim); the end of the pipe without it fails the start.
+fn wait_until_made(cgroups_made: Option<RawFd>) -> Step<()> {
+    let Some(fd) = cgroups_made else {
+        return Ok(());
+    };
+    let mut byte = [0u8; 1];
+    let read = loop {
+        // SAFETY: reads one byte into a buffer of this frame from the child's copy of the pipe.
+        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
+        if n >= 0 || nix::Error::last() != nix::Error::EINTR {
+            break n;
+        }
+    };
+    if read == 1 {
+        return Ok(());
+    }
+    Err(init::failure(
+        "enter the cgroup",
+        None,
+        None,
+        "the caller did not make the pod's cgroups".into(),
+    ))
 }
 
 /// A mount namespace of pause's own whose `/` holds only the pause binary, both read-only.
