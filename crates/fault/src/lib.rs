@@ -93,6 +93,12 @@ pub const POINTS: &[Point] = &[
         "+ the pod's /dev/shm tmpfs mount",
     ),
     point(
+        "sandbox.after-cgroups",
+        Create,
+        Agent,
+        "+ the shim starting, the pod's and the pause's cgroups made, the pause not yet told",
+    ),
+    point(
         "shim.after-pause",
         Create,
         Shim,

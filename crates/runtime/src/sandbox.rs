@@ -564,6 +564,7 @@ fn start_shim(
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
     let made = make_cgroups();
+    podlab_fault::point_reached("sandbox.after-cgroups");
     if made.is_ok() {
         // A shim that died already is seen in its answer below.
         let _ = nix::unistd::write(&gate_write, b"+");
