@@ -14,6 +14,9 @@
 //!
 //! A `podlab run --rm` has no pod in the store: its sandbox is labelled with the `run` process
 //! that owns it ([`crate::run::LABEL_RUN_OWNER`]) and is left alone while that process lives.
+//! Nor have the sandboxes a CRI client made through `podlab cri`: while a server serves the
+//! root they are its client's and are left alone; once none does (a killed server), they are
+//! what it left behind.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -40,7 +43,8 @@ pub fn run() -> Result<()> {
         let _ = std::fs::remove_file(podlab_runtime::events::socket_path(&ctx.root));
     }
     let cri_notices = podlab_runtime::events::cri_socket_path(&ctx.root);
-    if cri_notices.exists() && !podlab_runtime::events::listened(&cri_notices) {
+    let cri_serving = cri_notices.exists() && podlab_runtime::events::listened(&cri_notices);
+    if cri_notices.exists() && !cri_serving {
         // The change-notice socket of a `podlab cri` that was killed.
         let _ = std::fs::remove_file(&cri_notices);
     }
@@ -97,6 +101,17 @@ pub fn run() -> Result<()> {
             .cloned()
             .unwrap_or_default();
         if live.contains(&uid) {
+            continue;
+        }
+        if cri_serving {
+            // Its CRI client (a kubelet, crictl) owns it, not this root's store.
+            println!(
+                "kept sandbox {} of {}/{} (a running `podlab cri` serves this root)",
+                sandbox.id.short(),
+                sandbox.metadata.namespace,
+                sandbox.metadata.name
+            );
+            live.insert(uid);
             continue;
         }
         if still_owned_by_run(&sandbox) {

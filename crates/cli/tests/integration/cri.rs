@@ -417,6 +417,45 @@ fn crictl_sees_cri_errors_as_containerd_words_them() {
     server.ok(&["rmp", "-f", &sandbox]);
 }
 
+/// Regression: `podlab gc` on the root of a running `podlab cri` removed every sandbox its
+/// clients had made, none of them being in the root's store.
+#[test]
+fn regression_gc_leaves_the_sandboxes_of_a_running_cri_server_to_its_clients() {
+    let Some(server) = Server::start(
+        "cri::regression_gc_leaves_the_sandboxes_of_a_running_cri_server_to_its_clients",
+    ) else {
+        return;
+    };
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({"metadata": {"name": "kept", "namespace": "default", "uid": "u-kept", "attempt": 0}, "linux": {}}),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let gc = podlab()
+        .arg("gc")
+        .env("PODLAB_ROOT", server.root())
+        .env("PODLAB_NETWORK", "none")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&gc.stdout);
+    assert!(
+        gc.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert!(
+        said.contains(&format!(
+            "kept sandbox {}",
+            &sandbox[..podlab_runtime::id::SHORT_LEN]
+        )),
+        "{said}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", "-o", "json", &sandbox])).unwrap();
+    assert_eq!(status["status"]["state"], "SANDBOX_READY", "{status}");
+    server.ok(&["rmp", "-f", &sandbox]);
+}
+
 /// A running pod of the test server (`PODLAB_NETWORK=none`: its own network namespace with
 /// `lo` only) and its containers, by name, from `(name, config)`.
 fn pod_with(
