@@ -125,7 +125,13 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
     ));
     spec.set_hostname(Some(hostname.to_string()));
     if let Some(linux) = spec.linux_mut() {
-        linux.set_seccomp(record.process.seccomp.clone());
+        linux.set_seccomp(
+            record
+                .process
+                .seccomp
+                .as_ref()
+                .map(|spec| spec.profile().into_owned()),
+        );
         let security = &record.config.security;
         let (masked, readonly) = if security.privileged {
             (Vec::new(), Vec::new())

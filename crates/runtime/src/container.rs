@@ -109,8 +109,13 @@ impl Runtime {
         let seccomp = match &security.seccomp {
             _ if security.privileged => None,
             SeccompProfile::Unconfined => None,
-            SeccompProfile::RuntimeDefault => Some(seccomp::runtime_default(&capabilities)),
-            SeccompProfile::Localhost(path) => Some(seccomp::load(path).map_err(invalid)?),
+            SeccompProfile::RuntimeDefault => Some(seccomp::SeccompSpec::Named {
+                named: seccomp::NamedProfile::RuntimeDefault,
+                bounding: capabilities.clone(),
+            }),
+            SeccompProfile::Localhost(path) => Some(seccomp::SeccompSpec::Profile(
+                seccomp::load(path).map_err(invalid)?,
+            )),
         };
 
         let id = ContainerId::generate();

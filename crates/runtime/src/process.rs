@@ -47,7 +47,7 @@ pub struct ProcessSpec {
     pub no_new_privs: bool,
     /// The seccomp profile it runs under; None: unconfined.
     #[serde(default)]
-    pub seccomp: Option<oci_spec::runtime::LinuxSeccomp>,
+    pub seccomp: Option<crate::seccomp::SeccompSpec>,
 }
 
 /// The identity a container's first process runs with, as the CRI's `LinuxContainerUser` and

@@ -54,6 +54,47 @@ pub enum SeccompProfile {
     Localhost(std::path::PathBuf),
 }
 
+/// A process's filter as its record keeps it: one of podlab's own profiles by name and the
+/// capability set it was made for (rebuilt where it is compiled: a record is read and written
+/// several times in a container's life, and containerd's profile spelt out is 15 kB of its
+/// JSON), or a whole profile (`Localhost`). Records from before this form hold the whole
+/// profile and still read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum SeccompSpec {
+    Named {
+        named: NamedProfile,
+        bounding: Vec<String>,
+    },
+    Profile(LinuxSeccomp),
+}
+
+/// podlab's profiles, made from a capability bounding set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum NamedProfile {
+    /// [`runtime_default`].
+    RuntimeDefault,
+    /// [`pause_default`].
+    PauseDefault,
+}
+
+impl SeccompSpec {
+    /// The profile itself.
+    pub fn profile(&self) -> std::borrow::Cow<'_, LinuxSeccomp> {
+        match self {
+            SeccompSpec::Named {
+                named: NamedProfile::RuntimeDefault,
+                bounding,
+            } => std::borrow::Cow::Owned(runtime_default(bounding)),
+            SeccompSpec::Named {
+                named: NamedProfile::PauseDefault,
+                bounding,
+            } => std::borrow::Cow::Owned(pause_default(bounding)),
+            SeccompSpec::Profile(profile) => std::borrow::Cow::Borrowed(profile),
+        }
+    }
+}
+
 /// Every call containerd's default profile allows unconditionally, on every architecture.
 const ALLOWED: &[&str] = &[
     "_llseek",
@@ -911,29 +952,29 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
 }
 
 /// A profile compiled ahead of time ([`precompile`]), and its filters.
-static PRECOMPILED: std::sync::Mutex<Option<(LinuxSeccomp, Vec<BpfProgram>)>> =
+static PRECOMPILED: std::sync::Mutex<Option<(SeccompSpec, Vec<BpfProgram>)>> =
     std::sync::Mutex::new(None);
 
-/// Compiles `profile` now and keeps the filters for [`compile_cached`]: the shim does it for
-/// the pod's `RuntimeDefault` while it waits for the first CreateContainer, so that a
-/// container's init, forked from it, finds its filters made instead of compiling them on the
-/// way to its `execve` (0.25 ms of a release build).
-pub fn precompile(profile: LinuxSeccomp) {
-    if let Ok(filters) = compile(&profile) {
+/// Compiles `spec` now and keeps the filters for [`compile_cached`]: the shim does it for the
+/// pod's `RuntimeDefault` while it waits for the first CreateContainer, so that a container's
+/// init, forked from it, finds its filters made instead of compiling them on the way to its
+/// `execve` (0.25 ms of a release build).
+pub fn precompile(spec: SeccompSpec) {
+    if let Ok(filters) = compile(&spec.profile()) {
         if let Ok(mut slot) = PRECOMPILED.lock() {
-            *slot = Some((profile, filters));
+            *slot = Some((spec, filters));
         }
     }
 }
 
-/// [`compile`], from what [`precompile`] kept when it is the same profile.
-pub fn compile_cached(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
+/// [`compile`] of `spec`'s profile, from what [`precompile`] kept when it is the same.
+pub fn compile_cached(spec: &SeccompSpec) -> Result<Vec<BpfProgram>, String> {
     if let Ok(slot) = PRECOMPILED.lock() {
-        if let Some((_, filters)) = slot.as_ref().filter(|(kept, _)| kept == profile) {
+        if let Some((_, filters)) = slot.as_ref().filter(|(kept, _)| kept == spec) {
             return Ok(filters.clone());
         }
     }
-    compile(profile)
+    compile(&spec.profile())
 }
 
 /// [`compile`], or with `shaped` false seccompiler's programs as they come: the allow-list in
@@ -1524,6 +1565,24 @@ mod tests {
                 .all(|insn| insn.code != 0x06 || insn.k != enosys),
             "no clone3 ENOSYS rule"
         );
+    }
+
+    #[test]
+    fn a_record_keeps_podlabs_profiles_by_name_and_still_reads_a_whole_one() {
+        let named = SeccompSpec::Named {
+            named: NamedProfile::RuntimeDefault,
+            bounding: default_caps(),
+        };
+        let json = serde_json::to_string(&named).unwrap();
+        assert!(json.len() < 600, "{} bytes: {json}", json.len());
+        assert_eq!(serde_json::from_str::<SeccompSpec>(&json).unwrap(), named);
+        assert_eq!(*named.profile(), runtime_default(&default_caps()));
+        // A record written before: the whole profile.
+        let whole = serde_json::to_string(&runtime_default(&default_caps())).unwrap();
+        assert!(whole.len() > 4_000, "{}", whole.len());
+        let read: SeccompSpec = serde_json::from_str(&whole).unwrap();
+        assert_eq!(read, SeccompSpec::Profile(runtime_default(&default_caps())));
+        assert_eq!(compile(&read.profile()), compile(&named.profile()));
     }
 
     #[test]

@@ -346,7 +346,10 @@ impl Shim {
         {
             // While the caller prepares the first container: its likely profile, compiled.
             if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
-                crate::seccomp::precompile(crate::seccomp::runtime_default(&default_caps));
+                crate::seccomp::precompile(crate::seccomp::SeccompSpec::Named {
+                    named: crate::seccomp::NamedProfile::RuntimeDefault,
+                    bounding: default_caps,
+                });
             }
         }
         memory::release_free_pages();

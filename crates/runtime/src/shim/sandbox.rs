@@ -218,8 +218,13 @@ fn pause_process(args: &ShimArgs) -> Result<ProcessSpec, String> {
     let seccomp = match &security.seccomp {
         _ if security.privileged => None,
         SeccompProfile::Unconfined => None,
-        SeccompProfile::RuntimeDefault => Some(seccomp::pause_default(&capabilities)),
-        SeccompProfile::Localhost(path) => Some(seccomp::load(path)?),
+        SeccompProfile::RuntimeDefault => Some(seccomp::SeccompSpec::Named {
+            named: seccomp::NamedProfile::PauseDefault,
+            bounding: capabilities.clone(),
+        }),
+        SeccompProfile::Localhost(path) => {
+            Some(seccomp::SeccompSpec::Profile(seccomp::load(path)?))
+        }
     };
     // containerd's user string: "uid:gid", or "uid" (gid 0 where the image has no
     // /etc/passwd, as the pause image has none), or the image's USER.
