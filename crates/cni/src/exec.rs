@@ -1,7 +1,8 @@
 //! Running one plugin binary, the way libcni's `invoke` package does: find it in CNI_PATH, give it
 //! the CNI_* variables and its configuration on stdin, read its result or error on stdout.
 //!
-//! Every run has a deadline. The plugin is started in a process group of its own, so that on
+//! A binary that is "text file busy" is started again a few times, as libcni does. Every run
+//! has a deadline. The plugin is started in a process group of its own, so that on
 //! timeout the group is killed: the plugin and what it delegated to (bridge runs host-local
 //! as its child), not only the first process. One thread does all of it with `poll(2)` over
 //! the pipes and a pidfd of the plugin, so callers that must stay single-threaded (a shim that
@@ -19,6 +20,27 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::result::PluginError;
 use crate::{Error, Result};
+
+/// How many times a plugin whose binary is busy (ETXTBSY) is started again, and the pause in
+/// between.
+const BUSY_TRIES: u32 = 5;
+const BUSY_PAUSE: Duration = Duration::from_millis(20);
+
+/// Starts the plugin, again while its binary is "text file busy", as libcni's `RawExec` does:
+/// a process forked at the moment the binary was written (a plugin being installed, a test
+/// writing a script) holds it open for writing until its own `execve`.
+fn spawn_retrying_busy(process: &mut std::process::Command) -> std::io::Result<Child> {
+    let mut tries = 1;
+    loop {
+        match process.spawn() {
+            Err(e) if e.kind() == ErrorKind::ExecutableFileBusy && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(BUSY_PAUSE);
+            }
+            spawned => return spawned,
+        }
+    }
+}
 
 /// CNI_COMMAND.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +143,7 @@ impl PluginRunner {
                 .env("CNI_IFNAME", invocation.ifname)
                 .env("CNI_ARGS", invocation.args);
         }
-        let child = process.spawn().map_err(exec_error)?;
+        let child = spawn_retrying_busy(&mut process).map_err(exec_error)?;
         let output = match converse(child, stdin, self.timeout).map_err(exec_error)? {
             Some(output) => output,
             None => {
