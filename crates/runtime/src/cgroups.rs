@@ -8,9 +8,10 @@
 //! the container's. The pause process is the exception: the caller makes the pod's and the
 //! pause's cgroups while the shim starts and the pause makes the pod's namespaces, and the
 //! pause enters them once told, before its mount namespace and root (as runc's parent places
-//! its init once that has made its namespaces). The cgroups go with their sandbox and container (RemoveContainer,
-//! RemovePodSandbox, a failed RunPodSandbox); the pod's and its QoS folder's when empty; and
-//! `gc` removes every cgroup below this root whose sandbox or container is gone.
+//! its init once that has made its namespaces). The cgroups go with their sandbox and
+//! container (RemoveContainer, RemovePodSandbox, a failed RunPodSandbox); the pod's and its QoS
+//! folder's when empty; and `gc` removes every cgroup below this root whose sandbox or
+//! container is gone.
 //!
 //! `oom_score_adj` below the current value needs CAP_SYS_RESOURCE. Without it (a container
 //! host that withholds it, as this lab's machine does), a lower value is kept at the current
