@@ -545,8 +545,12 @@ fn start_shim(
         .append(true)
         .open(paths.shim_log())
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
-    let (gate_read, gate_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| Error::io("making", "the shim's cgroups pipe", e.into()))?;
+    let (gate_read, gate_write) = match args.placement {
+        Some(_) => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map(|(read, write)| (Some(read), Some(write)))
+            .map_err(|e| Error::io("making", "the shim's cgroups pipe", e.into()))?,
+        None => (None, None),
+    };
     let mut child = Command::new(shim)
         .args(args.to_args())
         // What the shim would otherwise re-execute itself to get (see shim::memory).
@@ -554,20 +558,16 @@ fn start_shim(
             "GLIBC_TUNABLES",
             crate::shim::tunables_without_thread_cache(),
         )
-        .stdin(if args.placement.is_some() {
-            Stdio::from(gate_read)
-        } else {
-            Stdio::null()
-        })
+        .stdin(gate_read.map_or_else(Stdio::null, Stdio::from))
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
     let made = make_cgroups();
     podlab_fault::point_reached("sandbox.after-cgroups");
-    if made.is_ok() {
+    if let (Ok(()), Some(gate)) = (&made, &gate_write) {
         // A shim that died already is seen in its answer below.
-        let _ = nix::unistd::write(&gate_write, b"+");
+        let _ = nix::unistd::write(gate, b"+");
     }
     drop(gate_write);
     let mut answer = Vec::new();
