@@ -132,6 +132,15 @@ impl Server {
         self.dir.path().join("root")
     }
 
+    /// `podlab gc` on the server's root, with its network, in its network namespace.
+    fn gc(&self) -> Command {
+        let mut gc = podlab();
+        gc.arg("gc")
+            .env("PODLAB_ROOT", self.root())
+            .env("PODLAB_NETWORK", &self.network);
+        in_netns(gc, self.netns.as_deref())
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
@@ -225,11 +234,8 @@ impl Drop for Server {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
         // What a killed server left: `podlab gc` on its root, with its network.
-        let mut gc = podlab();
-        gc.arg("gc");
-        let _ = in_netns(gc, self.netns.as_deref())
-            .env("PODLAB_ROOT", self.root())
-            .env("PODLAB_NETWORK", &self.network)
+        let _ = self
+            .gc()
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -431,12 +437,7 @@ fn regression_gc_leaves_the_sandboxes_of_a_running_cri_server_to_its_clients() {
         serde_json::json!({"metadata": {"name": "kept", "namespace": "default", "uid": "u-kept", "attempt": 0}, "linux": {}}),
     );
     let sandbox = server.ok(&["runp", &pod]);
-    let gc = podlab()
-        .arg("gc")
-        .env("PODLAB_ROOT", server.root())
-        .env("PODLAB_NETWORK", "none")
-        .output()
-        .unwrap();
+    let gc = server.gc().output().unwrap();
     let said = String::from_utf8_lossy(&gc.stdout);
     assert!(
         gc.status.success(),
@@ -1492,11 +1493,7 @@ fn host_port_rules_go_with_podlab_gc_after_the_server_is_killed_and_after_the_re
     // `podlab gc` on the root: the first pod's sandbox is torn down with its DEL; the second's
     // rules, which no record names any more, go by their comment's id, which holds no lease
     // once no pod is left on the bridge.
-    let mut gc = podlab();
-    gc.arg("gc")
-        .env("PODLAB_ROOT", server.root())
-        .env("PODLAB_NETWORK", "cni");
-    let gc = in_netns(gc, ns).output().unwrap();
+    let gc = server.gc().output().unwrap();
     let said = String::from_utf8_lossy(&gc.stdout);
     assert!(
         gc.status.success(),
