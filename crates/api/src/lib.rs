@@ -13,6 +13,7 @@
 //! * [`resources`]: `requests` and `limits`: quantities, their checks and defaults, the QoS class.
 //! * [`defaults`]: the API server's defaulting (restartPolicy, grace period, probe timings...).
 //! * [`update`]: what an update of an existing Pod may change (`ValidatePodUpdate`).
+//! * [`resize`]: the `resize` subresource: what an in-place resize may change (`ValidatePodResize`).
 //! * [`patch`]: strategic merge, JSON merge and JSON patches (`kubectl patch --type`).
 //! * [`warnings`]: the warnings the API server answers a create with (`Warning: ...`).
 //! * [`yaml`]: YAML read as kubectl reads it (YAML 1.1's octal `defaultMode: 0644`).
@@ -24,6 +25,7 @@ pub mod env;
 pub mod manifest;
 pub mod patch;
 pub mod quantity;
+pub mod resize;
 pub mod resources;
 pub mod security;
 pub mod supported;

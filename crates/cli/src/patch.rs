@@ -9,6 +9,11 @@
 //! (`The Pod "web" is invalid: spec: Forbidden: ...`). The resourceVersion read guards the
 //! write: a patch starts again on a Conflict; an edit is sent as the two-way merge patch of
 //! what the user changed onto the newest version, as kubectl edit's PATCH is.
+//!
+//! `--subresource resize` (pods only) sends the change to the pod's `resize` subresource
+//! instead: of the result only the containers' `resources` and `resizePolicy` are kept, checked
+//! by the API server's resize rules ([`podlab_api::resize`]); the node agent then admits and
+//! actuates the resize in place (kubelet's in-place pod resize).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +43,9 @@ pub struct PatchArgs {
     /// strategic (kubectl's default), merge (RFC 7386) or json (RFC 6902).
     #[arg(long = "type", default_value = "strategic", value_parser = ["strategic", "merge", "json"])]
     patch_type: String,
+    /// The subresource to patch: `resize` (a pod's cpu and memory, changed in place).
+    #[arg(long = "subresource")]
+    subresource: Option<String>,
     #[arg(short = 'n', long = "namespace", default_value = "default")]
     namespace: String,
 }
@@ -50,8 +58,42 @@ pub struct EditArgs {
     /// The format to edit in: yaml (the default) or json.
     #[arg(short = 'o', long = "output", default_value = "yaml", value_parser = ["yaml", "json"])]
     output: String,
+    /// The subresource to edit: `resize` (a pod's cpu and memory, changed in place).
+    #[arg(long = "subresource")]
+    subresource: Option<String>,
     #[arg(short = 'n', long = "namespace", default_value = "default")]
     namespace: String,
+}
+
+/// Where an update goes: the object itself, or a subresource of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Object,
+    /// A pod's `resize` subresource.
+    Resize,
+}
+
+impl Target {
+    /// kubectl's `--subresource` values; podlab serves `resize` (status and scale are written
+    /// by the node agent and `podlab scale`).
+    fn parse(subresource: Option<&str>, kind: Kind) -> Result<Target> {
+        match subresource {
+            None => Ok(Target::Object),
+            Some("resize") if kind == Kind::Pod => Ok(Target::Resize),
+            Some(s @ ("status" | "scale" | "resize")) => bail!(
+                "Error from server (NotFound): the server could not find the requested resource: podlab serves the {s:?} subresource of {} through {}",
+                objects::qualified(kind),
+                match s {
+                    "status" => "the node agent, which alone writes a pod's status",
+                    "scale" => "`podlab scale`",
+                    _ => "pods only",
+                }
+            ),
+            Some(other) => bail!(
+                "invalid subresource value: {other:?}. Must be one of [status scale resize]"
+            ),
+        }
+    }
 }
 
 /// What an update did.
@@ -76,6 +118,7 @@ pub fn patch(args: PatchArgs) -> Result<()> {
     }
     let ctx = Ctx::open()?;
     for (kind, name) in named {
+        let target = Target::parse(args.subresource.as_deref(), kind)?;
         let mut attempts = 0;
         let outcome = loop {
             let current = objects::fetch(&ctx, kind, &args.namespace, &name)?;
@@ -88,7 +131,7 @@ pub fn patch(args: PatchArgs) -> Result<()> {
                 "strategic" => anyhow!("{e}"),
                 _ => anyhow!("The request is invalid: {e}"),
             })?;
-            match update(&ctx, kind, &current, patched) {
+            match update(&ctx, kind, target, &current, patched) {
                 Err(e) if attempts < 10 && is_conflict(&e) => attempts += 1,
                 other => break other?,
             }
@@ -122,7 +165,13 @@ fn is_conflict(e: &anyhow::Error) -> bool {
 /// The API server's handling of an update of `current` to `next`: decoded, validated and
 /// defaulted as its kind is, checked against the kind's update rules, written with the
 /// resourceVersion `next` carries (a Conflict when another writer came in between).
-pub fn update(ctx: &Ctx, kind: Kind, current: &Value, mut next: Value) -> Result<Updated> {
+pub fn update(
+    ctx: &Ctx,
+    kind: Kind,
+    target: Target,
+    current: &Value,
+    mut next: Value,
+) -> Result<Updated> {
     let name = current["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -179,6 +228,9 @@ pub fn update(ctx: &Ctx, kind: Kind, current: &Value, mut next: Value) -> Result
             }
         }
     }
+    if target == Target::Resize {
+        next = take_resize(current, next).map_err(invalid)?;
+    }
     let decoded = decode(kind, &next).map_err(|e| match e {
         podlab_api::ManifestError::Invalid { errors, .. } => {
             invalid(errors.iter().map(|e| e.to_string()).collect())
@@ -189,6 +241,13 @@ pub fn update(ctx: &Ctx, kind: Kind, current: &Value, mut next: Value) -> Result
         other => anyhow!("{other}"),
     })?;
     let errors = match &decoded {
+        Manifest::Pod(new) if target == Target::Resize => {
+            let old: Pod = serde_json::from_value(current.clone())?;
+            podlab_api::resize::validate_pod_resize(&old, new)
+                .iter()
+                .map(|e| e.to_string())
+                .collect()
+        }
         Manifest::Pod(new) => {
             let old: Pod = serde_json::from_value(current.clone())?;
             let old_spec = old.spec.clone().unwrap_or_default();
@@ -254,6 +313,27 @@ pub fn update(ctx: &Ctx, kind: Kind, current: &Value, mut next: Value) -> Result
     Ok(Updated::Changed)
 }
 
+/// The resize subresource's view of an update: the stored pod with only the containers'
+/// `resources` and `resizePolicy` of `next` (what else `next` changed is dropped, as the API
+/// server drops it); renamed or reordered containers are refused first.
+fn take_resize(current: &Value, next: Value) -> Result<Value, Vec<String>> {
+    let spec = |value: &Value| -> Result<k8s_openapi::api::core::v1::PodSpec, Vec<String>> {
+        serde_json::from_value(value["spec"].clone()).map_err(|e| vec![format!("spec: {e}")])
+    };
+    let (old, new) = (spec(current)?, spec(&next)?);
+    let errors = podlab_api::resize::validate_container_order(&old, &new);
+    if !errors.is_empty() {
+        return Err(errors.iter().map(ToString::to_string).collect());
+    }
+    let mut taken = current.clone();
+    taken["spec"] = serde_json::to_value(podlab_api::resize::take_resize(&old, &new))
+        .expect("a pod spec serializes");
+    if let Some(version) = next["metadata"].get("resourceVersion") {
+        taken["metadata"]["resourceVersion"] = version.clone();
+    }
+    Ok(taken)
+}
+
 fn without_version(object: &Value) -> Value {
     let mut object = object.clone();
     if let Some(meta) = object["metadata"].as_object_mut() {
@@ -295,6 +375,7 @@ pub fn edit(args: EditArgs) -> Result<()> {
     let [(kind, name)] = named.as_slice() else {
         bail!("podlab edit takes one object: TYPE NAME or TYPE/NAME");
     };
+    let target = Target::parse(args.subresource.as_deref(), *kind)?;
     let ctx = Ctx::open()?;
     let current = objects::fetch(&ctx, *kind, &args.namespace, name)?;
     let json = args.output == "json";
@@ -340,7 +421,7 @@ pub fn edit(args: EditArgs) -> Result<()> {
             let mut attempts = 0;
             loop {
                 let newest = objects::fetch(&ctx, *kind, &args.namespace, name)?;
-                match update(&ctx, *kind, &newest, merge_patch(&newest, &change)) {
+                match update(&ctx, *kind, target, &newest, merge_patch(&newest, &change)) {
                     Err(e) if attempts < 10 && is_conflict(&e) && !sets_version(&change) => {
                         attempts += 1
                     }
