@@ -20,6 +20,8 @@ pub enum KillReason {
     LivenessProbe,
     StartupProbe,
     DefinitionChanged,
+    /// An in-place resize whose `resizePolicy` is `RestartContainer`.
+    ResizeRestart,
 }
 
 impl KillReason {
@@ -29,6 +31,7 @@ impl KillReason {
             KillReason::LivenessProbe => "LivenessProbe",
             KillReason::StartupProbe => "StartupProbe",
             KillReason::DefinitionChanged => "DefinitionChanged",
+            KillReason::ResizeRestart => "ResizeRestart",
         }
     }
 }
@@ -297,6 +300,15 @@ fn regular_containers(
                 format!("Container {name} definition changed"),
                 true,
             )
+        } else if container.resize_restart {
+            // kubelet's message has no ", will be restarted": the restart is the resize's.
+            actions.containers_to_start.push(idx);
+            actions.fire(trace, "CTR-RESIZE", || {
+                format!("{name} is running but its resize requires a restart: it is killed and started again")
+            });
+            let message = format!("Container {name} resize requires restart");
+            actions.kill(record, KillReason::ResizeRestart, message);
+            continue;
         } else if ctx.probe(Some(record), ProbeType::Liveness)
             == Some(crate::model::ProbeResult::Failure)
         {

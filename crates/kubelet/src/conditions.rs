@@ -1,7 +1,9 @@
 //! Pod conditions (kubelet's `status/generate.go` and `generateAPIPodStatus`, spec 5, COND-*):
 //! the kubelet-owned conditions regenerated every pass, with kubelet's reasons and messages.
 
-use crate::model::{ApiState, CarriedCondition, PassContext, PodSpecView, ResizeState};
+use crate::model::{
+    ApiState, CarriedCondition, PassContext, PodSpecView, ResizeInProgress, ResizeState,
+};
 use crate::phase::Phase;
 use crate::rules::{go_slice, RuleId, Trace};
 use crate::sandbox::SandboxCheck;
@@ -324,36 +326,35 @@ fn resize(
     phase: Phase,
     trace: &mut Trace,
 ) -> (Option<Condition>, Option<Condition>) {
-    match state {
-        None => (None, None),
-        Some(ResizeState::Pending { reason, message }) => {
-            trace.fire("COND-RESIZE-1", || {
-                format!("PodResizePending is True ({reason}): the resize is not admitted yet")
+    let Some(state) = state else {
+        return (None, None);
+    };
+    let pending = state.pending.as_ref().map(|p| {
+        let reason = &p.reason;
+        trace.fire("COND-RESIZE-1", || {
+            format!("PodResizePending is True ({reason}): the resize is not admitted yet")
+        });
+        let message = (!p.message.is_empty()).then(|| p.message.clone());
+        Condition::new(true, Some(reason), message, "COND-RESIZE-1")
+    });
+    let in_progress = match &state.in_progress {
+        None => None,
+        Some(_) if phase.is_terminal() => {
+            trace.fire("COND-RESIZE-2", || {
+                "PodResizeInProgress is cleared: the pod is terminal".into()
             });
-            let message = (!message.is_empty()).then(|| message.clone());
-            (
-                Some(Condition::new(true, Some(reason), message, "COND-RESIZE-1")),
-                None,
-            )
+            None
         }
-        Some(ResizeState::InProgress { error }) => {
-            if phase.is_terminal() {
-                trace.fire("COND-RESIZE-2", || {
-                    "PodResizeInProgress is cleared: the pod is terminal".into()
-                });
-                return (None, None);
-            }
+        Some(ResizeInProgress { error }) => {
             trace.fire("COND-RESIZE-2", || match error {
                 Some(e) => format!("PodResizeInProgress is True (Error): actuation failed: {e}"),
                 None => "PodResizeInProgress is True: the admitted resize is being actuated".into(),
             });
             let reason = error.as_ref().map(|_| "Error");
-            (
-                None,
-                Some(Condition::new(true, reason, error.clone(), "COND-RESIZE-2")),
-            )
+            Some(Condition::new(true, reason, error.clone(), "COND-RESIZE-2"))
         }
-    }
+    };
+    (pending, in_progress)
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! Reading order follows a pass: [`sandbox`] → [`actions`] ([`restart`], [`init`], [`ephemeral`],
 //! [`attempt`], [`kill`]) → [`status`] → [`phase`] → [`conditions`]; beside it the clock-driven
 //! machines [`backoff`] and [`probe`], the image manager's rules [`images`] (pull policy, pull
-//! backoff, image GC), and the event vocabulary [`events`].
+//! backoff, image GC), in-place resize [`resize`] (admission, and what each container needs),
+//! and the event vocabulary [`events`].
 //!
 //! Beyond the pure rules: [`translate`] turns a `v1.Pod` into the runtime's CRI requests, and
 //! [`node`] is the node agent (kubelet's twin) that runs a pod worker per pod against
@@ -36,6 +37,7 @@ pub mod ownership;
 pub mod phase;
 pub mod probe;
 pub mod qos;
+pub mod resize;
 pub mod restart;
 pub mod rules;
 pub mod sandbox;

@@ -70,6 +70,11 @@ pub struct ContainerSpecView {
     /// kubelet's container hash (name + image, see [`container_hash`]); a record whose hash
     /// differs was made from an older definition (CTR-2).
     pub hash: u64,
+    /// Its running container must be restarted for an in-place resize: a resource whose
+    /// `resizePolicy` is `RestartContainer` changed (kubelet's `computePodResizeAction`; set by
+    /// the node agent from its allocation, [`crate::resize`]).
+    #[serde(default)]
+    pub resize_restart: bool,
 }
 
 impl ContainerSpecView {
@@ -79,6 +84,7 @@ impl ContainerSpecView {
             sidecar: false,
             probes: Probes::default(),
             hash: 0,
+            resize_restart: false,
         }
     }
 }
@@ -405,13 +411,29 @@ pub struct Eviction {
     pub message: String,
 }
 
-/// In-place resize state (COND-RESIZE-*).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ResizeState {
+/// In-place resize state (COND-RESIZE-*): a resize not admitted yet, one admitted and being
+/// actuated, or both (an actuation failed and a newer resize waits).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeState {
     /// Requested but not admitted: `Deferred` (may fit later) or `Infeasible`.
-    Pending { reason: String, message: String },
-    /// Admitted and being actuated; `error` when actuation failed.
-    InProgress { error: Option<String> },
+    #[serde(default)]
+    pub pending: Option<ResizePending>,
+    /// Admitted and being actuated.
+    #[serde(default)]
+    pub in_progress: Option<ResizeInProgress>,
+}
+
+/// PodResizePending's reason and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizePending {
+    pub reason: String,
+    pub message: String,
+}
+
+/// PodResizeInProgress; `error` when actuation failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeInProgress {
+    pub error: Option<String>,
 }
 
 /// Everything a pass reads besides the spec and the runtime view.

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Pod, Volume};
 use crate::translate::PodDirs;
 
 /// kubelet's folder modes: `/var/lib/kubelet/pods`, `pods/<uid>`, `pods/<uid>/volumes`.
-const POD_DIR_MODE: u32 = 0o750;
+pub(crate) const POD_DIR_MODE: u32 = 0o750;
 /// The folder of all pods' logs: for root only (kubelet's `/var/log/pods` is under podlab's root).
 const LOGS_ROOT_MODE: u32 = 0o700;
 /// An emptyDir, as kubelet's plugin makes it (`perm = 0777`, chmod'ed past the umask).

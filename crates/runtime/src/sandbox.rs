@@ -383,6 +383,29 @@ impl Runtime {
         crate::trace::PodTrace::open(self.layout.root(), &metadata.namespace, &metadata.name)
     }
 
+    /// UpdatePodSandboxResources (CRI v1.33): new values for the pod's cgroup, written at once
+    /// (fields left at 0 keep the current ones), and recorded in the sandbox's config, as
+    /// kubelet reconfigures the pod cgroup of an in-place resize. Fails when the kernel refuses
+    /// a value (a memory limit below what the pod uses now: EBUSY) or the sandbox has no
+    /// cgroup.
+    pub fn update_pod_sandbox_resources(
+        &self,
+        id: &SandboxId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        let paths = self.layout.sandbox(id);
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        let mut record = self.sandbox_record(id, &paths)?;
+        let cgroup = record.cgroup.clone().ok_or_else(|| Error::InvalidConfig {
+            name: record.config.metadata.name.clone(),
+            message: "the pod has no cgroup (cgroups are off on this node)".into(),
+        })?;
+        resources.apply(&cgroup)?;
+        let linux = &mut record.config.linux;
+        linux.resources = linux.resources.merged(resources);
+        state::write_record(&paths.record(), &record)
+    }
+
     /// PodSandboxStatus, with the kernel's word on whether it is Ready: its shim and its pause
     /// process must still run.
     pub fn pod_sandbox_status(&self, id: &SandboxId) -> Result<SandboxStatus> {

@@ -282,6 +282,7 @@ impl SyncInput {
                 startup: c.probes.contains(&ProbeType::Startup),
             },
             hash: 0,
+            resize_restart: false,
         };
         let pod = PodSpecView {
             name: p.name,
@@ -386,24 +387,22 @@ impl SyncInput {
         let resize = match self.resize {
             None => None,
             Some(ResizeIn {
-                pending: Some(reason),
-                message,
+                pending: None,
+                in_progress: false,
                 ..
-            }) => Some(ResizeState::Pending {
-                reason,
-                message: message.unwrap_or_default(),
-            }),
-            Some(ResizeIn {
-                in_progress: true,
-                error,
-                ..
-            }) => Some(ResizeState::InProgress { error }),
-            Some(_) => {
+            }) => {
                 return Err(Error::bad(
                     format!("{path}.resize"),
                     "needs \"pending\": \"Deferred\"|\"Infeasible\" or \"inProgress\": true",
                 ))
             }
+            Some(r) => Some(ResizeState {
+                pending: r.pending.map(|reason| ResizePending {
+                    reason,
+                    message: r.message.unwrap_or_default(),
+                }),
+                in_progress: r.in_progress.then_some(ResizeInProgress { error: r.error }),
+            }),
         };
         let context = PassContext {
             probe_results,

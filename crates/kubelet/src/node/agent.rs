@@ -51,6 +51,8 @@ pub struct Node {
     /// container keeps its SIGTERM, the pod keeps running) and nothing more is torn down, so
     /// that the agent exits at once, as kubelet does; the next agent takes the work up again.
     pub stopping: Arc<AtomicBool>,
+    /// The pods whose in-place resize is Deferred (tried again when room may have come).
+    pub resizes: super::allocation::Resizes,
 }
 
 impl Node {
@@ -76,6 +78,7 @@ impl Node {
                 recorder: Recorder::new(store.clone()),
                 pleg: Pleg::default(),
                 stopping: Arc::new(AtomicBool::new(false)),
+                resizes: Default::default(),
                 host_ip: node_address(),
                 images: ImageManager::remote(Arc::clone(&remote)),
                 config,
@@ -98,6 +101,7 @@ impl Node {
             recorder: Recorder::new(store.clone()),
             pleg: Pleg::default(),
             stopping: Arc::new(AtomicBool::new(false)),
+            resizes: Default::default(),
             host_ip: node_address(),
             images,
             config,
@@ -292,6 +296,8 @@ impl Agent {
                 if let Some(handle) = self.workers.remove(&exit.uid) {
                     let _ = handle.thread.join();
                 }
+                // A pod left the node: a Deferred resize may fit now.
+                self.node.resizes.retry(None);
                 if !exit.sandboxes.is_empty() {
                     self.left_behind.insert(exit.uid, exit.sandboxes);
                 }

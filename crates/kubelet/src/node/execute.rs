@@ -57,6 +57,9 @@ pub struct PodCaches {
     pub pull_backoff: PullBackoff,
     /// The last pull error of an image, for the waiting message during its backoff.
     pub pull_errors: HashMap<String, String>,
+    /// The containers created since the worker last looked: made with the allocated
+    /// resources, which they now have actuated ([`super::allocation`]).
+    pub created: Vec<String>,
 }
 
 impl PodCaches {
@@ -327,6 +330,7 @@ impl Execution<'_> {
             }
         };
         out.changed = true;
+        self.caches.created.push(name.to_string());
         self.event(
             name,
             NORMAL,

@@ -8,6 +8,7 @@
 //! | [`config`] | the kubelet's flags: backoff, resync, node name |
 //! | [`agent`] | the sync loop: pod config source (store watch), pod workers, orphan cleanup |
 //! | [`worker`] | one pod worker: its caches and its passes; the termination path |
+//! | [`allocation`] | the allocation manager: each pod's allocated and actuated resources, for in-place resize |
 //! | [`pleg`] | the pod lifecycle event generator: a cheap relist of every pod each `resync` |
 //! | [`view`] | runtime records → [`crate::RuntimeView`], `v1.Pod` → [`crate::PodSpecView`], API status → previous status |
 //! | [`runtime_service`] | kubelet's `RuntimeService`: the runtime calls the agent makes, in process or over the CRI |
@@ -25,6 +26,7 @@
 //! namespace, for the instant it takes to create a probe's socket ([`podlab_ns::net::socket_in`]).
 
 pub mod agent;
+pub mod allocation;
 pub mod config;
 pub mod daemon;
 mod error;

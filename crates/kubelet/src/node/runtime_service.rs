@@ -80,6 +80,33 @@ pub trait RuntimeService: Send + Sync {
     fn writable_layer_bytes(&self, _sandbox: &SandboxId, _id: &ContainerId) -> Option<u64> {
         None
     }
+    /// UpdateContainerResources: a running container's cgroup values changed in place (an
+    /// in-place resize).
+    fn update_container_resources(
+        &self,
+        id: &ContainerId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()>;
+    /// UpdatePodSandboxResources: the pod's cgroup values of an in-place resize. kubelet
+    /// writes the pod cgroup itself and only notifies a CRI runtime, best effort; a remote
+    /// runtime here owns the pod cgroup it made and is not told (the CRI of this build has no
+    /// such call).
+    fn update_pod_sandbox_resources(
+        &self,
+        _id: &SandboxId,
+        _resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// The memory a container uses now (its cgroup's working set), for the check before a
+    /// memory limit is lowered; None when not known.
+    fn container_memory_usage(&self, _id: &ContainerId) -> Option<u64> {
+        None
+    }
+    /// The memory a pod uses now (its pod cgroup's working set); None when not known.
+    fn pod_memory_usage(&self, _sandbox: &SandboxId) -> Option<u64> {
+        None
+    }
     /// The in-process runtime, when this is it: its state files, the shims' notices.
     fn local(&self) -> Option<&Runtime> {
         None
@@ -154,6 +181,32 @@ impl RuntimeService for Runtime {
     fn writable_layer_bytes(&self, sandbox: &SandboxId, id: &ContainerId) -> Option<u64> {
         let upper = self.layout().sandbox(sandbox).container(id).upper();
         crate::eviction::disk_usage(&upper).ok()
+    }
+
+    fn update_container_resources(
+        &self,
+        id: &ContainerId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        Runtime::update_container_resources(self, id, resources)
+    }
+
+    fn update_pod_sandbox_resources(
+        &self,
+        id: &SandboxId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        Runtime::update_pod_sandbox_resources(self, id, resources)
+    }
+
+    fn container_memory_usage(&self, id: &ContainerId) -> Option<u64> {
+        let cgroup = self.container_cgroup(id).ok()??;
+        podlab_cgroups::memory::working_set_bytes(&cgroup).ok()?
+    }
+
+    fn pod_memory_usage(&self, sandbox: &SandboxId) -> Option<u64> {
+        let cgroup = self.pod_sandbox_cgroup(sandbox).ok()??;
+        podlab_cgroups::memory::working_set_bytes(&cgroup).ok()?
     }
 
     fn local(&self) -> Option<&Runtime> {

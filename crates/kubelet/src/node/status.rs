@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, ContainerUser, HostIP, LinuxContainerUser, Pod,
-    PodCondition, PodIP, PodStatus, VolumeMountStatus,
+    PodCondition, PodIP, PodStatus, ResourceRequirements, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -16,6 +16,7 @@ use crate::model::{ApiState, PassContext, Termination};
 use crate::status::ApiContainerStatus;
 use crate::sync::SyncResult;
 
+use super::allocation::PodAllocation;
 use super::view::{PodRuntime, CONTAINER_ID_SCHEME, KUBELET_CONDITIONS};
 
 /// Pods without resource requests or limits are BestEffort.
@@ -25,6 +26,8 @@ pub const QOS_BEST_EFFORT: &str = "BestEffort";
 pub struct StatusInputs<'a> {
     pub pod: &'a Pod,
     pub observed: &'a PodRuntime,
+    /// The node's allocated and actuated resources of the pod (in-place resize), when kept.
+    pub allocation: Option<&'a PodAllocation>,
     /// The node's address (`status.hostIP`); never contacted.
     pub host_ip: &'a str,
     pub now: Time,
@@ -43,7 +46,13 @@ pub fn pod_status(result: &SyncResult, inputs: &StatusInputs) -> PodStatus {
                         specs: &dyn Fn(&str) -> Option<Container>| {
         statuses
             .iter()
-            .map(|s| container_status(s, specs(&s.name).as_ref(), inputs.observed))
+            .map(|s| {
+                let mut status = container_status(s, specs(&s.name).as_ref(), inputs.observed);
+                if let Some(allocation) = inputs.allocation {
+                    set_resources(&mut status, s.state.is_running(), allocation);
+                }
+                status
+            })
             .collect::<Vec<_>>()
     };
     let init = convert_list(&result.statuses.init, &|n| find_spec(&init_specs, n));
@@ -243,6 +252,29 @@ fn container_status(
     }
 }
 
+/// A resizable container's resources in its status: `allocatedResources`, the requests the
+/// node admitted, and `resources`, what it runs with (actuated) while running, else what it
+/// will be started with (allocated), as kubelet reports them.
+fn set_resources(status: &mut ContainerStatus, running: bool, allocation: &PodAllocation) {
+    let Some(allocated) = allocation.allocated.get(&status.name) else {
+        return;
+    };
+    let current = match running {
+        true => allocation.actuated.get(&status.name).unwrap_or(allocated),
+        false => allocated,
+    };
+    status.allocated_resources = allocated.requests.clone().filter(|r| !r.is_empty());
+    let set =
+        |r: &Option<std::collections::BTreeMap<_, _>>| r.as_ref().is_some_and(|r| !r.is_empty());
+    if set(&current.requests) || set(&current.limits) {
+        status.resources = Some(ResourceRequirements {
+            requests: current.requests.clone(),
+            limits: current.limits.clone(),
+            ..ResourceRequirements::default()
+        });
+    }
+}
+
 /// Whole seconds to an API time.
 pub fn time(seconds: i64) -> Option<Time> {
     k8s_openapi::jiff::Timestamp::from_second(seconds)
@@ -323,6 +355,7 @@ pub fn status_from_runtime(runtime: &Runtime, pod: &Pod) -> podlab_runtime::Resu
         &StatusInputs {
             pod,
             observed: &observed,
+            allocation: None,
             host_ip: &host_ip,
             now: podlab_control::names::now(),
         },
@@ -350,6 +383,7 @@ mod tests {
         StatusInputs {
             pod,
             observed,
+            allocation: None,
             host_ip: "127.0.0.1",
             now: time(now).unwrap(),
         }

@@ -164,6 +164,7 @@ pub fn spec_view(pod: &Pod) -> PodSpecView {
             startup: c.startup_probe.is_some(),
         },
         hash: container_hash(&c.name, c.image.as_deref().unwrap_or("")),
+        resize_restart: false,
     };
     PodSpecView {
         name,

@@ -17,17 +17,19 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use podlab_control::Preconditions;
 use podlab_runtime::SandboxId;
 
-use crate::model::{PassContext, RestartPolicy};
+use crate::model::{PassContext, ResizeInProgress, ResizeState, RestartPolicy};
+use crate::resize;
 use crate::rules::Trace;
 use crate::sync::{sync_pass, sync_pass_narrated, SyncResult};
 use crate::translate::{self, PodDirs};
 use crate::PodSpecView;
 
 use super::agent::Node;
+use super::allocation::{self, PodAllocation};
 use super::execute::{kill_pod, Execution, PodCaches};
 use super::pleg::Relist;
 use super::probes::{ContainerTarget, ProbeManager, ProbeTargets};
@@ -80,6 +82,12 @@ pub struct PodWorker {
     /// `usage_due` falls due).
     eviction: Option<crate::model::Eviction>,
     usage_due: Option<Instant>,
+    /// The pod's allocated and actuated resources (read or made at its first pass).
+    allocation: Option<PodAllocation>,
+    /// The last in-place resize actuation's error, until one succeeds (PodResizeInProgress).
+    resize_error: Option<String>,
+    /// This worker's own channel, for the node's list of Deferred resizes.
+    wake: Sender<WorkerMsg>,
 }
 
 impl PodWorker {
@@ -95,6 +103,7 @@ impl PodWorker {
         let caches = PodCaches::new(&node.config);
         let relist = Arc::new(Mutex::new(Relist::default()));
         node.pleg.register(&relist, wake.clone());
+        let own = wake.clone();
         let wake = Mutex::new(wake);
         let probes = ProbeManager::new(move || {
             let _ = wake.lock().map(|w| w.send(WorkerMsg::Wake));
@@ -116,6 +125,9 @@ impl PodWorker {
             seen: false,
             eviction: None,
             usage_due: None,
+            allocation: None,
+            resize_error: None,
+            wake: own,
         }
     }
 
@@ -249,9 +261,14 @@ impl PodWorker {
         };
         self.sandboxes = observed.sandbox_ids();
         self.relist().record(stamp, &self.sandboxes, &observed);
-        let spec = view::spec_view(&self.pod);
+        let (pod, resize) = self.resize(&observed);
+        let mut spec = view::spec_view(&pod);
+        for container in &mut spec.containers {
+            container.resize_restart = resize.restart.contains(&container.name);
+        }
         let rt = observed.view();
-        let ctx = self.context(false);
+        let mut ctx = self.context(false);
+        ctx.resize = resize.state;
         let result = sync_pass(&spec, &rt, &ctx);
         let status_changed = self.write_status(&result, &observed);
         self.publish_targets(&spec, &result, &observed);
@@ -270,7 +287,6 @@ impl PodWorker {
         self.probes
             .ensure(&self.node, &self.pod, self.found_at_start);
         let failures_before = self.caches.start_failures.clone();
-        let pod = self.pod.clone();
         let mut trace = if self.narrating() {
             Trace::narrated()
         } else {
@@ -288,6 +304,7 @@ impl PodWorker {
             trace: &mut trace,
         }
         .carry_out(&result);
+        self.note_created();
         self.relist().follow(&self.sandboxes);
         self.wake_at = outcome.wake_at;
         let failures_changed = failures_before != self.caches.start_failures;
@@ -441,6 +458,248 @@ impl PodWorker {
         })
     }
 
+    /// kubelet's allocation manager and `doPodResizeAction` for this pod, before its pass: a
+    /// changed `resources` is admitted (it fits the node beside the other pods) or left
+    /// pending; what is admitted is actuated in place for each running container whose
+    /// `resizePolicy` allows it (the pod's cgroup first when it grows, after the containers
+    /// when it shrinks; a memory limit is never set below what the container uses now).
+    /// Returns the pod as the node runs it (its allocated resources) and the resize's state.
+    fn resize(&mut self, observed: &PodRuntime) -> (Pod, Resize) {
+        let root = self.node.config.root.clone();
+        let (_, _, uid) = translate::identity(&self.pod);
+        let path = PodAllocation::path(&root, &uid);
+        let mut allocation = match self.allocation.take() {
+            Some(allocation) => allocation,
+            None => PodAllocation::load(&path).unwrap_or_else(|| {
+                let admitted = PodAllocation::admitted(&self.pod);
+                if let Err(e) = admitted.save(&path) {
+                    eprintln!("podlab node: {}: {}: {e}", self.key(), path.display());
+                }
+                admitted
+            }),
+        };
+        let desired = resize::requested(&self.pod);
+        let mut pending = None;
+        if resize::differs(&desired, &allocation.allocated) {
+            let node = crate::env::PodRuntimeFacts::of_this_node(Vec::new(), String::new());
+            let capacity = resize::NodeCapacity {
+                milli_cpu: node.node_milli_cpu,
+                memory: node.node_memory,
+            };
+            let others = allocation::admitted_others(&root, &self.node.store, &uid);
+            match resize::admit(&self.pod, capacity, &others) {
+                Ok(()) => {
+                    self.say(|| "resize admitted: the new resources are allocated".into());
+                    allocation.allocated = desired;
+                    self.resize_error = None;
+                    if let Err(e) = allocation.save(&path) {
+                        eprintln!("podlab node: {}: {}: {e}", self.key(), path.display());
+                    }
+                    // A pod that shrank leaves room for another's Deferred resize.
+                    self.node.resizes.retry(Some(&uid));
+                }
+                Err(why) => {
+                    self.say(|| format!("resize pending ({}): {}", why.reason, why.message));
+                    pending = Some(why);
+                }
+            }
+        }
+        let deferred = pending
+            .as_ref()
+            .is_some_and(|p| p.reason == resize::DEFERRED);
+        self.node.resizes.set_deferred(&uid, deferred, &self.wake);
+
+        let pod = resize::allocated_pod(&self.pod, &allocation.allocated);
+        let spec = pod.spec.clone().unwrap_or_default();
+        let resizable = spec
+            .containers
+            .iter()
+            .map(|c| (c, false))
+            .chain(spec.init_containers.iter().flatten().map(|c| (c, true)))
+            .filter(|(c, init)| resize::is_resizable(c, *init))
+            .map(|(c, _)| c);
+        let mut restart = Vec::new();
+        let mut in_place = Vec::new();
+        for container in resizable {
+            let Some(running) = observed.containers.iter().find(|c| {
+                c.metadata.name == container.name
+                    && c.state == podlab_runtime::ContainerState::Running
+            }) else {
+                continue;
+            };
+            let allocated = allocation.allocated.get(&container.name);
+            let actuated = allocation.actuated.get(&container.name);
+            let (Some(allocated), Some(actuated)) = (allocated, actuated) else {
+                continue;
+            };
+            match resize::container_resize(container, allocated, actuated) {
+                resize::ContainerResize::None => {}
+                resize::ContainerResize::InPlace => {
+                    in_place.push((container.clone(), running.clone()));
+                }
+                resize::ContainerResize::Restart => restart.push(container.name.clone()),
+            }
+        }
+        if !in_place.is_empty() {
+            let actuated_pod = resize::allocated_pod(&self.pod, &allocation.actuated);
+            let outcome = self.actuate(&pod, &actuated_pod, &in_place, &mut allocation);
+            if let Err(e) = allocation.save(&path) {
+                eprintln!("podlab node: {}: {}: {e}", self.key(), path.display());
+            }
+            self.resize_error = outcome.err();
+        }
+        let unactuated = in_place.iter().any(|(c, _)| {
+            let allocated = allocation.allocated.get(&c.name);
+            let actuated = allocation.actuated.get(&c.name);
+            matches!((allocated, actuated), (Some(a), Some(b)) if !resize::same_cpu_memory(a, b))
+        });
+        let in_progress = !restart.is_empty() || unactuated;
+        if !in_progress {
+            self.resize_error = None;
+        }
+        self.allocation = Some(allocation);
+        let state = ResizeState {
+            pending,
+            in_progress: in_progress.then(|| ResizeInProgress {
+                error: self.resize_error.clone(),
+            }),
+        };
+        let resize = Resize {
+            state: (state != ResizeState::default()).then_some(state),
+            restart,
+        };
+        (pod, resize)
+    }
+
+    /// `doPodResizeAction`: the pod's cgroup and its running containers' set to the allocated
+    /// resources in kubelet's order (the pod first unless its memory limit shrinks, the
+    /// containers whose memory limit shrinks, the pod if it shrinks, then the others), each
+    /// container's accepted update recorded as actuated. Returns the first error; a failure
+    /// among the shrinking containers stops the rest, as kubelet's does.
+    fn actuate(
+        &mut self,
+        pod: &Pod,
+        actuated_pod: &Pod,
+        containers: &[(Container, podlab_runtime::ContainerStatus)],
+        allocation: &mut PodAllocation,
+    ) -> Result<(), String> {
+        let result = self.actuate_in_order(pod, actuated_pod, containers, allocation);
+        if let Err(e) = &result {
+            self.say(|| format!("resize not actuated: {e}"));
+            self.node
+                .recorder
+                .pod_event(&self.pod, super::events::WARNING, "ResizeError", e);
+        }
+        result
+    }
+
+    fn actuate_in_order(
+        &self,
+        pod: &Pod,
+        actuated_pod: &Pod,
+        containers: &[(Container, podlab_runtime::ContainerStatus)],
+        allocation: &mut PodAllocation,
+    ) -> Result<(), String> {
+        let runtime = &self.node.runtime;
+        let unlimited = |bytes: i64| if bytes <= 0 { i64::MAX } else { bytes };
+        let before = crate::qos::pod_resources(actuated_pod);
+        let after = crate::qos::pod_resources(pod);
+        let sandbox = containers[0].1.sandbox_id.clone();
+        let pod_shrinks =
+            unlimited(after.memory_limit_in_bytes) < unlimited(before.memory_limit_in_bytes);
+        let update_pod = || -> Result<(), String> {
+            let limit = after.memory_limit_in_bytes;
+            if let Some(usage) = runtime.pod_memory_usage(&sandbox).filter(|_| pod_shrinks) {
+                if usage as i64 > limit {
+                    return Err(format!(
+                        "attempting to set pod memory limit ({limit}) below current usage ({usage})"
+                    ));
+                }
+            }
+            runtime
+                .update_pod_sandbox_resources(&sandbox, &cpu_and_memory(&after))
+                .map_err(|e| format!("updating the pod's cgroup: {e}"))
+        };
+        if !pod_shrinks {
+            update_pod()?;
+        }
+        let memory_limit = |name: &str, of: &crate::resize::Allocation| {
+            of.get(name)
+                .and_then(resize::memory_limit)
+                .unwrap_or(i64::MAX)
+        };
+        let (shrinking, growing): (Vec<_>, Vec<_>) = containers.iter().partition(|(c, _)| {
+            memory_limit(&c.name, &allocation.allocated)
+                < memory_limit(&c.name, &allocation.actuated)
+        });
+        let mut first_error = None;
+        for (shrink, list) in [(true, shrinking), (false, growing)] {
+            if !shrink {
+                if let Some(e) = first_error {
+                    return Err(e);
+                }
+                if pod_shrinks {
+                    update_pod()?;
+                }
+            }
+            for (container, status) in list {
+                let limit = memory_limit(&container.name, &allocation.allocated);
+                let usage = runtime
+                    .container_memory_usage(&status.id)
+                    .filter(|_| shrink);
+                if let Some(usage) = usage.filter(|u| *u as i64 > limit) {
+                    first_error.get_or_insert(format!(
+                        "attempting to set container {:?} memory limit ({limit}) below current usage ({usage})",
+                        container.name
+                    ));
+                    continue;
+                }
+                let values = crate::qos::container_resources(pod, Some(container)).cgroup;
+                match runtime.update_container_resources(&status.id, &cpu_and_memory(&values)) {
+                    Ok(()) => {
+                        if let Some(allocated) = allocation.allocated.get(&container.name) {
+                            allocation
+                                .actuated
+                                .insert(container.name.clone(), allocated.clone());
+                        }
+                        self.say(|| format!("{} resized in place", container.name));
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(format!(
+                            "UpdateContainerResources of {:?}: {e}",
+                            container.name
+                        ));
+                    }
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The containers created in the pass run with the allocated resources: actuated.
+    fn note_created(&mut self) {
+        let created = std::mem::take(&mut self.caches.created);
+        let Some(allocation) = self.allocation.as_mut() else {
+            return;
+        };
+        let mut changed = false;
+        for name in created {
+            if let Some(allocated) = allocation.allocated.get(&name) {
+                if allocation.actuated.get(&name) != Some(allocated) {
+                    allocation.actuated.insert(name, allocated.clone());
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            let (_, _, uid) = translate::identity(&self.pod);
+            let path = PodAllocation::path(&self.node.config.root, &uid);
+            if let Err(e) = allocation.save(&path) {
+                eprintln!("podlab node: {}: {}: {e}", self.key(), path.display());
+            }
+        }
+    }
+
     /// The caches that feed a pass.
     fn context(&self, pod_is_terminal: bool) -> PassContext {
         let status = self.last_status.as_ref().or(self.pod.status.as_ref());
@@ -462,6 +721,7 @@ impl PodWorker {
             &StatusInputs {
                 pod: &self.pod,
                 observed,
+                allocation: self.allocation.as_ref(),
                 host_ip: &self.node.host_ip,
                 now: podlab_control::names::now(),
             },
@@ -726,7 +986,26 @@ enum Pass {
     Done,
 }
 
+/// What [`PodWorker::resize`] found for a pass.
+struct Resize {
+    /// The resize conditions' state, when there is a resize.
+    state: Option<ResizeState>,
+    /// The running containers whose resize requires a restart.
+    restart: Vec<String>,
+}
+
 /// The pod's volumes (unmounted) and its volume and log folders (never anything outside `root`).
 pub fn remove_pod_dirs(root: &std::path::Path, dirs: &PodDirs) {
     crate::volume::tear_down(root, dirs);
+}
+
+/// The cpu and memory values of `resources`, the ones an in-place resize changes.
+fn cpu_and_memory(resources: &podlab_cgroups::Resources) -> podlab_cgroups::Resources {
+    podlab_cgroups::Resources {
+        cpu_shares: resources.cpu_shares,
+        cpu_quota: resources.cpu_quota,
+        cpu_period: resources.cpu_period,
+        memory_limit_in_bytes: resources.memory_limit_in_bytes,
+        ..podlab_cgroups::Resources::default()
+    }
 }

@@ -31,7 +31,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use podlab_cri::proto;
 use podlab_cri::proto::image_service_client::ImageServiceClient;
 use podlab_cri::proto::runtime_service_client::RuntimeServiceClient;
-use podlab_runtime::config::{ContainerConfig, PodSandboxConfig};
+use podlab_runtime::config::{ContainerConfig, ContainerResources, PodSandboxConfig};
 use podlab_runtime::{
     ContainerFilter, ContainerId, ContainerState, ContainerStatus, Error, ExecResult, Result,
     SandboxId, SandboxStatus,
@@ -423,6 +423,31 @@ impl RuntimeService for RemoteRuntime {
             },
         );
         result.map(|_| !given_up.get())
+    }
+
+    fn update_container_resources(
+        &self,
+        id: &ContainerId,
+        resources: &podlab_cgroups::Resources,
+    ) -> Result<()> {
+        let container_id = id.to_string();
+        let linux = podlab_cri::convert::resources_out(&ContainerResources {
+            cgroup: resources.clone(),
+            ..ContainerResources::default()
+        });
+        self.call(
+            "UpdateContainerResources",
+            id.as_str(),
+            |mut rt, _| async move {
+                rt.update_container_resources(proto::UpdateContainerResourcesRequest {
+                    container_id,
+                    linux: Some(linux),
+                    ..Default::default()
+                })
+                .await
+            },
+        )
+        .map(drop)
     }
 
     fn remove_container(&self, id: &ContainerId) -> Result<()> {
