@@ -13,7 +13,7 @@ use crate::pods::{container, running, Root, LIMIT};
 use crate::skip_unless;
 
 /// The folder of `pid`'s cgroup for `controller`, from /proc/PID/cgroup (a v1 machine).
-fn cgroup_dir(root: &Root, pid: i32, controller: Controller) -> PathBuf {
+pub fn cgroup_dir(root: &Root, pid: i32, controller: Controller) -> PathBuf {
     let runtime = root.runtime();
     let node = runtime.cgroups().expect("cgroups are on");
     let mount = node.hierarchy.mounts[&controller].clone();
@@ -32,7 +32,7 @@ fn cgroup_dir(root: &Root, pid: i32, controller: Controller) -> PathBuf {
     mount.join(path)
 }
 
-fn read(dir: &Path, file: &str) -> String {
+pub fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file))
         .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
         .trim()
@@ -63,7 +63,7 @@ fn can_lower_oom_score() -> bool {
 }
 
 /// Cgroups are on: root on a v1 machine (the v2 path is unit-tested against a fake root).
-fn v1_cgroups(root: &Root) -> bool {
+pub fn v1_cgroups(root: &Root) -> bool {
     root.runtime()
         .cgroups()
         .is_some_and(|n| n.hierarchy.version == Version::V1)

@@ -40,6 +40,7 @@ mod pod_updates;
 mod pods;
 mod port_forward;
 mod printers;
+mod resize;
 mod security;
 mod terminals;
 mod trace;
