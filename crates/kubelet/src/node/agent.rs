@@ -297,6 +297,7 @@ impl Agent {
                     let _ = handle.thread.join();
                 }
                 // A pod left the node: a Deferred resize may fit now.
+                self.node.resizes.forget(&exit.uid);
                 self.node.resizes.retry(None);
                 if !exit.sandboxes.is_empty() {
                     self.left_behind.insert(exit.uid, exit.sandboxes);

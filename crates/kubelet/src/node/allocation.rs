@@ -115,6 +115,12 @@ impl Resizes {
         }
     }
 
+    /// `uid`'s worker ended: its resize is no longer tried.
+    pub fn forget(&self, uid: &str) {
+        let mut list = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        list.remove(uid);
+    }
+
     /// Something may have made room: every Deferred resize but `except`'s is tried again.
     pub fn retry(&self, except: Option<&str>) {
         let list = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
