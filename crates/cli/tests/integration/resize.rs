@@ -212,7 +212,18 @@ spec:
         resized(p) && status_limit(&container(p, "app"), "cpu").as_deref() == Some("1")
     });
     assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "100000");
+    assert_eq!(read(cpu.parent().unwrap(), "cpu.cfs_quota_us"), "100000");
     assert_eq!(container(&pod, "app").restart_count, 0);
+    assert_eq!(root.record(&container(&pod, "app")).pid, Some(pid));
+
+    // Down again: the container's quota first, then the pod's (the kernel refuses a child's
+    // cfs quota above its parent's).
+    resize("200m");
+    let pod = root.wait_pod("small", "resized down", LIMIT, |p| {
+        resized(p) && status_limit(&container(p, "app"), "cpu").as_deref() == Some("200m")
+    });
+    assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "20000");
+    assert_eq!(read(cpu.parent().unwrap(), "cpu.cfs_quota_us"), "20000");
     assert_eq!(root.record(&container(&pod, "app")).pid, Some(pid));
 
     root.ok(&["delete", "pod", "small"]);

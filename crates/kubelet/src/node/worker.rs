@@ -572,10 +572,12 @@ impl PodWorker {
     }
 
     /// `doPodResizeAction`: the pod's cgroup and its running containers' set to the allocated
-    /// resources in kubelet's order (the pod first unless its memory limit shrinks, the
-    /// containers whose memory limit shrinks, the pod if it shrinks, then the others), each
-    /// container's accepted update recorded as actuated. Returns the first error; a failure
-    /// among the shrinking containers stops the rest, as kubelet's does.
+    /// resources in kubelet's order, memory then cpu, for each: the pod first if its limit
+    /// grows, the containers whose limit shrinks, the pod if it shrinks, then the other
+    /// containers (the kernel refuses a child's cfs quota above its parent's, and a memory
+    /// limit below the usage). A container's update accepted for both is recorded as actuated.
+    /// Returns the first error; a failure among the shrinking containers stops the rest of its
+    /// resource and the next, as kubelet's does.
     fn actuate(
         &mut self,
         pod: &Pod,
@@ -601,79 +603,94 @@ impl PodWorker {
         allocation: &mut PodAllocation,
     ) -> Result<(), String> {
         let runtime = &self.node.runtime;
-        let unlimited = |bytes: i64| if bytes <= 0 { i64::MAX } else { bytes };
-        let before = crate::qos::pod_resources(actuated_pod);
-        let after = crate::qos::pod_resources(pod);
         let sandbox = containers[0].1.sandbox_id.clone();
-        let pod_shrinks =
-            unlimited(after.memory_limit_in_bytes) < unlimited(before.memory_limit_in_bytes);
-        let update_pod = || -> Result<(), String> {
-            let limit = after.memory_limit_in_bytes;
-            if let Some(usage) = runtime.pod_memory_usage(&sandbox).filter(|_| pod_shrinks) {
-                if usage as i64 > limit {
-                    return Err(format!(
-                        "attempting to set pod memory limit ({limit}) below current usage ({usage})"
-                    ));
-                }
-            }
-            runtime
-                .update_pod_sandbox_resources(&sandbox, &cpu_and_memory(&after))
-                .map_err(|e| format!("updating the pod's cgroup: {e}"))
-        };
-        if !pod_shrinks {
-            update_pod()?;
-        }
-        let memory_limit = |name: &str, of: &crate::resize::Allocation| {
-            of.get(name)
-                .and_then(resize::memory_limit)
-                .unwrap_or(i64::MAX)
-        };
-        let (shrinking, growing): (Vec<_>, Vec<_>) = containers.iter().partition(|(c, _)| {
-            memory_limit(&c.name, &allocation.allocated)
-                < memory_limit(&c.name, &allocation.actuated)
-        });
-        let mut first_error = None;
-        for (shrink, list) in [(true, shrinking), (false, growing)] {
-            if !shrink {
-                if let Some(e) = first_error {
-                    return Err(e);
-                }
-                if pod_shrinks {
-                    update_pod()?;
-                }
-            }
-            for (container, status) in list {
-                let limit = memory_limit(&container.name, &allocation.allocated);
-                let usage = runtime
-                    .container_memory_usage(&status.id)
-                    .filter(|_| shrink);
-                if let Some(usage) = usage.filter(|u| *u as i64 > limit) {
-                    first_error.get_or_insert(format!(
-                        "attempting to set container {:?} memory limit ({limit}) below current usage ({usage})",
-                        container.name
-                    ));
-                    continue;
-                }
-                let values = crate::qos::container_resources(pod, Some(container)).cgroup;
-                match runtime.update_container_resources(&status.id, &cpu_and_memory(&values)) {
-                    Ok(()) => {
-                        if let Some(allocated) = allocation.allocated.get(&container.name) {
-                            allocation
-                                .actuated
-                                .insert(container.name.clone(), allocated.clone());
-                        }
-                        self.say(|| format!("{} resized in place", container.name));
-                    }
-                    Err(e) => {
-                        first_error.get_or_insert(format!(
-                            "UpdateContainerResources of {:?}: {e}",
-                            container.name
+        let pod_values = (
+            crate::qos::pod_resources(actuated_pod),
+            crate::qos::pod_resources(pod),
+        );
+        // (before, after, status) of each container's cgroup values.
+        let values: Vec<_> = containers
+            .iter()
+            .map(|(container, status)| {
+                let before = actuated_pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| {
+                        s.containers
+                            .iter()
+                            .chain(s.init_containers.iter().flatten())
+                    })
+                    .find(|c| c.name == container.name);
+                let after = crate::qos::container_resources(pod, Some(container)).cgroup;
+                let before = crate::qos::container_resources(actuated_pod, before).cgroup;
+                (container.name.as_str(), before, after, status)
+            })
+            .collect();
+        for resource in [Resource::Memory, Resource::Cpu] {
+            let (before, after) = (resource.limit(&pod_values.0), resource.limit(&pod_values.1));
+            let update_pod = || -> Result<(), String> {
+                let usage = runtime.pod_memory_usage(&sandbox);
+                if let Some(usage) =
+                    usage.filter(|_| resource == Resource::Memory && after < before)
+                {
+                    if usage as i64 > after {
+                        return Err(format!(
+                            "attempting to set pod memory limit ({after}) below current usage ({usage})"
                         ));
                     }
                 }
+                runtime
+                    .update_pod_sandbox_resources(&sandbox, &resource.values(&pod_values.1))
+                    .map_err(|e| format!("updating the pod's cgroup: {e}"))
+            };
+            if after >= before {
+                update_pod()?;
+            }
+            let mut first_error = None;
+            for shrink in [true, false] {
+                if !shrink {
+                    if let Some(e) = first_error {
+                        return Err(e);
+                    }
+                    if after < before {
+                        update_pod()?;
+                    }
+                }
+                for (name, old, new, status) in &values {
+                    if (resource.limit(new) < resource.limit(old)) != shrink {
+                        continue;
+                    }
+                    let limit = resource.limit(new);
+                    let usage = runtime.container_memory_usage(&status.id);
+                    let over = usage
+                        .filter(|u| resource == Resource::Memory && shrink && *u as i64 > limit);
+                    if let Some(usage) = over {
+                        first_error.get_or_insert(format!(
+                            "attempting to set container {name:?} memory limit ({limit}) below current usage ({usage})"
+                        ));
+                        continue;
+                    }
+                    if let Err(e) =
+                        runtime.update_container_resources(&status.id, &resource.values(new))
+                    {
+                        first_error
+                            .get_or_insert(format!("UpdateContainerResources of {name:?}: {e}"));
+                    }
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
             }
         }
-        first_error.map_or(Ok(()), Err)
+        for (name, ..) in &values {
+            if let Some(allocated) = allocation.allocated.get(*name) {
+                allocation
+                    .actuated
+                    .insert(name.to_string(), allocated.clone());
+                self.say(|| format!("{name} resized in place"));
+            }
+        }
+        Ok(())
     }
 
     /// The containers created in the pass run with the allocated resources: actuated.
@@ -999,13 +1016,40 @@ pub fn remove_pod_dirs(root: &std::path::Path, dirs: &PodDirs) {
     crate::volume::tear_down(root, dirs);
 }
 
-/// The cpu and memory values of `resources`, the ones an in-place resize changes.
-fn cpu_and_memory(resources: &podlab_cgroups::Resources) -> podlab_cgroups::Resources {
-    podlab_cgroups::Resources {
-        cpu_shares: resources.cpu_shares,
-        cpu_quota: resources.cpu_quota,
-        cpu_period: resources.cpu_period,
-        memory_limit_in_bytes: resources.memory_limit_in_bytes,
-        ..podlab_cgroups::Resources::default()
+/// A resource an in-place resize changes, actuated one after the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    Memory,
+    Cpu,
+}
+
+impl Resource {
+    /// The cgroup's limit of this resource (memory bytes, cfs quota); no limit is the largest.
+    fn limit(self, values: &podlab_cgroups::Resources) -> i64 {
+        let limit = match self {
+            Resource::Memory => values.memory_limit_in_bytes,
+            Resource::Cpu => values.cpu_quota,
+        };
+        if limit <= 0 {
+            i64::MAX
+        } else {
+            limit
+        }
+    }
+
+    /// This resource's values alone (the others 0: left as they are).
+    fn values(self, values: &podlab_cgroups::Resources) -> podlab_cgroups::Resources {
+        match self {
+            Resource::Memory => podlab_cgroups::Resources {
+                memory_limit_in_bytes: values.memory_limit_in_bytes,
+                ..podlab_cgroups::Resources::default()
+            },
+            Resource::Cpu => podlab_cgroups::Resources {
+                cpu_shares: values.cpu_shares,
+                cpu_quota: values.cpu_quota,
+                cpu_period: values.cpu_period,
+                ..podlab_cgroups::Resources::default()
+            },
+        }
     }
 }
