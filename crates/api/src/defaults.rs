@@ -41,6 +41,7 @@ pub fn default_pod(pod: &mut Pod) {
             c.image.as_deref(),
         );
     }
+    crate::resources::default_pod_requests(pod);
 }
 
 /// The files of configMap, secret and downwardAPI volumes default to 0644 (`defaultMode: 420`),

@@ -3,6 +3,9 @@
 //! as kubelet computes them (`resourcehelper.PodRequests`/`PodLimits`: the sum of the
 //! containers, or the largest init container when that is more).
 //!
+//! Pod-level `resources` (`spec.resources`, cpu and memory) are the pod's budget when set: they
+//! decide the QoS class and the pod's requests and limits ([`pod_request`], [`pod_limit`]).
+//!
 //! podlab implements the `cpu`, `memory`, `ephemeral-storage` and `hugepages-<size>` resources;
 //! other names are refused by [`crate::supported`]. `ephemeral-storage` takes no part in the QoS
 //! class or the cgroups: kubelet's eviction manager enforces its limits (`podlab-kubelet`'s
@@ -12,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::quantity::Amount;
@@ -80,6 +83,9 @@ pub fn pod_qos(pod: &Pod) -> &'static str {
     let Some(spec) = &pod.spec else {
         return "BestEffort";
     };
+    if let Some(level) = pod_level(pod) {
+        return pod_level_qos(level);
+    }
     let mut requests: BTreeMap<&str, Amount> = BTreeMap::new();
     let mut limits: BTreeMap<&str, Amount> = BTreeMap::new();
     let mut guaranteed = true;
@@ -118,6 +124,26 @@ pub fn pod_qos(pod: &Pod) -> &'static str {
         return "Guaranteed";
     }
     "Burstable"
+}
+
+/// The QoS class of pod-level resources, which decide it alone when set: BestEffort without
+/// cpu or memory, Guaranteed when both are limited and requested at their limits.
+fn pod_level_qos(resources: &ResourceRequirements) -> &'static str {
+    let set = |map: &Option<BTreeMap<String, Quantity>>| -> BTreeMap<&str, Amount> {
+        [CPU, MEMORY]
+            .into_iter()
+            .filter_map(|name| Some((name, amount(map.as_ref(), name).filter(|a| !a.is_zero())?)))
+            .collect()
+    };
+    let (requests, limits) = (set(&resources.requests), set(&resources.limits));
+    match (
+        requests.is_empty() && limits.is_empty(),
+        limits.len() == 2 && requests == limits,
+    ) {
+        (true, _) => "BestEffort",
+        (false, true) => "Guaranteed",
+        (false, false) => "Burstable",
+    }
 }
 
 /// The pod's effective requests or limits of one resource, as kubelet sums them
@@ -261,6 +287,203 @@ pub fn validate(resources: &ResourceRequirements, path: &str, errors: &mut Vec<F
     }
 }
 
+/// A pod's containers, then its init containers (not its ephemeral ones, which have no
+/// resources).
+pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+}
+
+/// The pod-level `resources` (`spec.resources`, KEP-2837, beta and on in Kubernetes 1.34), when
+/// they name cpu or memory (`IsPodLevelResourcesSet`): the pod's budget, which its containers
+/// share; it decides the QoS class and the pod cgroup's values.
+pub fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
+    let resources = pod.spec.as_ref()?.resources.as_ref()?;
+    let names_one = |map: &Option<BTreeMap<String, Quantity>>| {
+        map.as_ref()
+            .is_some_and(|m| m.contains_key(CPU) || m.contains_key(MEMORY))
+    };
+    (names_one(&resources.requests) || names_one(&resources.limits)).then_some(resources)
+}
+
+/// The pod's request of `name` (`PodRequests`): the pod-level request when set, else the
+/// containers' (summed, or the largest init container's when more).
+pub fn pod_request(pod: &Pod, name: &str) -> Amount {
+    let level = pod_level(pod).and_then(|r| amount(r.requests.as_ref(), name));
+    level.unwrap_or_else(|| {
+        pod_total(pod, |c| match name {
+            CPU => c.cpu_request,
+            _ => c.memory_request,
+        })
+    })
+}
+
+/// The pod's limit of `name` (`PodLimits`) when it has one: the pod-level limit when set, else
+/// the containers' sum when every container sets it (kubelet caps the pod cgroup only then).
+pub fn pod_limit(pod: &Pod, name: &str) -> Option<Amount> {
+    let pick = |c: &ContainerResources| match name {
+        CPU => c.cpu_limit,
+        _ => c.memory_limit,
+    };
+    if let Some(limit) = pod_level(pod).and_then(|r| amount(r.limits.as_ref(), name)) {
+        return Some(limit);
+    }
+    all_limited(pod, pick).then(|| pod_total(pod, pick))
+}
+
+/// The API server's defaulting of pod-level requests (`defaultPodRequests`): for cpu and
+/// memory with a pod-level limit and no pod-level request, the containers' aggregate request
+/// when any container requests it, else the limit.
+pub fn default_pod_requests(pod: &mut Pod) {
+    let Some(limits) = pod_level(pod).and_then(|r| r.limits.clone()) else {
+        return;
+    };
+    let mut defaults = BTreeMap::new();
+    for name in [CPU, MEMORY] {
+        let Some(limit) = limits.get(name) else {
+            continue;
+        };
+        let any_request = pod.spec.iter().flat_map(containers).any(|c| {
+            amount(c.resources.as_ref().and_then(|r| r.requests.as_ref()), name).is_some()
+        });
+        let value = match any_request {
+            true => Quantity(quantity_text(
+                name,
+                pod_total(pod, |c| match name {
+                    CPU => c.cpu_request,
+                    _ => c.memory_request,
+                }),
+            )),
+            false => limit.clone(),
+        };
+        defaults.insert(name.to_string(), value);
+    }
+    let resources = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.resources.as_mut())
+        .expect("pod_level found them");
+    let requests = resources.requests.get_or_insert_with(BTreeMap::new);
+    for (name, value) in defaults {
+        requests.entry(name).or_insert(value);
+    }
+}
+
+/// A sum of quantities as the API server writes it: milli-CPUs in their canonical form (`1500m`,
+/// `2`), bytes in binary units when whole KiB (`6Gi`).
+fn quantity_text(name: &str, amount: Amount) -> String {
+    let text = match name {
+        CPU => format!("{}m", amount.milli()),
+        _ if amount.value() % 1024 == 0 => format!("{}Ki", amount.value() / 1024),
+        _ => amount.value().to_string(),
+    };
+    crate::quantity::canonical(&text).unwrap_or(text)
+}
+
+/// The API server's checks of pod-level resources (`validatePodResources`,
+/// `validatePodResourceConsistency`): cpu and memory only (podlab does not implement pod-level
+/// huge pages), quantities and limits ≥ requests as for a container, pod requests at least the
+/// containers' aggregate, and no container limit above the pod's.
+pub fn validate_pod_level(pod: &Pod, errors: &mut Vec<FieldError>) {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .is_none()
+    {
+        return;
+    }
+    // The API server validates what its defaulting made: the containers' requests from their
+    // limits, then the pod's from its limits or the containers' sum.
+    let mut pod = pod.clone();
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = spec.containers.iter_mut();
+        for container in containers.chain(spec.init_containers.iter_mut().flatten()) {
+            if let Some(resources) = container.resources.as_mut() {
+                default_requests(resources);
+            }
+        }
+    }
+    default_pod_requests(&mut pod);
+    let pod = &pod;
+    let resources = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .expect("checked above");
+    let path = "spec.resources";
+    let mut clean = true;
+    for (kind, map) in [
+        ("limits", &resources.limits),
+        ("requests", &resources.requests),
+    ] {
+        for name in map.iter().flatten().map(|(n, _)| n) {
+            let field = format!("{path}.{kind}[{name}]");
+            if name.starts_with(HUGEPAGES_PREFIX) {
+                clean = false;
+                errors.push(FieldError::new(
+                    field,
+                    "Forbidden: podlab does not implement pod-level huge pages (set them on the containers)",
+                ));
+            } else if name != CPU && name != MEMORY {
+                clean = false;
+                errors.push(FieldError::new(
+                    field,
+                    format!("Unsupported value: {name:?}: supported values: \"cpu\", \"hugepages-\", \"memory\""),
+                ));
+            }
+        }
+    }
+    validate(resources, path, errors);
+    if !clean {
+        return;
+    }
+    for name in [CPU, MEMORY] {
+        let Some(requested) = amount(resources.requests.as_ref(), name) else {
+            continue;
+        };
+        let aggregate = pod_total(pod, |c| match name {
+            CPU => c.cpu_request,
+            _ => c.memory_request,
+        });
+        if requested < aggregate {
+            let aggregate = quantity_text(name, aggregate);
+            let text = &resources.requests.as_ref().expect("read from it")[name].0;
+            errors.push(FieldError::new(
+                format!("{path}.requests[{name}]"),
+                format!(
+                    "Invalid value: {text:?}: must be greater than or equal to aggregate container requests of {aggregate}"
+                ),
+            ));
+        }
+    }
+    let containers = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .enumerate();
+    for (i, container) in containers {
+        for name in [CPU, MEMORY] {
+            let pod_limit = amount(resources.limits.as_ref(), name);
+            let limits = container.resources.as_ref().and_then(|r| r.limits.as_ref());
+            if let (Some(pod_limit), Some(limit)) = (pod_limit, amount(limits, name)) {
+                if limit > pod_limit {
+                    // The API server builds this path from the pod-level one.
+                    errors.push(FieldError::new(
+                        format!("{path}.containers[{i}][{name}].limits"),
+                        format!(
+                            "Invalid value: {:?}: must be less than or equal to pod limits of {}",
+                            limits.expect("read from it")[name].0,
+                            resources.limits.as_ref().expect("read from it")[name].0
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +516,85 @@ mod tests {
         let zero =
             pod("  containers: [{name: a, image: busybox, resources: {requests: {cpu: '0'}}}]");
         assert_eq!(pod_qos(&zero), "BestEffort", "zero counts as unset");
+    }
+
+    #[test]
+    fn pod_level_resources_decide_the_qos_class_and_default_their_requests() {
+        let guaranteed = pod("  resources: {limits: {cpu: 500m, memory: 64Mi}}\n  containers: [{name: a, image: busybox}, {name: b, image: busybox}]");
+        assert_eq!(
+            pod_qos(&guaranteed),
+            "Guaranteed",
+            "requests defaulted to the limits"
+        );
+        let requests = guaranteed
+            .spec
+            .as_ref()
+            .unwrap()
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (requests["cpu"].0.as_str(), requests["memory"].0.as_str()),
+            ("500m", "64Mi")
+        );
+        assert_eq!(pod_limit(&guaranteed, CPU).map(Amount::milli), Some(500));
+        assert_eq!(pod_request(&guaranteed, MEMORY).value(), 64 << 20);
+        // A container requests cpu: the pod's cpu request defaults to the containers' sum.
+        let burstable = pod("  resources: {limits: {cpu: \"1\", memory: 64Mi}}\n  containers: [{name: a, image: busybox, resources: {requests: {cpu: 200m}}}, {name: b, image: busybox, resources: {requests: {cpu: 300m}}}]");
+        let requests = burstable
+            .spec
+            .as_ref()
+            .unwrap()
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .clone()
+            .unwrap();
+        assert_eq!(requests["cpu"].0, "500m");
+        assert_eq!(pod_qos(&burstable), "Burstable");
+        let memory_only = pod("  resources: {requests: {memory: 64Mi}}\n  containers: [{name: a, image: busybox, resources: {limits: {cpu: \"1\", memory: 32Mi}}}]");
+        assert_eq!(
+            pod_qos(&memory_only),
+            "Burstable",
+            "pod-level resources alone decide"
+        );
+        assert_eq!(
+            pod_limit(&memory_only, CPU).map(Amount::milli),
+            Some(1000),
+            "the containers' when the pod sets none"
+        );
+    }
+
+    #[test]
+    fn pod_level_resources_are_checked_against_the_containers() {
+        let refused = |spec: &str| -> Vec<String> {
+            let text = format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n{spec}");
+            match crate::decode_pod(&text, "test") {
+                Err(crate::ManifestError::Invalid { errors, .. }) => {
+                    errors.iter().map(ToString::to_string).collect()
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            refused("  resources: {requests: {cpu: \"1\"}}\n  containers: [{name: a, image: busybox, resources: {requests: {cpu: 700m}}}, {name: b, image: busybox, resources: {requests: {cpu: 800m}}}]"),
+            ["spec.resources.requests[cpu]: Invalid value: \"1\": must be greater than or equal to aggregate container requests of 1500m"]
+        );
+        assert_eq!(
+            refused("  resources: {limits: {memory: 64Mi}}\n  containers: [{name: a, image: busybox, resources: {limits: {memory: 128Mi}}}]"),
+            [
+                "spec.resources.requests[memory]: Invalid value: \"128Mi\": must be less than or equal to memory limit of 64Mi",
+                "spec.resources.containers[0][memory].limits: Invalid value: \"128Mi\": must be less than or equal to pod limits of 64Mi"
+            ]
+        );
+        assert_eq!(
+            refused("  resources: {requests: {ephemeral-storage: 1Gi}}\n  containers: [{name: a, image: busybox}]"),
+            ["spec.resources.requests[ephemeral-storage]: Unsupported value: \"ephemeral-storage\": supported values: \"cpu\", \"hugepages-\", \"memory\""]
+        );
     }
 
     fn errors(resources: &str) -> Vec<String> {

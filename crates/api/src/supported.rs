@@ -34,6 +34,10 @@ const POD_FIELDS: &[&str] = &[
     "spec.schedulerName",
     "spec.enableServiceLinks",
     "spec.readinessGates.*",
+    // Pod-level resources (KEP-2837): their names are checked by the validation.
+    "spec.resources",
+    "spec.resources.requests.*",
+    "spec.resources.limits.*",
     "spec.securityContext",
     "spec.securityContext.runAsUser",
     "spec.securityContext.runAsGroup",

@@ -106,6 +106,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             validate_resize_policy(container, &path, never, &mut errors);
         }
     }
+    crate::resources::validate_pod_level(pod, &mut errors);
     crate::security::validate_app_armor_annotations(pod, &mut errors);
     if let Some(context) = &spec.security_context {
         crate::security::validate_pod(

@@ -193,7 +193,7 @@ fn value_from(
         return field_value(pod, field, facts).map(Some);
     }
     if let Some(resource) = &from.resource_field_ref {
-        return resource_value(container, resource, facts).map(Some);
+        return resource_value(&with_pod_limits(pod, container), resource, facts).map(Some);
     }
     if let Some(key) = &from.config_map_key_ref {
         let optional = key.optional == Some(true);
@@ -277,6 +277,27 @@ fn format_map(map: &Option<BTreeMap<String, String>>) -> String {
         .map(|(k, v)| format!("{k}={}", podlab_print::go_quote(v)))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `container` with the pod-level limits (`spec.resources`) standing in for the cpu and memory
+/// limits it does not set, as kubelet merges them before reading a `resourceFieldRef`
+/// (`MergeContainerResourceLimits`): a limit unset here and at the pod is the node's.
+pub fn with_pod_limits(pod: &Pod, container: &Container) -> Container {
+    let mut container = container.clone();
+    let Some(pod_limits) = podlab_api::resources::pod_level(pod).and_then(|r| r.limits.as_ref())
+    else {
+        return container;
+    };
+    let resources = container.resources.get_or_insert_with(Default::default);
+    let limits = resources.limits.get_or_insert_with(Default::default);
+    for name in [podlab_api::resources::CPU, podlab_api::resources::MEMORY] {
+        if let Some(limit) = pod_limits.get(name) {
+            limits
+                .entry(name.to_string())
+                .or_insert_with(|| limit.clone());
+        }
+    }
+    container
 }
 
 /// kubelet's `ExtractContainerResourceValue`: cpu as ceil(milli / divisor milli), memory and

@@ -5,10 +5,10 @@
 //! | what | kubelet |
 //! |---|---|
 //! | pod cgroup | `kubepods/pod<uid>` (Guaranteed), `kubepods/burstable/pod<uid>`, `kubepods/besteffort/pod<uid>` |
-//! | pod values | `ResourceConfigForPod`: shares from the pod's requests; quota and memory limit only when every container declares the limit (always for Guaranteed); BestEffort: 2 shares; `pids.max` from `podPidsLimit` |
+//! | pod values | `ResourceConfigForPod`: shares from the pod's requests; quota and memory limit from the pod-level limits (`spec.resources`) when set, else only when every container declares the limit (always for Guaranteed); BestEffort: 2 shares; `pids.max` from `podPidsLimit` |
 //! | container values | `calculateLinuxResources`: shares from the cpu request (from the limit when only that is set), CFS quota from the cpu limit over a 100 ms period, the memory limit |
 //! | huge pages | for every page size the machine has (`/sys/kernel/mm/hugepages`): the pod's cgroup gets the pod's `hugepages-<size>` requests summed (`HugePageLimits`), the container's its limit (its request when no limit: `GetHugepageLimitsFromResources`), 0 for a size not asked for; skipped where the hugetlb controller is not mounted |
-//! | `oom_score_adj` | Guaranteed -997, BestEffort 1000, Burstable `1000 - 1000 × memory request / node memory`, kept within 3..999 (`GetContainerOOMScoreAdjust`) |
+//! | `oom_score_adj` | Guaranteed -997, BestEffort 1000, Burstable `1000 - 1000 × memory request / node memory`, kept within 3..999 (`GetContainerOOMScoreAdjust`); with a pod-level memory request, a container that requests none counts an equal share of what the others leave of it |
 //!
 //! The pod pids limit is kubelet's `podPidsLimit` node option, which defaults to unlimited;
 //! podlab's default is [`DEFAULT_POD_PIDS_LIMIT`] (a fork bomb in one pod must not take the
@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use podlab_api::quantity::Amount;
 use podlab_api::resources::{
-    all_limited, hugepages, pod_qos, pod_total, ContainerResources as Asked,
+    hugepages, pod_level, pod_limit, pod_qos, pod_request, ContainerResources as Asked, CPU, MEMORY,
 };
 use podlab_cgroups::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MIN_SHARES, QUOTA_PERIOD_US};
 use podlab_cgroups::hugetlb::{self, HugepageLimit};
@@ -60,34 +60,25 @@ pub fn pod_pids_limit() -> i64 {
 
 /// The pod cgroup's values (`ResourceConfigForPod`).
 pub fn pod_resources(pod: &Pod) -> Resources {
-    let cpu_requests = pod_total(pod, |c| c.cpu_request).milli();
-    let cpu_limits = pod_total(pod, |c| c.cpu_limit).milli();
-    let memory_limits = pod_total(pod, |c| c.memory_limit).value();
+    let cpu_requests = pod_request(pod, CPU).milli();
+    let cpu_limit = pod_limit(pod, CPU).map(Amount::milli);
+    let memory_limit = pod_limit(pod, MEMORY).map(Amount::value);
     let mut resources = Resources {
         pids_limit: pod_pids_limit(),
         hugepage_limits: pod_hugepage_limits(pod, &hugetlb::page_sizes()),
         ..Resources::default()
     };
-    let capped = |resources: &mut Resources| {
-        resources.cpu_quota = milli_cpu_to_quota(cpu_limits, QUOTA_PERIOD_US);
+    if qos_class(pod) == QosClass::BestEffort {
+        resources.cpu_shares = MIN_SHARES;
+        return resources;
+    }
+    resources.cpu_shares = milli_cpu_to_shares(cpu_requests);
+    if let Some(limit) = cpu_limit {
+        resources.cpu_quota = milli_cpu_to_quota(limit, QUOTA_PERIOD_US);
         resources.cpu_period = QUOTA_PERIOD_US;
-    };
-    match qos_class(pod) {
-        QosClass::Guaranteed => {
-            resources.cpu_shares = milli_cpu_to_shares(cpu_requests);
-            capped(&mut resources);
-            resources.memory_limit_in_bytes = memory_limits;
-        }
-        QosClass::Burstable => {
-            resources.cpu_shares = milli_cpu_to_shares(cpu_requests);
-            if all_limited(pod, |c| c.cpu_limit) {
-                capped(&mut resources);
-            }
-            if all_limited(pod, |c| c.memory_limit) {
-                resources.memory_limit_in_bytes = memory_limits;
-            }
-        }
-        QosClass::BestEffort => resources.cpu_shares = MIN_SHARES,
+    }
+    if let Some(limit) = memory_limit {
+        resources.memory_limit_in_bytes = limit;
     }
     resources
 }
@@ -186,7 +177,11 @@ pub fn container_resources(pod: &Pod, container: Option<&Container>) -> Containe
             }
         }
     };
-    let memory_request = asked.memory_request.map_or(0, Amount::value);
+    let memory_request = match (asked.memory_request, container) {
+        (Some(request), _) => request.value(),
+        (None, Some(_)) => unrequested_share(pod, MEMORY),
+        (None, None) => 0,
+    };
     ContainerResources {
         cgroup,
         oom_score_adj: Some(oom_score_adj(
@@ -195,6 +190,32 @@ pub fn container_resources(pod: &Pod, container: Option<&Container>) -> Containe
             memory_capacity(),
         )),
     }
+}
+
+/// With a pod-level request of `name`, a container that requests none counts the pod's
+/// request less the containers' own, shared equally among the containers that request none
+/// (kubelet's `GetContainerOOMScoreAdjust` with pod-level resources); 0 without one.
+fn unrequested_share(pod: &Pod, name: &str) -> i64 {
+    let Some(pod_request) =
+        pod_level(pod).and_then(|r| podlab_api::resources::amount(r.requests.as_ref(), name))
+    else {
+        return 0;
+    };
+    let containers: Vec<&Container> = pod
+        .spec
+        .iter()
+        .flat_map(podlab_api::resources::containers)
+        .collect();
+    let requested = |c: &Container| {
+        podlab_api::resources::amount(c.resources.as_ref().and_then(|r| r.requests.as_ref()), name)
+    };
+    let claimed: i64 = containers
+        .iter()
+        .filter_map(|c| requested(c))
+        .map(Amount::value)
+        .sum();
+    let without = containers.iter().filter(|c| requested(c).is_none()).count() as i64;
+    (pod_request.value() - claimed).max(0) / without.max(1)
 }
 
 /// kubelet's `GetContainerOOMScoreAdjust`.
@@ -311,6 +332,34 @@ mod tests {
             (a.cgroup.cpu_shares, a.cgroup.cpu_quota, a.cgroup.cpu_period),
             (102, 0, 100_000)
         );
+    }
+
+    #[test]
+    fn pod_level_resources_set_the_pod_cgroup_and_leave_the_containers_unlimited() {
+        let p = pod("  resources: {limits: {cpu: 500m, memory: 64Mi}}\n  containers: [{name: a, image: busybox}, {name: b, image: busybox}]");
+        assert_eq!(
+            pod_cgroup_parent(&p),
+            "kubepods/podu1",
+            "Guaranteed by its pod-level resources"
+        );
+        let r = pod_resources(&p);
+        assert_eq!(
+            (r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes),
+            (512, 50_000, 64 << 20)
+        );
+        let spec = p.spec.as_ref().unwrap();
+        let a = container_resources(&p, Some(&spec.containers[0]));
+        assert_eq!((a.cgroup.cpu_quota, a.cgroup.memory_limit_in_bytes), (0, 0));
+        assert_eq!(a.oom_score_adj, Some(GUARANTEED_OOM_SCORE_ADJ));
+
+        // Burstable: the pod's memory request less a's is b's, for its oom_score_adj.
+        let p = pod("  resources: {requests: {memory: 96Mi}, limits: {memory: 128Mi}}\n  containers: [{name: a, image: busybox, resources: {requests: {memory: 32Mi}}}, {name: b, image: busybox}]");
+        assert_eq!(pod_cgroup_parent(&p), "kubepods/burstable/podu1");
+        assert_eq!(pod_resources(&p).memory_limit_in_bytes, 128 << 20);
+        assert_eq!(unrequested_share(&p, MEMORY), 64 << 20);
+        let b = container_resources(&p, Some(&p.spec.as_ref().unwrap().containers[1]));
+        let expected = oom_score_adj(QosClass::Burstable, 64 << 20, memory_capacity());
+        assert_eq!(b.oom_score_adj, Some(expected));
     }
 
     #[test]

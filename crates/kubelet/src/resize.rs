@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
-use podlab_api::resources::{amount, pod_total, CPU, MEMORY};
+use podlab_api::resources::{amount, pod_request, CPU, MEMORY};
 
 use crate::model::ResizePending;
 
@@ -97,8 +97,8 @@ pub struct NodeCapacity {
 /// A pod's effective cpu (milli-CPUs) and memory (bytes) requests (`GetResourceRequest`).
 pub fn pod_requests(pod: &Pod) -> (i64, i64) {
     (
-        pod_total(pod, |c| c.cpu_request).milli(),
-        pod_total(pod, |c| c.memory_request).value(),
+        pod_request(pod, CPU).milli(),
+        pod_request(pod, MEMORY).value(),
     )
 }
 

@@ -342,7 +342,10 @@ fn downward_api_payload<'a>(
                 })
                 .find(|c| c.name == name);
             match container {
-                Some(container) => crate::env::resource_value(container, field, &facts),
+                Some(container) => {
+                    let container = crate::env::with_pod_limits(pod, container);
+                    crate::env::resource_value(&container, field, &facts)
+                }
                 None => Err(format!("container {name} not found")),
             }
         } else {

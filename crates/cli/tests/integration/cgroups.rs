@@ -657,3 +657,101 @@ fn top_chooses_pods_by_selector_and_sorts_them_as_kubectl_top() {
     }
     root.assert_nothing_left();
 }
+
+#[test]
+fn pod_level_resources_cap_the_pod_cgroup_and_its_containers_share_the_budget() {
+    let root = Root::new("cg-podlevel");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    let out = root.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: budget}
+spec:
+  terminationGracePeriodSeconds: 1
+  resources: {limits: {cpu: 500m, memory: 96Mi}}
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, "1000"]
+    env:
+    - name: MEMORY_LIMIT
+      valueFrom: {resourceFieldRef: {resource: limits.memory}}
+  - name: helper
+    image: busybox
+    command: [sleep, "1001"]
+    resources: {limits: {memory: 32Mi}}
+"#,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pod = root.wait_pod("budget", "running", LIMIT, running);
+    // The pod-level resources decide the class, and the requests were defaulted from them
+    // (helper's 32Mi request is the only container request: the pod's memory request is it).
+    let status = pod.status.as_ref().unwrap();
+    assert_eq!(status.qos_class.as_deref(), Some("Burstable"));
+    let requests = pod.spec.as_ref().unwrap().resources.as_ref().unwrap();
+    let requests = requests.requests.as_ref().unwrap();
+    assert_eq!(
+        (requests["cpu"].0.as_str(), requests["memory"].0.as_str()),
+        ("500m", "32Mi")
+    );
+
+    let app = root.record(&container(&pod, "app")).pid.unwrap();
+    let memory = cgroup_dir(&root, app, Controller::Memory);
+    let cpu = cgroup_dir(&root, app, Controller::Cpu);
+    let pod_memory = memory.parent().unwrap();
+    assert!(
+        pod_memory.ends_with(format!(
+            "kubepods/burstable/pod{}",
+            pod.metadata.uid.as_deref().unwrap()
+        )),
+        "{}",
+        pod_memory.display()
+    );
+    assert_eq!(read(pod_memory, "memory.limit_in_bytes"), "100663296");
+    assert_eq!(read(cpu.parent().unwrap(), "cpu.cfs_quota_us"), "50000");
+    assert_eq!(read(cpu.parent().unwrap(), "cpu.shares"), "512");
+    // app sets no limit of its own: the pod's budget bounds it, its own cgroup does not.
+    assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "-1");
+    assert!(
+        read(&memory, "memory.limit_in_bytes")
+            .parse::<u64>()
+            .unwrap()
+            > 1 << 40
+    );
+    let helper = root.record(&container(&pod, "helper")).pid.unwrap();
+    let helper_memory = cgroup_dir(&root, helper, Controller::Memory);
+    assert_eq!(read(&helper_memory, "memory.limit_in_bytes"), "33554432");
+    // The downward API reads the pod's limit for a container without its own.
+    let environ = std::fs::read(format!("/proc/{app}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.split('\0').any(|v| v == "MEMORY_LIMIT=100663296"),
+        "{environ}"
+    );
+
+    // A container may not ask for more than the pod has.
+    let out = root.apply(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: over}
+spec:
+  resources: {limits: {memory: 64Mi}}
+  containers: [{name: a, image: busybox, resources: {limits: {memory: 128Mi}}}]
+"#,
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("spec.resources.containers[0][memory].limits: Invalid value: \"128Mi\": must be less than or equal to pod limits of 64Mi"),
+        "{}",
+        out.stderr
+    );
+    assert!(root.pod("over").is_none(), "nothing stored");
+
+    root.ok(&["delete", "pod", "budget"]);
+    root.assert_nothing_left();
+}

@@ -615,11 +615,7 @@ impl PodWorker {
                 let before = actuated_pod
                     .spec
                     .iter()
-                    .flat_map(|s| {
-                        s.containers
-                            .iter()
-                            .chain(s.init_containers.iter().flatten())
-                    })
+                    .flat_map(podlab_api::resources::containers)
                     .find(|c| c.name == container.name);
                 let after = crate::qos::container_resources(pod, Some(container)).cgroup;
                 let before = crate::qos::container_resources(actuated_pod, before).cgroup;
