@@ -42,6 +42,7 @@ pub fn run(args: CriArgs) -> Result<()> {
     let store = podlab_image::Store::open(&config.image_root).context("opening the image store")?;
     let images = Arc::new(StoreImages::new(store));
     let root = config.root.clone();
+    let image_root = config.image_root.clone();
     let mut runtime =
         Runtime::with_images(config, images.clone()).context("opening the runtime")?;
     // The bridge stays for the next pod while the server runs, as on a kubelet node.
@@ -53,8 +54,15 @@ pub fn run(args: CriArgs) -> Result<()> {
         eprintln!("podlab cri: containers copy the node's mount namespace ({e})");
     }
     // Removals answer once the container or sandbox is out of sight; its cgroups and files go
-    // after, in a cleaner process forked now, while this one is single-threaded.
-    if let Err(e) = runtime.start_cleaner() {
+    // after, in a cleaner process forked now, while this one is single-threaded. So does an
+    // image's content after RemoveImage, as containerd's garbage collector takes it.
+    let collect_images = move || {
+        let collected = podlab_image::Store::open(&image_root).and_then(|store| store.gc());
+        if let Err(e) = collected {
+            eprintln!("podlab-cleaner: image garbage collection: {e}");
+        }
+    };
+    if let Err(e) = runtime.start_cleaner_with(Some(Box::new(collect_images))) {
         eprintln!("podlab cri: removals clean up before they answer ({e})");
     }
     let cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);

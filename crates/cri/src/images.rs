@@ -215,9 +215,11 @@ fn find_in(images: &[CriImage], reference: &str) -> Option<CriImage> {
 }
 
 /// RemoveImage: every name of the image goes (containerd removes all its references).
-pub fn remove(store: &Store, image: &CriImage) -> Result<(), Status> {
+/// RemoveImage's first half: each of the image's names removed (its content is left to the
+/// store's garbage collection).
+pub fn untag(store: &Store, image: &CriImage) -> Result<(), Status> {
     for name in &image.names {
-        match store.remove(name) {
+        match store.untag(name) {
             Ok(()) | Err(podlab_image::Error::NotFound { .. }) => {}
             Err(e) => return Err(from_image(e)),
         }

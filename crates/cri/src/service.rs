@@ -809,11 +809,17 @@ impl Cri {
         if reference.is_empty() {
             return Err(invalid("image.image", "an image reference is required"));
         }
-        match self.image_cache.find(self.store(), reference)? {
-            Some(image) => images::remove(self.store(), &image),
+        let Some(image) = self.image_cache.find(self.store(), reference)? else {
             // Idempotent, as the CRI asks.
-            None => Ok(()),
+            return Ok(());
+        };
+        images::untag(self.store(), &image)?;
+        // The content goes after the answer when the server has a cleaner (containerd's
+        // garbage collector runs after its RemoveImage too).
+        if !self.runtime.defer_task() {
+            self.store().gc().map_err(crate::status::from_image)?;
         }
+        Ok(())
     }
 
     fn image_fs_info(&self) -> proto::ImageFsInfoResponse {

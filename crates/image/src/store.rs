@@ -687,6 +687,16 @@ impl Store {
     /// Removes the name `name`; blobs and snapshots no other name needs are deleted. Refused while
     /// a snapshot that would be deleted is a lower folder of a mounted overlay (a container).
     pub fn remove(&self, name: &str) -> Result<()> {
+        self.untag(name)?;
+        let _lock = self.lock(true)?;
+        self.collect_garbage(&self.index()?).map(drop)
+    }
+
+    /// Removes the name `name` and leaves its blobs and snapshots to a later [`Store::gc`]
+    /// (containerd's RemoveImage deletes the image record and lets its garbage collector take
+    /// the content after). Refused as [`Store::remove`] is while a snapshot no other name needs
+    /// is a lower folder of a mounted overlay.
+    pub fn untag(&self, name: &str) -> Result<()> {
         let _lock = self.lock(true)?;
         let mut index = self.index()?;
         let (full, target) = self.lookup(&index, name)?;
@@ -708,8 +718,7 @@ impl Store {
                 }
             }
         }
-        index.save(&self.index_path)?;
-        self.collect_garbage(&index).map(drop)
+        index.save(&self.index_path)
     }
 
     /// Deletes every blob and snapshot that no name needs (except snapshots still mounted).

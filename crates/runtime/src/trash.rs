@@ -13,6 +13,10 @@
 //!   the server ends (or dies: the pipe's end closes with it) the cleaner empties the trash
 //!   once more and exits; the server waits for that on its way out.
 //!
+//! The caller may give the cleaner one more task of its own ([`Runtime::start_cleaner_with`]:
+//! the CRI server's image garbage collection, after a RemoveImage has answered), run when the
+//! caller asks for it ([`Runtime::defer_task`]) and once more at the end.
+//!
 //! Nothing is left behind after a `kill -9`: a trash entry is a folder like any sandbox's, and
 //! `podlab gc` (and the next cleaner's start) empties the trash; a cgroup whose container or
 //! sandbox is gone is removed by gc's cgroup sweep as well.
@@ -25,6 +29,10 @@ use crate::runtime::{remove_tree, Runtime};
 use crate::state::{self, ContainerRecord, SandboxLock, SandboxPaths, SandboxRecord};
 use crate::{Error, Result};
 
+/// The bytes that wake the cleaner: the trash has an entry, the caller's task is asked for.
+const WAKE_TRASH: u8 = 1;
+const WAKE_TASK: u8 = 2;
+
 /// A removed container's entry is `c-<id>`, a sandbox's `s-<id>`.
 const CONTAINER: &str = "c-";
 const SANDBOX: &str = "s-";
@@ -35,6 +43,8 @@ pub(crate) struct Cleaner {
     /// The pipe's write end: a byte wakes the cleaner, its close ends it.
     wake: Option<OwnedFd>,
     pid: nix::unistd::Pid,
+    /// It was started with a task of the caller's.
+    has_task: bool,
 }
 
 impl Drop for Cleaner {
@@ -66,11 +76,27 @@ impl Runtime {
             Some(cleaner) => {
                 if let Some(wake) = &cleaner.wake {
                     // Non-blocking: a full pipe means a wake-up is pending already.
-                    let _ = nix::unistd::write(wake, &[1]);
+                    let _ = nix::unistd::write(wake, &[WAKE_TRASH]);
                 }
                 Ok(())
             }
             None => self.empty_entry(&entry),
+        }
+    }
+
+    /// Asks the cleaner to run the task it was started with, after the caller's answer; false
+    /// when there is no cleaner or no task (the caller does the work itself).
+    pub fn defer_task(&self) -> bool {
+        match &self.cleaner {
+            Some(Cleaner {
+                wake: Some(wake),
+                has_task: true,
+                ..
+            }) => {
+                let _ = nix::unistd::write(wake, &[WAKE_TASK]);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -128,6 +154,13 @@ impl Runtime {
     /// module doc), which first empties what an earlier one left. Call it while the process is
     /// single-threaded (before any runtime thread or async runtime exists).
     pub fn start_cleaner(&mut self) -> Result<()> {
+        self.start_cleaner_with(None)
+    }
+
+    /// [`Runtime::start_cleaner`], with a task of the caller's that the cleaner runs when
+    /// [`Runtime::defer_task`] asks, and once more when it ends.
+    pub fn start_cleaner_with(&mut self, task: Option<Box<dyn Fn()>>) -> Result<()> {
+        let has_task = task.is_some();
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::sys("pipe2", "the cleaner's pipe", e))?;
         // SAFETY: the caller is single-threaded; the child empties the trash and _exits.
@@ -145,7 +178,7 @@ impl Runtime {
                 }
                 let _ = nix::sys::prctl::set_name(c"podlab-cleaner");
                 self.cleaner = None;
-                let code = self.clean_until_closed(&read);
+                let code = self.clean_until_closed(&read, task.as_deref());
                 // SAFETY: nothing of the parent's may be dropped or flushed in this copy.
                 unsafe { libc::_exit(code) }
             }
@@ -159,6 +192,7 @@ impl Runtime {
                 self.cleaner = Some(Cleaner {
                     wake: Some(write),
                     pid: child,
+                    has_task,
                 });
                 Ok(())
             }
@@ -166,8 +200,9 @@ impl Runtime {
         }
     }
 
-    /// The cleaner's life: the trash emptied at its start, on every byte, and at the pipe's end.
-    fn clean_until_closed(&self, wake: &OwnedFd) -> i32 {
+    /// The cleaner's life: the trash emptied at its start, when a byte says so, and at the
+    /// pipe's end; the caller's task when a byte says so, and at the end.
+    fn clean_until_closed(&self, wake: &OwnedFd, task: Option<&dyn Fn()>) -> i32 {
         let report = |result: Result<()>| {
             if let Err(e) = result {
                 eprintln!("podlab-cleaner: {e}");
@@ -179,9 +214,20 @@ impl Runtime {
             match nix::unistd::read(wake, &mut buffer) {
                 Ok(0) => {
                     report(self.empty_trash());
+                    if let Some(task) = task {
+                        task();
+                    }
                     return 0;
                 }
-                Ok(_) => report(self.empty_trash()),
+                Ok(n) => {
+                    let asked = &buffer[..n];
+                    if asked.contains(&WAKE_TRASH) {
+                        report(self.empty_trash());
+                    }
+                    if let Some(task) = task.filter(|_| asked.contains(&WAKE_TASK)) {
+                        task();
+                    }
+                }
                 Err(nix::Error::EINTR) => continue,
                 Err(_) => return 1,
             }

@@ -1610,3 +1610,43 @@ fn a_recursive_read_only_volume_is_read_only_down_to_its_submounts() {
     server.ok(&["rmp", &sandbox]);
     drop(mounts);
 }
+
+/// Files below `dir` (none when it is gone), but the store's `empty` snapshot, which stays.
+fn files_below(dir: &Path) -> usize {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .filter(|e| e.file_name() != "empty")
+            .map(|e| 1 + files_below(&e.path()))
+            .sum(),
+        Err(_) => 0,
+    }
+}
+
+#[test]
+fn crictl_rmi_answers_and_the_cleaner_takes_the_images_content_after() {
+    let Some(server) =
+        Server::start("cri::crictl_rmi_answers_and_the_cleaner_takes_the_images_content_after")
+    else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let images = server.root().join("images");
+    let (blobs, snapshots) = (images.join("blobs/sha256"), images.join("snapshots"));
+    assert!(files_below(&blobs) > 0 && files_below(&snapshots) > 0);
+    server.ok(&["rmi", "busybox"]);
+    assert_eq!(
+        server.ok(&["images", "-q"]).trim(),
+        "",
+        "the image is gone at once"
+    );
+    // Its layers and blobs go after the answer, in the server's cleaner (as containerd's GC).
+    assert!(
+        wait_until(Duration::from_secs(20), || files_below(&blobs) == 0
+            && files_below(&snapshots) == 0),
+        "left: {} blobs, {} snapshot files; the server's log: {}",
+        files_below(&blobs),
+        files_below(&snapshots),
+        server.log()
+    );
+}
