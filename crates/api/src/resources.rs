@@ -334,7 +334,7 @@ pub fn pod_limit(pod: &Pod, name: &str) -> Option<Amount> {
 
 /// The API server's defaulting of pod-level requests (`defaultPodRequests`): for cpu and
 /// memory with a pod-level limit and no pod-level request, the containers' aggregate request
-/// when any container requests it, else the limit.
+/// when any container requests it, else the limit; huge pages at their limit.
 pub fn default_pod_requests(pod: &mut Pod) {
     let Some(limits) = pod_level(pod).and_then(|r| r.limits.clone()) else {
         return;
@@ -359,6 +359,12 @@ pub fn default_pod_requests(pod: &mut Pod) {
         };
         defaults.insert(name.to_string(), value);
     }
+    // Huge pages cannot be overcommitted: requested at their limit.
+    for (name, limit) in &limits {
+        if name.starts_with(HUGEPAGES_PREFIX) {
+            defaults.insert(name.clone(), limit.clone());
+        }
+    }
     let resources = pod
         .spec
         .as_mut()
@@ -382,9 +388,10 @@ fn quantity_text(name: &str, amount: Amount) -> String {
 }
 
 /// The API server's checks of pod-level resources (`validatePodResources`,
-/// `validatePodResourceConsistency`): cpu and memory only (podlab does not implement pod-level
-/// huge pages), quantities and limits ≥ requests as for a container, pod requests at least the
-/// containers' aggregate, and no container limit above the pod's.
+/// `validatePodResourceConsistency`): cpu, memory and huge pages only, quantities and limits ≥
+/// requests as for a container (huge pages: equal), pod requests at least the containers'
+/// aggregate, a huge page limit at least the containers' aggregate limit, and no container limit
+/// above the pod's.
 pub fn validate_pod_level(pod: &Pod, errors: &mut Vec<FieldError>) {
     if pod
         .spec
@@ -420,13 +427,7 @@ pub fn validate_pod_level(pod: &Pod, errors: &mut Vec<FieldError>) {
     ] {
         for name in map.iter().flatten().map(|(n, _)| n) {
             let field = format!("{path}.{kind}[{name}]");
-            if name.starts_with(HUGEPAGES_PREFIX) {
-                clean = false;
-                errors.push(FieldError::new(
-                    field,
-                    "Forbidden: podlab does not implement pod-level huge pages (set them on the containers)",
-                ));
-            } else if name != CPU && name != MEMORY {
+            if name != CPU && name != MEMORY && !name.starts_with(HUGEPAGES_PREFIX) {
                 clean = false;
                 errors.push(FieldError::new(
                     field,
@@ -458,12 +459,36 @@ pub fn validate_pod_level(pod: &Pod, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    let containers = pod
+    for (name, limit) in resources.limits.iter().flatten() {
+        let (Some(size), Ok(pod_limit)) = (hugepage_size(name), Amount::parse(&limit.0)) else {
+            continue;
+        };
+        let aggregate: i64 = pod
+            .spec
+            .iter()
+            .flat_map(containers)
+            .flat_map(|c| hugepages(c.resources.as_ref().and_then(|r| r.limits.as_ref())))
+            .filter(|(s, _)| *s == size)
+            .map(|(_, bytes)| bytes)
+            .sum();
+        if pod_limit.value() < aggregate {
+            let aggregate = Amount::parse(&aggregate.to_string()).unwrap_or(Amount::ZERO);
+            errors.push(FieldError::new(
+                format!("{path}.limits[{name}]"),
+                format!(
+                    "Invalid value: {:?}: must be greater than or equal to aggregate container limits of {}",
+                    limit.0,
+                    quantity_text(MEMORY, aggregate)
+                ),
+            ));
+        }
+    }
+    let regular = pod
         .spec
         .iter()
         .flat_map(|s| s.containers.iter())
         .enumerate();
-    for (i, container) in containers {
+    for (i, container) in regular {
         for name in [CPU, MEMORY] {
             let pod_limit = amount(resources.limits.as_ref(), name);
             let limits = container.resources.as_ref().and_then(|r| r.limits.as_ref());
@@ -590,6 +615,16 @@ mod tests {
                 "spec.resources.requests[memory]: Invalid value: \"128Mi\": must be less than or equal to memory limit of 64Mi",
                 "spec.resources.containers[0][memory].limits: Invalid value: \"128Mi\": must be less than or equal to pod limits of 64Mi"
             ]
+        );
+        assert_eq!(
+            refused("  resources: {limits: {memory: 64Mi, hugepages-2Mi: 4Mi}}\n  containers: [{name: a, image: busybox, resources: {limits: {memory: 16Mi, hugepages-2Mi: 6Mi}}}]"),
+            ["spec.resources.limits[hugepages-2Mi]: Invalid value: \"4Mi\": must be greater than or equal to aggregate container limits of 6Mi"]
+        );
+        let fine = pod("  resources: {limits: {memory: 64Mi, hugepages-2Mi: 8Mi}}\n  containers: [{name: a, image: busybox, resources: {limits: {memory: 16Mi, hugepages-2Mi: 6Mi}}}]");
+        let requests = fine.spec.unwrap().resources.unwrap().requests.unwrap();
+        assert_eq!(
+            requests["hugepages-2Mi"].0, "8Mi",
+            "huge pages requested at their limit"
         );
         assert_eq!(
             refused("  resources: {requests: {ephemeral-storage: 1Gi}}\n  containers: [{name: a, image: busybox}]"),

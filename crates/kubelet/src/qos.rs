@@ -7,7 +7,7 @@
 //! | pod cgroup | `kubepods/pod<uid>` (Guaranteed), `kubepods/burstable/pod<uid>`, `kubepods/besteffort/pod<uid>` |
 //! | pod values | `ResourceConfigForPod`: shares from the pod's requests; quota and memory limit from the pod-level limits (`spec.resources`) when set, else only when every container declares the limit (always for Guaranteed); BestEffort: 2 shares; `pids.max` from `podPidsLimit` |
 //! | container values | `calculateLinuxResources`: shares from the cpu request (from the limit when only that is set), CFS quota from the cpu limit over a 100 ms period, the memory limit |
-//! | huge pages | for every page size the machine has (`/sys/kernel/mm/hugepages`): the pod's cgroup gets the pod's `hugepages-<size>` requests summed (`HugePageLimits`), the container's its limit (its request when no limit: `GetHugepageLimitsFromResources`), 0 for a size not asked for; skipped where the hugetlb controller is not mounted |
+//! | huge pages | for every page size the machine has (`/sys/kernel/mm/hugepages`): the pod's cgroup gets the pod's `hugepages-<size>` requests summed (`HugePageLimits`; the pod-level request of a size when set), the container's its limit (its request when no limit: `GetHugepageLimitsFromResources`), 0 for a size not asked for; skipped where the hugetlb controller is not mounted |
 //! | `oom_score_adj` | Guaranteed -997, BestEffort 1000, Burstable `1000 - 1000 × memory request / node memory`, kept within 3..999 (`GetContainerOOMScoreAdjust`); with a pod-level memory request, a container that requests none counts an equal share of what the others leave of it |
 //!
 //! The pod pids limit is kubelet's `podPidsLimit` node option, which defaults to unlimited;
@@ -132,6 +132,11 @@ pub fn pod_hugepage_limits(pod: &Pod, page_sizes: &[u64]) -> Vec<HugepageLimit> 
             asked.push((size, init));
         }
     }
+    // Pod-level huge pages are the pod's, for the sizes they name.
+    let level = pod_level(pod).and_then(|r| r.requests.as_ref());
+    let level = hugepages(level);
+    asked.retain(|(size, _)| !level.iter().any(|(s, _)| s == size));
+    asked.extend(level);
     limits_for(page_sizes, &asked)
 }
 
@@ -296,6 +301,20 @@ mod tests {
         );
         // A machine without huge pages: nothing to write.
         assert!(pod_hugepage_limits(&p, &[]).is_empty());
+    }
+
+    #[test]
+    fn pod_level_huge_pages_are_the_pod_cgroups_limit_of_their_size() {
+        const SIZES: [u64; 2] = [2 << 20, 1 << 30];
+        let p = pod("  resources: {limits: {memory: 64Mi, hugepages-2Mi: 8Mi}}\n  containers:\n  - {name: a, image: busybox, resources: {limits: {memory: 16Mi, hugepages-2Mi: 4Mi, hugepages-1Gi: 1Gi}}}");
+        let limits: Vec<(String, u64)> = pod_hugepage_limits(&p, &SIZES)
+            .into_iter()
+            .map(|l| (l.page_size, l.limit))
+            .collect();
+        assert_eq!(
+            limits,
+            [("2MB".to_string(), 8 << 20), ("1GB".to_string(), 1 << 30)]
+        );
     }
 
     #[test]
