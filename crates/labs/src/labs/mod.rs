@@ -12,6 +12,7 @@ mod phase;
 mod pid_zombies;
 mod pod_by_hand;
 mod probes;
+mod resize;
 mod sandbox;
 mod security;
 mod templates;
@@ -43,4 +44,5 @@ pub static ALL: &[&Lab] = &[
     &layers::LAB,
     &security::LAB,
     &oom::LAB,
+    &resize::LAB,
 ];

@@ -4,13 +4,12 @@
 //! container's memory cgroup (`memory.limit_in_bytes`, found from `/proc/PID/cgroup`), the
 //! marker the app writes once it has its memory, and the pod's QoS class.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::env::Env;
-use crate::kit::pods;
+use crate::kit::{cgroups, pods};
 use crate::{Lab, Level, Verdict};
 
 const POD: &str = "hog";
@@ -93,30 +92,6 @@ fn scene(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// The folder of the process's memory cgroup, from `/proc/PID/cgroup` and the node's memory
-/// hierarchy mount.
-fn memory_cgroup(env: &Env, pid: i32) -> Result<Option<PathBuf>> {
-    let runtime = env.runtime()?;
-    let Some(mount) = runtime.cgroups().and_then(|node| {
-        node.hierarchy
-            .mounts
-            .iter()
-            .find(|(controller, _)| controller.name() == "memory")
-            .map(|(_, mount)| mount.clone())
-    }) else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-    Ok(text.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
-        names
-            .split(',')
-            .any(|n| n == "memory")
-            .then(|| mount.join(path.trim_start_matches('/')))
-    }))
-}
-
 fn check(env: &Env) -> Result<Verdict> {
     let mut verdict = Verdict::new();
     let Some(pod) = pods::get(env, POD)? else {
@@ -148,7 +123,7 @@ fn check(env: &Env) -> Result<Verdict> {
     verdict.met(format!(
         "hog (pid {pid}) runs and has written /tmp/allocated"
     ));
-    let Some(cgroup) = memory_cgroup(env, pid)? else {
+    let Some(cgroup) = cgroups::dir(env, pid, "memory")? else {
         verdict.missing("hog's process has no memory cgroup (is the memory controller mounted?)");
         return Ok(verdict);
     };
