@@ -253,16 +253,32 @@ impl Cgroup {
         for child in self.children()? {
             child.remove_tree()?;
         }
+        let deadline = Instant::now() + EMPTY_WAIT;
         for dir in self.unique_dirs() {
             // The kernel removes a cgroup's files with its folder; a test's fake hierarchy
             // holds plain files, removed with it.
-            match std::fs::remove_dir(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) && !is_cgroupfs(dir) => {
-                    std::fs::remove_dir_all(dir).map_err(|e| Error::io("removing", dir, e))?
+            loop {
+                match std::fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) && !is_cgroupfs(dir) => {
+                        std::fs::remove_dir_all(dir).map_err(|e| Error::io("removing", dir, e))?;
+                        break;
+                    }
+                    // A process that moved itself in after the kill (a pause entering its pod's
+                    // cgroups while its shim was being killed), or a child made meanwhile:
+                    // killed and removed in turn.
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
+                    {
+                        self.kill_all()?;
+                        for child in self.children()? {
+                            child.remove_tree()?;
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => return Err(Error::io("removing the cgroup", dir, e)),
                 }
-                Err(e) => return Err(Error::io("removing the cgroup", dir, e)),
             }
         }
         Ok(())
