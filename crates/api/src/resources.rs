@@ -63,14 +63,37 @@ pub struct ContainerResources {
 
 impl ContainerResources {
     pub fn of(container: &Container) -> ContainerResources {
-        let r = container.resources.as_ref();
-        let requests = r.and_then(|r| r.requests.as_ref());
-        let limits = r.and_then(|r| r.limits.as_ref());
+        container
+            .resources
+            .as_ref()
+            .map(ContainerResources::from_requirements)
+            .unwrap_or_default()
+    }
+
+    /// The cpu and memory of a `resources` stanza.
+    pub fn from_requirements(r: &ResourceRequirements) -> ContainerResources {
+        let (requests, limits) = (r.requests.as_ref(), r.limits.as_ref());
         ContainerResources {
             cpu_request: amount(requests, CPU),
             memory_request: amount(requests, MEMORY),
             cpu_limit: amount(limits, CPU),
             memory_limit: amount(limits, MEMORY),
+        }
+    }
+
+    /// The request of `name` (`cpu`, else memory).
+    pub fn request(&self, name: &str) -> Option<Amount> {
+        match name {
+            CPU => self.cpu_request,
+            _ => self.memory_request,
+        }
+    }
+
+    /// The limit of `name` (`cpu`, else memory).
+    pub fn limit(&self, name: &str) -> Option<Amount> {
+        match name {
+            CPU => self.cpu_limit,
+            _ => self.memory_limit,
         }
     }
 }
@@ -311,21 +334,13 @@ pub fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
 /// containers' (summed, or the largest init container's when more).
 pub fn pod_request(pod: &Pod, name: &str) -> Amount {
     let level = pod_level(pod).and_then(|r| amount(r.requests.as_ref(), name));
-    level.unwrap_or_else(|| {
-        pod_total(pod, |c| match name {
-            CPU => c.cpu_request,
-            _ => c.memory_request,
-        })
-    })
+    level.unwrap_or_else(|| pod_total(pod, |c| c.request(name)))
 }
 
 /// The pod's limit of `name` (`PodLimits`) when it has one: the pod-level limit when set, else
 /// the containers' sum when every container sets it (kubelet caps the pod cgroup only then).
 pub fn pod_limit(pod: &Pod, name: &str) -> Option<Amount> {
-    let pick = |c: &ContainerResources| match name {
-        CPU => c.cpu_limit,
-        _ => c.memory_limit,
-    };
+    let pick = |c: &ContainerResources| c.limit(name);
     if let Some(limit) = pod_level(pod).and_then(|r| amount(r.limits.as_ref(), name)) {
         return Some(limit);
     }
@@ -348,13 +363,7 @@ pub fn default_pod_requests(pod: &mut Pod) {
             amount(c.resources.as_ref().and_then(|r| r.requests.as_ref()), name).is_some()
         });
         let value = match any_request {
-            true => Quantity(quantity_text(
-                name,
-                pod_total(pod, |c| match name {
-                    CPU => c.cpu_request,
-                    _ => c.memory_request,
-                }),
-            )),
+            true => Quantity(quantity_text(name, pod_total(pod, |c| c.request(name)))),
             false => limit.clone(),
         };
         defaults.insert(name.to_string(), value);
@@ -444,10 +453,7 @@ pub fn validate_pod_level(pod: &Pod, errors: &mut Vec<FieldError>) {
         let Some(requested) = amount(resources.requests.as_ref(), name) else {
             continue;
         };
-        let aggregate = pod_total(pod, |c| match name {
-            CPU => c.cpu_request,
-            _ => c.memory_request,
-        });
+        let aggregate = pod_total(pod, |c| c.request(name));
         if requested < aggregate {
             let aggregate = quantity_text(name, aggregate);
             let text = &resources.requests.as_ref().expect("read from it")[name].0;
@@ -551,16 +557,7 @@ mod tests {
             "Guaranteed",
             "requests defaulted to the limits"
         );
-        let requests = guaranteed
-            .spec
-            .as_ref()
-            .unwrap()
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .clone()
-            .unwrap();
+        let requests = pod_level(&guaranteed).unwrap().requests.clone().unwrap();
         assert_eq!(
             (requests["cpu"].0.as_str(), requests["memory"].0.as_str()),
             ("500m", "64Mi")
@@ -569,16 +566,7 @@ mod tests {
         assert_eq!(pod_request(&guaranteed, MEMORY).value(), 64 << 20);
         // A container requests cpu: the pod's cpu request defaults to the containers' sum.
         let burstable = pod("  resources: {limits: {cpu: \"1\", memory: 64Mi}}\n  containers: [{name: a, image: busybox, resources: {requests: {cpu: 200m}}}, {name: b, image: busybox, resources: {requests: {cpu: 300m}}}]");
-        let requests = burstable
-            .spec
-            .as_ref()
-            .unwrap()
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .clone()
-            .unwrap();
+        let requests = pod_level(&burstable).unwrap().requests.clone().unwrap();
         assert_eq!(requests["cpu"].0, "500m");
         assert_eq!(pod_qos(&burstable), "Burstable");
         let memory_only = pod("  resources: {requests: {memory: 64Mi}}\n  containers: [{name: a, image: busybox, resources: {limits: {cpu: \"1\", memory: 32Mi}}}]");

@@ -201,25 +201,18 @@ pub fn container_resources(pod: &Pod, container: Option<&Container>) -> Containe
 /// request less the containers' own, shared equally among the containers that request none
 /// (kubelet's `GetContainerOOMScoreAdjust` with pod-level resources); 0 without one.
 fn unrequested_share(pod: &Pod, name: &str) -> i64 {
-    let Some(pod_request) =
-        pod_level(pod).and_then(|r| podlab_api::resources::amount(r.requests.as_ref(), name))
+    let Some(pod_request) = pod_level(pod).and_then(|r| Asked::from_requirements(r).request(name))
     else {
         return 0;
     };
-    let containers: Vec<&Container> = pod
+    let requests: Vec<Option<Amount>> = pod
         .spec
         .iter()
         .flat_map(podlab_api::resources::containers)
+        .map(|c| Asked::of(c).request(name))
         .collect();
-    let requested = |c: &Container| {
-        podlab_api::resources::amount(c.resources.as_ref().and_then(|r| r.requests.as_ref()), name)
-    };
-    let claimed: i64 = containers
-        .iter()
-        .filter_map(|c| requested(c))
-        .map(Amount::value)
-        .sum();
-    let without = containers.iter().filter(|c| requested(c).is_none()).count() as i64;
+    let claimed: i64 = requests.iter().flatten().map(|a| a.value()).sum();
+    let without = requests.iter().filter(|r| r.is_none()).count() as i64;
     (pod_request.value() - claimed).max(0) / without.max(1)
 }
 

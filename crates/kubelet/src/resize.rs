@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
-use podlab_api::resources::{amount, pod_request, CPU, MEMORY};
+use podlab_api::resources::{pod_request, ContainerResources, CPU, MEMORY};
 
 use crate::model::ResizePending;
 
@@ -29,23 +29,22 @@ pub const INFEASIBLE: &str = "Infeasible";
 /// `PodReasonDeferred`: it fits the node, but not beside the other pods now.
 pub const DEFERRED: &str = "Deferred";
 
-/// Whether kubelet resizes this container: regular containers, and init containers that are
-/// sidecars (`isResizableContainer`).
-pub fn is_resizable(container: &Container, init: bool) -> bool {
-    !init || container.restart_policy.as_deref() == Some("Always")
+/// The containers kubelet resizes (`isResizableContainer`): the regular ones, and the init
+/// containers that are sidecars (`restartPolicy: Always`).
+pub fn resizable(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    let regular = spec.into_iter().flat_map(|s| s.containers.iter());
+    let init = spec
+        .into_iter()
+        .flat_map(|s| s.init_containers.iter().flatten());
+    let sidecars = init.filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    regular.chain(sidecars)
 }
 
 /// The resizable containers' resources as `pod` asks for them (`allocationFromPod`).
 pub fn requested(pod: &Pod) -> Allocation {
-    let Some(spec) = &pod.spec else {
-        return Allocation::new();
-    };
-    let regular = spec.containers.iter().map(|c| (c, false));
-    let init = spec.init_containers.iter().flatten().map(|c| (c, true));
-    regular
-        .chain(init)
-        .filter(|(c, init)| is_resizable(c, *init))
-        .map(|(c, _)| (c.name.clone(), c.resources.clone().unwrap_or_default()))
+    resizable(pod)
+        .map(|c| (c.name.clone(), c.resources.clone().unwrap_or_default()))
         .collect()
 }
 
@@ -64,20 +63,10 @@ pub fn allocated_pod(pod: &Pod, allocation: &Allocation) -> Pod {
     pod
 }
 
-/// The cpu and memory requests and limits of a container, the values a resize changes.
-fn cpu_memory(r: &ResourceRequirements) -> [Option<podlab_api::quantity::Amount>; 4] {
-    [
-        amount(r.requests.as_ref(), CPU),
-        amount(r.limits.as_ref(), CPU),
-        amount(r.requests.as_ref(), MEMORY),
-        amount(r.limits.as_ref(), MEMORY),
-    ]
-}
-
 /// Whether two `resources` ask for the same cpu and memory (quantities compared by value:
-/// `1000m` is `1`).
+/// `1000m` is `1`), the values a resize changes.
 pub fn same_cpu_memory(a: &ResourceRequirements, b: &ResourceRequirements) -> bool {
-    cpu_memory(a) == cpu_memory(b)
+    ContainerResources::from_requirements(a) == ContainerResources::from_requirements(b)
 }
 
 /// Whether two allocations differ in any container's cpu or memory.
@@ -159,10 +148,12 @@ pub fn container_resize(
     allocated: &ResourceRequirements,
     actuated: &ResourceRequirements,
 ) -> ContainerResize {
-    let [a_cpu_req, a_cpu_lim, a_mem_req, a_mem_lim] = cpu_memory(allocated);
-    let [b_cpu_req, b_cpu_lim, b_mem_req, b_mem_lim] = cpu_memory(actuated);
-    let cpu_changed = (a_cpu_req, a_cpu_lim) != (b_cpu_req, b_cpu_lim);
-    let memory_changed = (a_mem_req, a_mem_lim) != (b_mem_req, b_mem_lim);
+    let (a, b) = (
+        ContainerResources::from_requirements(allocated),
+        ContainerResources::from_requirements(actuated),
+    );
+    let cpu_changed = (a.cpu_request, a.cpu_limit) != (b.cpu_request, b.cpu_limit);
+    let memory_changed = (a.memory_request, a.memory_limit) != (b.memory_request, b.memory_limit);
     if !cpu_changed && !memory_changed {
         return ContainerResize::None;
     }
@@ -182,7 +173,9 @@ pub fn container_resize(
 
 /// The memory limit of `resources` in bytes, if set.
 pub fn memory_limit(resources: &ResourceRequirements) -> Option<i64> {
-    amount(resources.limits.as_ref(), MEMORY).map(|a| a.value())
+    ContainerResources::from_requirements(resources)
+        .memory_limit
+        .map(|a| a.value())
 }
 
 #[cfg(test)]

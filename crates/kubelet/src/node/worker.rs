@@ -510,17 +510,9 @@ impl PodWorker {
         self.node.resizes.set_deferred(&uid, deferred, &self.wake);
 
         let pod = resize::allocated_pod(&self.pod, &allocation.allocated);
-        let spec = pod.spec.clone().unwrap_or_default();
-        let resizable = spec
-            .containers
-            .iter()
-            .map(|c| (c, false))
-            .chain(spec.init_containers.iter().flatten().map(|c| (c, true)))
-            .filter(|(c, init)| resize::is_resizable(c, *init))
-            .map(|(c, _)| c);
         let mut restart = Vec::new();
         let mut in_place = Vec::new();
-        for container in resizable {
+        for container in resize::resizable(&pod) {
             let Some(running) = observed.containers.iter().find(|c| {
                 c.metadata.name == container.name
                     && c.state == podlab_runtime::ContainerState::Running
