@@ -87,6 +87,9 @@ impl Shim {
 
     /// Reads what a client typed and gives it to the container; its end of input (it closed
     /// its side, or went) ends its input, and with `stdinOnce` the container's stdin.
+    // Not inlined: its buffer would otherwise sit in the idle loop's frame, a stack page that
+    // every shim keeps dirty for its life ([`super::memory`]).
+    #[inline(never)]
     pub(super) fn read_attach_input(&mut self, id: u64) {
         let mut buffer = [0u8; 4096];
         let Some(attach) = self.attaches.get_mut(&id) else {

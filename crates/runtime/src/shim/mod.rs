@@ -268,6 +268,9 @@ fn announce(ready: &ShimReady) {
     }
 }
 
+/// How long the shim waits without an event before it gives its free memory back.
+const IDLE_BEFORE_RELEASE_MS: u16 = 500;
+
 /// A connected client.
 struct Client {
     fd: OwnedFd,
@@ -302,6 +305,8 @@ pub(crate) struct Shim {
     pause_alive: bool,
     namespaces: PodNamespaces,
     record: ShimRecord,
+    /// The main stack, whose pages below the idle loop go back after each burst of work.
+    stack: Option<memory::StackTop>,
 }
 
 impl Shim {
@@ -352,7 +357,6 @@ impl Shim {
                 });
             }
         }
-        memory::release_free_pages();
         Ok(Shim {
             paths,
             listener,
@@ -369,14 +373,28 @@ impl Shim {
             pause_alive: true,
             namespaces,
             record,
+            stack: memory::StackTop::find(),
         })
     }
 
     fn serve(&mut self) {
+        // Memory goes back once the shim has been idle for a while, off every request's way.
+        let mut worked = true;
         loop {
             let (mut fds, slots) = self.poll_set();
-            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) => {}
+            let wait = if worked {
+                PollTimeout::from(IDLE_BEFORE_RELEASE_MS)
+            } else {
+                PollTimeout::NONE
+            };
+            match nix::poll::poll(&mut fds, wait) {
+                Ok(0) => {
+                    drop(fds);
+                    self.release_memory();
+                    worked = false;
+                    continue;
+                }
+                Ok(_) => worked = true,
                 Err(nix::Error::EINTR) => continue,
                 Err(e) => {
                     eprintln!("podlab-shim: poll: {e}");
@@ -392,9 +410,6 @@ impl Shim {
                 })
                 .collect();
             drop(fds);
-            let requests = ready
-                .iter()
-                .any(|(slot, _)| matches!(slot, Slot::Client(_)));
             // Output first, so that an exit seen in the same round finds its last lines logged.
             for (slot, _) in &ready {
                 if let Slot::Log(index) = slot {
@@ -415,9 +430,14 @@ impl Shim {
                 }
             }
             self.close_finished_logs();
-            if requests {
-                memory::release_free_pages();
-            }
+        }
+    }
+
+    /// Hands the heap's free pages and the stack's unused ones back, once a burst is over.
+    fn release_memory(&self) {
+        memory::release_free_pages();
+        if let Some(stack) = &self.stack {
+            stack.release_below();
         }
     }
 
