@@ -74,6 +74,13 @@ impl Listener {
     }
 }
 
+/// The socket, for a caller that waits on it with other descriptors (the PLEG's epoll set).
+impl std::os::fd::AsFd for Listener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
 impl Drop for Listener {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);

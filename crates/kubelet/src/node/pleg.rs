@@ -5,9 +5,10 @@
 //! A relist is made cheap: instead of reading every record again it looks at the inode, size and
 //! modification time of the pod's state files (every record is replaced by a rename, so a change
 //! gives a new inode), at the `containers/` folder (a new container is a new folder in it, which
-//! moves its link count), and polls pidfds of the shim and pause processes the last full read
-//! saw running (a pause killed by `kill -9` changes no file). A difference wakes the worker, which
-//! reads the records and runs the rules again.
+//! moves its link count). The shim and pause processes the last full read saw running are
+//! watched through their pidfds in the thread's epoll set (a pause killed by `kill -9` changes
+//! no file): an exit wakes the pod's worker at once, and costs nothing while none comes. A
+//! difference wakes the worker, which reads the records and runs the rules again.
 //!
 //! With a CRI runtime at the other end of a socket ([`super::remote`]) there are no files to
 //! `stat`: the relist is kubelet's generic PLEG's, one ListPodSandbox and one ListContainers
@@ -18,14 +19,17 @@
 //! kubelet's evented PLEG hears the runtime's container events): a container's exit wakes its
 //! pod's worker at once, and the relist stays what catches what no notice told (a `kill -9`).
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use podlab_runtime::events::Listener;
 use podlab_runtime::liveness::Pidfd;
 use podlab_runtime::{ContainerId, ContainerState, SandboxId, SandboxState};
@@ -43,6 +47,11 @@ pub struct Relist {
     /// The container records the last full read saw, whose files are stamped.
     containers: Vec<(SandboxId, ContainerId)>,
     processes: Vec<Pidfd>,
+    /// `processes` and the state folders are watched by the relist thread's epoll set and
+    /// inotify: a relist then looks at `touched` alone, not at the files and pidfds.
+    watched: bool,
+    /// A watched state folder changed since the read began: the next relist wakes the worker.
+    touched: bool,
     /// The next relist must report a change (a process was already gone when the last read
     /// tried to watch it, or the stamp was taken over other records than were read).
     dirty: bool,
@@ -53,6 +62,16 @@ pub struct Relist {
 }
 
 impl Relist {
+    /// A full read of `sandboxes` begins: their stamp now, and changes seen from now on count.
+    pub fn start_read(
+        &mut self,
+        runtime: &dyn RuntimeService,
+        sandboxes: &[SandboxId],
+    ) -> Vec<u64> {
+        self.touched = false;
+        self.stamp(runtime, sandboxes)
+    }
+
     /// The stamp of `sandboxes` now, taken before they are read.
     /// Empty with a CRI runtime, whose relist compares states instead.
     pub fn stamp(&self, runtime: &dyn RuntimeService, sandboxes: &[SandboxId]) -> Vec<u64> {
@@ -97,6 +116,7 @@ impl Relist {
         self.stamp = stamp;
         self.reported = false;
         self.processes.clear();
+        self.watched = false;
         let pids = observed
             .sandboxes
             .iter()
@@ -113,13 +133,32 @@ impl Relist {
     pub fn follow(&mut self, sandboxes: &[SandboxId]) {
         if self.sandboxes != sandboxes {
             self.sandboxes = sandboxes.to_vec();
+            self.watched = false;
             self.dirty = true;
         }
     }
 
-    /// Whether anything changed since [`Relist::record`].
+    /// Whether anything changed since [`Relist::record`], by the files and processes themselves.
     pub fn changed(&self, runtime: &dyn RuntimeService) -> bool {
-        self.dirty || self.any_exited() || self.stamp(runtime, &self.sandboxes) != self.stamp
+        self.dirty
+            || self.touched
+            || self.any_exited()
+            || self.stamp(runtime, &self.sandboxes) != self.stamp
+    }
+
+    /// The folders whose entries make the stamp: each sandbox's, its `containers/`, and each
+    /// read container's.
+    fn folders(&self, layout: &podlab_runtime::state::Layout) -> Vec<PathBuf> {
+        let mut folders = Vec::with_capacity(self.sandboxes.len() * 2 + self.containers.len());
+        for id in &self.sandboxes {
+            let paths = layout.sandbox(id);
+            folders.push(paths.containers_dir());
+            folders.push(paths.dir);
+        }
+        for (sandbox, container) in &self.containers {
+            folders.push(layout.sandbox(sandbox).container(container).dir);
+        }
+        folders
     }
 
     fn any_exited(&self) -> bool {
@@ -176,24 +215,193 @@ fn push_file(stamp: &mut Vec<u64>, path: &Path) {
 }
 
 struct Entry {
+    /// Names the entry in the epoll set's events.
+    key: u64,
     relist: Weak<Mutex<Relist>>,
     wake: Sender<WorkerMsg>,
 }
+
+/// The epoll event data of the shims' notices (the entries' keys count up from 0).
+const NOTICES: u64 = u64::MAX;
 
 /// The registry of pods to relist.
 #[derive(Default)]
 pub struct Pleg {
     entries: Mutex<Vec<Entry>>,
+    next_key: AtomicU64,
+    /// What the relist thread waits on, once it runs; until then, or when the kernel would
+    /// not make them, every relist reads every pod's files and pidfds.
+    watches: OnceLock<Watches>,
+}
+
+/// The relist thread's epoll set: the shims' notices, the watched pods' pidfds, and an inotify
+/// instance on their state folders (an idle pod then costs the relist no system call).
+struct Watches {
+    epoll: Epoll,
+    folders: Inotify,
+    /// Each watched folder's pod (its entry's key).
+    keys: Mutex<HashMap<WatchDescriptor, u64>>,
+}
+
+/// The epoll event data of the inotify instance.
+const FOLDERS: u64 = u64::MAX - 1;
+
+/// What changes a state folder's entries: a record replaced by a rename, a container's folder
+/// made or removed, a file written in place. (Opening and reading, as the agent's own reads
+/// and locks do, is not among them.)
+const FOLDER_CHANGES: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+impl Watches {
+    fn new(notices: Option<&Listener>) -> Result<Watches, String> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+            .map_err(|e| format!("epoll_create1: {e}"))?;
+        let folders = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .map_err(|e| format!("inotify_init1: {e}"))?;
+        epoll
+            .add(&folders, EpollEvent::new(EpollFlags::EPOLLIN, FOLDERS))
+            .map_err(|e| format!("epoll_ctl of the inotify instance: {e}"))?;
+        if let Some(listener) = notices {
+            epoll
+                .add(listener, EpollEvent::new(EpollFlags::EPOLLIN, NOTICES))
+                .map_err(|e| format!("epoll_ctl of the notices' socket: {e}"))?;
+        }
+        Ok(Watches {
+            epoll,
+            folders,
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
 }
 
 impl Pleg {
     /// Relists the pod whose worker owns `relist`, waking it through `wake`. The entry goes
     /// when the worker drops its relist.
     pub fn register(&self, relist: &Arc<Mutex<Relist>>, wake: Sender<WorkerMsg>) {
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         self.lock().push(Entry {
+            key,
             relist: Arc::downgrade(relist),
             wake,
         });
+    }
+
+    /// Makes what the relist thread waits on.
+    fn start_watching(&self, notices: Option<&Listener>) {
+        match Watches::new(notices) {
+            Ok(watches) => {
+                let _ = self.watches.set(watches);
+            }
+            Err(e) => eprintln!("podlab node: {e}; every relist reads every pod's files"),
+        }
+    }
+
+    /// Watches a pod's processes (each reports its exit once: the worker's next read watches
+    /// the processes it then finds) and its state folders. Whether all of them are.
+    fn watch(&self, key: u64, relist: &Relist, runtime: &dyn RuntimeService) -> bool {
+        let (Some(watches), Some(local)) = (self.watches.get(), runtime.local()) else {
+            return false;
+        };
+        let exits = relist.processes.iter().all(|pidfd| {
+            let event = EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLONESHOT, key);
+            watches.epoll.add(pidfd, event).is_ok()
+        });
+        let mut keys = watches.keys.lock().unwrap_or_else(|e| e.into_inner());
+        exits
+            && relist.folders(local.layout()).iter().all(|folder| {
+                match watches.folders.add_watch(folder, FOLDER_CHANGES) {
+                    Ok(descriptor) => {
+                        keys.insert(descriptor, key);
+                        true
+                    }
+                    Err(_) => false,
+                }
+            })
+    }
+
+    /// Runs `action` on the relist of the entry `key` and wakes its worker if it says so.
+    fn on_entry(&self, key: u64, action: impl Fn(&mut Relist) -> bool) {
+        for entry in self.lock().iter().filter(|entry| entry.key == key) {
+            if let Some(relist) = entry.relist.upgrade() {
+                if action(&mut relist.lock().unwrap_or_else(|e| e.into_inner())) {
+                    let _ = entry.wake.send(WorkerMsg::Wake);
+                }
+            }
+        }
+    }
+
+    /// Waits up to `left` for a notice, a watched exit or a folder's change, and passes on
+    /// what came: a notice or an exit wakes the pod's worker at once; a folder's change (the
+    /// worker's own writes among them) at the next relist, so that no pod is woken more than
+    /// once a period by files.
+    fn wait(&self, notices: Option<&Listener>, left: Duration) {
+        let Some(watches) = self.watches.get() else {
+            match notices {
+                Some(listener) => {
+                    if let Some(sandbox) = listener.next(left) {
+                        self.sandbox_changed(&sandbox);
+                    }
+                }
+                None => std::thread::sleep(left),
+            }
+            return;
+        };
+        let mut events = [EpollEvent::empty(); 32];
+        let timeout = EpollTimeout::try_from(left).unwrap_or(EpollTimeout::NONE);
+        let Ok(count) = watches.epoll.wait(&mut events, timeout) else {
+            return;
+        };
+        for event in &events[..count] {
+            match (event.data(), notices) {
+                (NOTICES, Some(listener)) => {
+                    if let Some(sandbox) = listener.next(Duration::ZERO) {
+                        self.sandbox_changed(&sandbox);
+                    }
+                }
+                (NOTICES, None) => {}
+                (FOLDERS, _) => self.folders_changed(watches),
+                (key, _) => self.on_entry(key, |relist| {
+                    relist.reported = true;
+                    true
+                }),
+            }
+        }
+    }
+
+    /// Marks the pods whose folders changed, for the next relist.
+    fn folders_changed(&self, watches: &Watches) {
+        while let Ok(events) = watches.folders.read_events() {
+            for event in events {
+                if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    for entry in self.lock().iter() {
+                        if let Some(relist) = entry.relist.upgrade() {
+                            relist.lock().unwrap_or_else(|e| e.into_inner()).touched = true;
+                        }
+                    }
+                    continue;
+                }
+                let mut keys = watches.keys.lock().unwrap_or_else(|e| e.into_inner());
+                let key = if event.mask.contains(AddWatchFlags::IN_IGNORED) {
+                    keys.remove(&event.wd)
+                } else {
+                    keys.get(&event.wd).copied()
+                };
+                drop(keys);
+                if let Some(key) = key {
+                    self.on_entry(key, |relist| {
+                        relist.touched = true;
+                        false
+                    });
+                }
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
@@ -210,19 +418,13 @@ impl Pleg {
         stop: &AtomicBool,
         notices: Option<&Listener>,
     ) {
+        self.start_watching(notices);
         let mut next = Instant::now() + period;
         while !stop.load(Ordering::SeqCst) {
             let left = next
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(100));
-            match notices {
-                Some(listener) => {
-                    if let Some(sandbox) = listener.next(left) {
-                        self.sandbox_changed(&sandbox);
-                    }
-                }
-                None => std::thread::sleep(left),
-            }
+            self.wait(notices, left);
             if Instant::now() < next {
                 continue;
             }
@@ -256,7 +458,17 @@ impl Pleg {
                 return false;
             };
             let mut relist = relist.lock().unwrap_or_else(|e| e.into_inner());
-            if !relist.reported && relist.changed(runtime) {
+            if relist.reported {
+                return true;
+            }
+            let changed = if relist.watched {
+                relist.dirty || relist.touched
+            } else {
+                // Watched from now on; what changed before is in the files and pidfds.
+                relist.watched = self.watch(entry.key, &relist, runtime);
+                relist.changed(runtime)
+            };
+            if changed {
                 relist.reported = true;
                 return entry.wake.send(WorkerMsg::Wake).is_ok();
             }
@@ -347,6 +559,70 @@ mod tests {
             "another pod's worker slept on"
         );
         drop(listener);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An idle agent with 1000 pods spent most of its time in the relist's `stat`s and pidfd
+    /// polls of every pod, every second. The processes and the state folders are watched by
+    /// the relist thread instead: a folder's change wakes the worker at the next relist, a
+    /// process's exit at once (here the relist period is an hour: only the test relists).
+    #[test]
+    fn a_watched_pods_folder_change_and_process_exit_wake_its_worker_without_reading_files() {
+        let dir = std::env::temp_dir().join(format!("podlab-pleg-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let runtime = Runtime::open(RuntimeConfig::with_root(&dir)).unwrap();
+        let ours = vec![SandboxId::generate()];
+        let folder = runtime.layout().sandbox(&ours[0]);
+        std::fs::create_dir_all(folder.containers_dir()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        let relist = Arc::new(Mutex::new(Relist {
+            sandboxes: ours.clone(),
+            processes: vec![Pidfd::open(child.id() as i32).unwrap()],
+            ..Relist::default()
+        }));
+        {
+            let mut relist = relist.lock().unwrap();
+            relist.stamp = relist.start_read(&runtime, &ours);
+        }
+        let pleg = Pleg::default();
+        let (wake, woken) = std::sync::mpsc::channel();
+        pleg.register(&relist, wake);
+        let stop = AtomicBool::new(false);
+        let until = |what: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !what() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| pleg.run(&runtime, Duration::from_secs(3600), &stop, None));
+            until(&|| pleg.watches.get().is_some());
+            pleg.relist_all(&runtime);
+            let unchanged = woken.try_recv();
+            let watched = relist.lock().unwrap().watched;
+
+            std::fs::write(folder.record(), "{}").unwrap();
+            until(&|| relist.lock().unwrap().touched);
+            pleg.relist_all(&runtime);
+            let on_change = woken.try_recv();
+            relist.lock().unwrap().reported = false;
+
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let on_exit = woken.recv_timeout(Duration::from_secs(30));
+            stop.store(true, Ordering::SeqCst);
+            assert!(watched, "the pod is not watched");
+            assert!(
+                unchanged.is_err(),
+                "woken with nothing changed: {unchanged:?}"
+            );
+            assert!(matches!(on_change, Ok(WorkerMsg::Wake)), "{on_change:?}");
+            assert!(matches!(on_exit, Ok(WorkerMsg::Wake)), "{on_exit:?}");
+        });
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -251,7 +251,9 @@ impl PodWorker {
             }
         }
         self.check_local_storage();
-        let stamp = self.relist().stamp(&*self.node.runtime, &self.sandboxes);
+        let stamp = self
+            .relist()
+            .start_read(&*self.node.runtime, &self.sandboxes);
         let observed = match PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
             Ok(observed) => observed,
             Err(e) => {
