@@ -74,7 +74,9 @@ impl Leftovers {
 impl Runtime {
     pub fn gc(&self) -> Result<GcReport> {
         let mut report = GcReport::default();
-        // Removals whose cleanup did not happen (a cleaner killed with its server).
+        // Network teardowns and removals whose cleanup did not happen (a cleaner killed with
+        // its server).
+        self.finish_network_teardowns()?;
         self.empty_trash()?;
         for id in self.layout.sandbox_ids()? {
             let paths = self.layout.sandbox(&id);

@@ -237,6 +237,8 @@ impl Runtime {
             record.state = SandboxState::NotReady;
             state::write_record(&paths.record(), &record)?;
         }
+        // The namespace is gone: a DEL left to the cleaner may run now.
+        self.start_deferred(id);
         Ok(())
     }
 
@@ -257,8 +259,12 @@ impl Runtime {
             }
             trace.mark("containers stopped");
             podlab_fault::point_reached("sandbox.stop.after-containers");
-            self.tear_down_network(record, paths)?;
-            trace.mark("CNI DEL");
+            if self.defer_network_teardown(record, paths)? {
+                trace.mark("CNI DEL left to the cleaner");
+            } else {
+                self.tear_down_network(record, paths)?;
+                trace.mark("CNI DEL");
+            }
             podlab_fault::point_reached("sandbox.stop.after-network");
         }
         let shut_down = self.shutdown_shim(id, paths)?;
@@ -275,13 +281,25 @@ impl Runtime {
         record: &SandboxRecord,
         paths: &SandboxPaths,
     ) -> Result<bool> {
-        let (Some(plugin), NetworkMode::Pod) = (&self.network, record.network_mode) else {
-            return Ok(false);
-        };
-        let netns = paths.ns(podlab_ns::NsKind::Net);
-        if !podlab_ns::ops::is_pinned(&netns) {
+        if self.network.is_none() || record.network_mode != NetworkMode::Pod {
             return Ok(false);
         }
+        if !podlab_ns::ops::is_pinned(&paths.ns(podlab_ns::NsKind::Net)) {
+            return Ok(false);
+        }
+        self.network_del(record, paths)?;
+        Ok(true)
+    }
+
+    /// The network plugin's DEL of `record`'s pod, from its folder `paths` (the sandbox's, or
+    /// its entry in the trash, where the ADD's cached result went with it). Without the
+    /// namespace (a stopped pod's, whose DEL was left to the cleaner) the plugins release
+    /// what is outside it: the lease, the host's rules.
+    pub(crate) fn network_del(&self, record: &SandboxRecord, paths: &SandboxPaths) -> Result<()> {
+        let (Some(plugin), NetworkMode::Pod) = (&self.network, record.network_mode) else {
+            return Ok(());
+        };
+        let netns = paths.ns(podlab_ns::NsKind::Net);
         plugin
             .tear_down(
                 &pod_network(&record.id, &record.config, &netns),
@@ -291,8 +309,7 @@ impl Runtime {
                 id: record.id.to_string(),
                 phase: "teardown",
                 message: format!("{}: {e}", plugin.name()),
-            })?;
-        Ok(true)
+            })
     }
 
     /// What a sandbox whose maker died before recording it may have attached: the network

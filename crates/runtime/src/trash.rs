@@ -17,9 +17,20 @@
 //! the CRI server's image garbage collection, after a RemoveImage has answered), run when the
 //! caller asks for it ([`Runtime::defer_task`]) and once more at the end.
 //!
+//! StopPodSandbox hands the cleaner the network's teardown too, when it has one and the pod
+//! has no host ports: the shim takes the pod's processes and namespaces down, the kernel
+//! destroys the network namespace with its end of the veth, and the CNI DEL (two Go programs:
+//! `bridge` and its `host-local`, which release the lease) runs after the answer, without a
+//! namespace, as the CNI spec allows DEL to. What the DEL reads from the sandbox's folder (its
+//! record, the ADD's cached result) is hard-linked into `<root>/network-teardown/<id>/` while
+//! StopPodSandbox holds the sandbox's lock, and the DEL runs from there: the cleaner takes no
+//! lock a later RPC waits for, and a RemovePodSandbox right after the answer removes the
+//! sandbox as usual. A pod with host ports keeps its DEL in StopPodSandbox: its DNAT rules must
+//! be gone before another pod may take the same port.
+//!
 //! Nothing is left behind after a `kill -9`: a trash entry is a folder like any sandbox's, and
-//! `podlab gc` (and the next cleaner's start) empties the trash; a cgroup whose container or
-//! sandbox is gone is removed by gc's cgroup sweep as well.
+//! `podlab gc` (and the next cleaner's start) empties the trash and runs the waiting DELs; a
+//! cgroup whose container or sandbox is gone is removed by gc's cgroup sweep as well.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -29,9 +40,11 @@ use crate::runtime::{remove_tree, Runtime};
 use crate::state::{self, ContainerRecord, SandboxLock, SandboxPaths, SandboxRecord};
 use crate::{Error, Result};
 
-/// The bytes that wake the cleaner: the trash has an entry, the caller's task is asked for.
+/// The bytes that wake the cleaner: the trash has an entry, the caller's task is asked for, a
+/// network teardown waits.
 const WAKE_TRASH: u8 = 1;
 const WAKE_TASK: u8 = 2;
+const WAKE_NETWORK: u8 = 3;
 
 /// A removed container's entry is `c-<id>`, a sandbox's `s-<id>`.
 const CONTAINER: &str = "c-";
@@ -72,16 +85,113 @@ impl Runtime {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io("moving into the trash", dir, e)),
         }
-        match &self.cleaner {
-            Some(cleaner) => {
-                if let Some(wake) = &cleaner.wake {
-                    // Non-blocking: a full pipe means a wake-up is pending already.
-                    let _ = nix::unistd::write(wake, &[WAKE_TRASH]);
-                }
-                Ok(())
-            }
-            None => self.empty_entry(&entry),
+        if self.wake_cleaner(WAKE_TRASH) {
+            Ok(())
+        } else {
+            self.empty_entry(&entry)
         }
+    }
+
+    /// Writes `byte` to the cleaner; false when there is none.
+    fn wake_cleaner(&self, byte: u8) -> bool {
+        match &self.cleaner {
+            Some(Cleaner {
+                wake: Some(wake), ..
+            }) => {
+                // Non-blocking: a full pipe means a wake-up is pending already.
+                let _ = nix::unistd::write(wake, &[byte]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `<root>/network-teardown`: a folder per stopped sandbox whose CNI DEL is still to run.
+    fn network_teardown_dir(&self) -> PathBuf {
+        self.config.root.join("network-teardown")
+    }
+
+    /// Whether StopPodSandbox leaves `record`'s network teardown to the cleaner (see the module
+    /// doc); if so, the sandbox's files are linked into its teardown folder (the caller holds
+    /// the sandbox's lock, and wakes the cleaner by [`Runtime::start_deferred`] once the
+    /// namespace is gone).
+    pub(crate) fn defer_network_teardown(
+        &self,
+        record: &SandboxRecord,
+        paths: &SandboxPaths,
+    ) -> Result<bool> {
+        if self.cleaner.is_none() || !record.config.port_mappings.is_empty() {
+            return Ok(false);
+        }
+        let queued = self.network_teardown_dir().join(record.id.as_str());
+        let linked = std::fs::create_dir_all(&queued).and_then(|()| {
+            for entry in std::fs::read_dir(&paths.dir)? {
+                let entry = entry?;
+                if entry.file_type()?.is_file() {
+                    let link = queued.join(entry.file_name());
+                    match std::fs::hard_link(entry.path(), &link) {
+                        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        });
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                // The DEL is then made before the answer, as without a cleaner.
+                let _ = std::fs::remove_dir_all(&queued);
+                eprintln!(
+                    "podlab: linking {} into {}: {e}; its CNI DEL runs now",
+                    paths.dir.display(),
+                    queued.display()
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    /// Wakes the cleaner when `id`'s teardown was queued ([`Runtime::defer_network_teardown`]).
+    pub(crate) fn start_deferred(&self, id: &SandboxId) {
+        if self.cleaner.is_some() && self.network_teardown_dir().join(id.as_str()).exists() {
+            self.wake_cleaner(WAKE_NETWORK);
+        }
+    }
+
+    /// Runs every queued network teardown from its folder, then removes the folder; one that
+    /// fails stays for the next time (and for `podlab gc`). Under the trash's lock: a cleaner
+    /// and a gc may both try.
+    pub fn finish_network_teardowns(&self) -> Result<()> {
+        let queue = self.network_teardown_dir();
+        let entries = match std::fs::read_dir(&queue) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("listing", &queue, e)),
+        };
+        let mut first_error = None;
+        for entry in entries.flatten() {
+            let done = SandboxLock::acquire(&self.config.root.join("trash.lock"))
+                .and_then(|_lock| self.finish_network_teardown(&entry.path()));
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The CNI DEL of one queued teardown, from its folder, which then goes.
+    fn finish_network_teardown(&self, queued: &Path) -> Result<()> {
+        if !queued.exists() {
+            return Ok(());
+        }
+        let paths = SandboxPaths::new(queued.to_path_buf());
+        if let Some(record) = state::read_record::<SandboxRecord>(&paths.record())? {
+            self.network_del(&record, &paths)?;
+            self.pod_trace(&record.config.metadata)
+                .mark("CNI DEL (in the cleaner, after the answer)");
+        }
+        remove_tree(queued)
     }
 
     /// Asks the cleaner to run the task it was started with, after the caller's answer; false
@@ -208,11 +318,13 @@ impl Runtime {
                 eprintln!("podlab-cleaner: {e}");
             }
         };
+        report(self.finish_network_teardowns());
         report(self.empty_trash());
         let mut buffer = [0u8; 64];
         loop {
             match nix::unistd::read(wake, &mut buffer) {
                 Ok(0) => {
+                    report(self.finish_network_teardowns());
                     report(self.empty_trash());
                     if let Some(task) = task {
                         task();
@@ -221,6 +333,9 @@ impl Runtime {
                 }
                 Ok(n) => {
                     let asked = &buffer[..n];
+                    if asked.contains(&WAKE_NETWORK) {
+                        report(self.finish_network_teardowns());
+                    }
                     if asked.contains(&WAKE_TRASH) {
                         report(self.empty_trash());
                     }

@@ -1650,3 +1650,73 @@ fn crictl_rmi_answers_and_the_cleaner_takes_the_images_content_after() {
         server.log()
     );
 }
+
+/// Files named `name` below `dir`, at any depth.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == name {
+            found.push(path.clone());
+        }
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        }
+    }
+    found
+}
+
+#[test]
+fn stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after() {
+    let test = "cri::stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after";
+    // A network namespace of its own: its leases are this test's alone.
+    let netns = OwnNetns::new();
+    let ns = netns.path();
+    let Some(server) = Server::start_in(test, "cni", &["--trace"], Some(ns.as_path())) else {
+        return;
+    };
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "quick-stop", "namespace": "default", "uid": "uid-quick-stop", "attempt": 0},
+            "linux": {}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let status: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    let ip = status["status"]["network"]["ip"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&ns).unwrap().ino();
+    let leases = PathBuf::from(format!("/run/podlab-net/{inode}/cni/ipam"));
+    assert_eq!(files_named(&leases, &ip).len(), 1, "the lease of {ip:?}");
+    server.ok(&["stopp", &sandbox]);
+    // StopPodSandbox answered once the pod's processes and namespaces were gone, with its DEL
+    // left to the cleaner, which releases the lease after the answer.
+    assert!(
+        server.log().contains("CNI DEL left to the cleaner"),
+        "{}",
+        server.log()
+    );
+    let queue = server.root().join("network-teardown");
+    assert!(
+        wait_until(Duration::from_secs(20), || files_named(&leases, &ip)
+            .is_empty()
+            && files_below(&queue) == 0),
+        "lease {:?}, queued {}; the server's log: {}",
+        files_named(&leases, &ip),
+        files_below(&queue),
+        server.log()
+    );
+    let pods: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    assert_eq!(pods["status"]["state"], "SANDBOX_NOTREADY", "{pods}");
+    server.ok(&["rmp", &sandbox]);
+    assert!(!server.root().join("sandboxes").join(&sandbox).exists());
+}
