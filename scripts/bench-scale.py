@@ -15,6 +15,8 @@ reaches the host's network, mounts or state). On the default network (PODLAB_NET
 4. memory per pod: the Rss and Pss of every shim and pause process (smaps_rollup), / N;
 5. one more pod at N: as in 1.
 
+With SCALE_TRACE=1 it then applies one more pod with `--trace` and prints its phases.
+
 Before 3 it waits (at most 15 minutes) for the machine to settle, until the one-minute load
 average is below SETTLE_LOAD (default 1.0): growing N pods at once leaves a backlog (the load
 reached 620 at 1000 pods on 2 cores) that would otherwise be counted as the idle agent's and
@@ -147,6 +149,16 @@ def main():
     print(f"one more pod at {n}: median {statistics.median(more):.1f} ms, all "
           f"{[round(t, 1) for t in more]}; / first {statistics.median(more) / statistics.median(first):.2f}",
           flush=True)
+    if os.environ.get("SCALE_TRACE"):
+        # Where one more pod's time goes at N: `podlab apply --trace`'s table of phases.
+        path = os.path.join(work, "traced.yaml")
+        open(path, "w").write(manifest("Pod", "traced"))
+        traced = subprocess.run([PODLAB, "apply", "-f", path, "--trace"],
+                                env=dict(os.environ, PODLAB_ROOT=ROOT), capture_output=True, text=True)
+        print(traced.stdout + traced.stderr, flush=True)
+        podlab("wait", "--for=condition=Ready", "pod/traced", "--timeout=120s")
+        podlab("delete", "pod", "traced", "--grace-period", "0")
+        reap()
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
     podlab("delete", "replicaset", "scale", check=False)
     podlab("delete", "pods", "--all", "--grace-period", "0", check=False)

@@ -28,6 +28,8 @@ pub struct Runtime {
     /// The process that empties the trash after removals answered (None: they empty it
     /// themselves); see [`crate::trash`].
     pub(crate) cleaner: Option<crate::trash::Cleaner>,
+    /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
+    sandboxes_of: std::sync::Mutex<std::collections::HashMap<ContainerId, SandboxId>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -70,6 +72,7 @@ impl Runtime {
             mount_template: None,
             cgroups,
             cleaner: None,
+            sandboxes_of: Default::default(),
         })
     }
 
@@ -124,6 +127,12 @@ impl Runtime {
 
     /// The full id of the sandbox an id or unambiguous prefix names.
     pub fn resolve_sandbox_id(&self, prefix: &str) -> Result<SandboxId> {
+        // A whole id (what the CRI's clients send) is its own folder: no listing of every pod.
+        if let Ok(id) = SandboxId::parse(prefix) {
+            if self.layout.sandbox(&id).record().exists() {
+                return Ok(id);
+            }
+        }
         let ids = self.layout.sandbox_ids()?;
         let found = resolve_prefix("pod sandbox", prefix, ids.iter().map(|i| i.as_str()))?;
         found
@@ -136,6 +145,11 @@ impl Runtime {
 
     /// The full id of the container an id or unambiguous prefix names.
     pub fn resolve_container_id(&self, prefix: &str) -> Result<ContainerId> {
+        if let Ok(id) = ContainerId::parse(prefix) {
+            if self.sandbox_of(&id).is_ok() {
+                return Ok(id);
+            }
+        }
         let mut all = Vec::new();
         for sandbox in self.layout.sandbox_ids()? {
             all.extend(self.layout.sandbox(&sandbox).container_ids()?);
@@ -149,21 +163,47 @@ impl Runtime {
     }
 
     /// The sandbox a container belongs to.
+    ///
+    /// A container never moves to another sandbox, so the answer is remembered, and a
+    /// remembered one only needs the record to be still there: one `statx` instead of a
+    /// listing of every sandbox for each per-container call (ContainerStatus above all).
     pub(crate) fn sandbox_of(&self, container: &ContainerId) -> Result<SandboxId> {
-        for sandbox in self.layout.sandbox_ids()? {
-            if self
-                .layout
-                .sandbox(&sandbox)
+        let has_record = |sandbox: &SandboxId| {
+            self.layout
+                .sandbox(sandbox)
                 .container(container)
                 .record()
                 .exists()
-            {
+        };
+        let mut known = self.sandboxes_of.lock().unwrap_or_else(|e| e.into_inner());
+        match known.get(container) {
+            Some(sandbox) if has_record(sandbox) => return Ok(sandbox.clone()),
+            Some(_) => {
+                known.remove(container);
+            }
+            None => {}
+        }
+        for sandbox in self.layout.sandbox_ids()? {
+            if has_record(&sandbox) {
+                known.insert(container.clone(), sandbox.clone());
                 return Ok(sandbox);
             }
         }
         Err(Error::ContainerNotFound {
             id: container.to_string(),
         })
+    }
+
+    /// Forgets where the containers went that a removal takes: `container`, or every one of
+    /// `sandbox`.
+    pub(crate) fn forget_sandbox_of(&self, container: Option<&ContainerId>, sandbox: &SandboxId) {
+        let mut known = self.sandboxes_of.lock().unwrap_or_else(|e| e.into_inner());
+        match container {
+            Some(container) => {
+                known.remove(container);
+            }
+            None => known.retain(|_, of| of != sandbox),
+        }
     }
 
     /// The shim's record, if its shim is alive.
