@@ -386,6 +386,8 @@ impl Runtime {
         // after the answer (crate::trash).
         self.forget_sandbox_of(None, id);
         self.discard(&paths.dir, "s-", id.as_str())?;
+        // A pod removed without a stop first: its stop above may have left its DEL waiting.
+        self.start_deferred(id);
         if let Some(record) = &record {
             self.pod_trace(&record.config.metadata)
                 .mark("removal (cgroups, folder)");

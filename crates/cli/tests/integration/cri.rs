@@ -1719,4 +1719,23 @@ fn stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after() {
     assert_eq!(pods["status"]["state"], "SANDBOX_NOTREADY", "{pods}");
     server.ok(&["rmp", &sandbox]);
     assert!(!server.root().join("sandboxes").join(&sandbox).exists());
+    // A Ready pod removed without a stop first: its DEL is left to the cleaner the same way.
+    let sandbox = server.ok(&["runp", &pod]);
+    let status: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    let ip = status["status"]["network"]["ip"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(files_named(&leases, &ip).len(), 1, "the lease of {ip:?}");
+    server.ok(&["rmp", "--force", &sandbox]);
+    assert!(
+        wait_until(Duration::from_secs(20), || files_named(&leases, &ip)
+            .is_empty()
+            && files_below(&queue) == 0),
+        "lease {:?}, queued {}; the server's log: {}",
+        files_named(&leases, &ip),
+        files_below(&queue),
+        server.log()
+    );
 }
