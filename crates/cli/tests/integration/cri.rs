@@ -1685,17 +1685,34 @@ fn stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after() {
             "linux": {}
         }),
     );
-    let sandbox = server.ok(&["runp", &pod]);
-    let status: serde_json::Value =
-        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
-    let ip = status["status"]["network"]["ip"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
     use std::os::unix::fs::MetadataExt;
     let inode = std::fs::metadata(&ns).unwrap().ino();
     let leases = PathBuf::from(format!("/run/podlab-net/{inode}/cni/ipam"));
-    assert_eq!(files_named(&leases, &ip).len(), 1, "the lease of {ip:?}");
+    let queue = server.root().join("network-teardown");
+    // A pod, and the address it holds a lease on.
+    let started = || {
+        let sandbox = server.ok(&["runp", &pod]);
+        let status: serde_json::Value =
+            serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+        let ip = status["status"]["network"]["ip"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(files_named(&leases, &ip).len(), 1, "the lease of {ip:?}");
+        (sandbox, ip)
+    };
+    let released = |ip: &str| {
+        assert!(
+            wait_until(Duration::from_secs(20), || files_named(&leases, ip)
+                .is_empty()
+                && files_below(&queue) == 0),
+            "lease {:?}, queued {}; the server's log: {}",
+            files_named(&leases, ip),
+            files_below(&queue),
+            server.log()
+        );
+    };
+    let (sandbox, ip) = started();
     server.ok(&["stopp", &sandbox]);
     // StopPodSandbox answered once the pod's processes and namespaces were gone, with its DEL
     // left to the cleaner, which releases the lease after the answer.
@@ -1704,38 +1721,14 @@ fn stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after() {
         "{}",
         server.log()
     );
-    let queue = server.root().join("network-teardown");
-    assert!(
-        wait_until(Duration::from_secs(20), || files_named(&leases, &ip)
-            .is_empty()
-            && files_below(&queue) == 0),
-        "lease {:?}, queued {}; the server's log: {}",
-        files_named(&leases, &ip),
-        files_below(&queue),
-        server.log()
-    );
+    released(&ip);
     let pods: serde_json::Value =
         serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
     assert_eq!(pods["status"]["state"], "SANDBOX_NOTREADY", "{pods}");
     server.ok(&["rmp", &sandbox]);
     assert!(!server.root().join("sandboxes").join(&sandbox).exists());
     // A Ready pod removed without a stop first: its DEL is left to the cleaner the same way.
-    let sandbox = server.ok(&["runp", &pod]);
-    let status: serde_json::Value =
-        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
-    let ip = status["status"]["network"]["ip"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert_eq!(files_named(&leases, &ip).len(), 1, "the lease of {ip:?}");
+    let (sandbox, ip) = started();
     server.ok(&["rmp", "--force", &sandbox]);
-    assert!(
-        wait_until(Duration::from_secs(20), || files_named(&leases, &ip)
-            .is_empty()
-            && files_below(&queue) == 0),
-        "lease {:?}, queued {}; the server's log: {}",
-        files_named(&leases, &ip),
-        files_below(&queue),
-        server.log()
-    );
+    released(&ip);
 }
