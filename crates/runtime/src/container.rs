@@ -347,7 +347,7 @@ impl Runtime {
             )?;
         }
         // Its cgroup and folder go with the trash (now, or after the answer: crate::trash).
-        self.forget_sandbox_of(Some(id), &sandbox);
+        self.forget_container(id);
         self.discard(&paths.container(id).dir, "c-", id.as_str())
     }
 

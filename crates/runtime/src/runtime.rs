@@ -2,6 +2,7 @@
 //! (the kubelet layer, the CLI); the long-lived parts live in each pod's shim, reached over its
 //! socket, and in the state files.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ pub struct Runtime {
     /// themselves); see [`crate::trash`].
     pub(crate) cleaner: Option<crate::trash::Cleaner>,
     /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
-    sandboxes_of: std::sync::Mutex<std::collections::HashMap<ContainerId, SandboxId>>,
+    sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -175,7 +176,7 @@ impl Runtime {
                 .record()
                 .exists()
         };
-        let mut known = self.sandboxes_of.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = self.known_sandboxes();
         match known.get(container) {
             Some(sandbox) if has_record(sandbox) => return Ok(sandbox.clone()),
             Some(_) => {
@@ -194,16 +195,18 @@ impl Runtime {
         })
     }
 
-    /// Forgets where the containers went that a removal takes: `container`, or every one of
-    /// `sandbox`.
-    pub(crate) fn forget_sandbox_of(&self, container: Option<&ContainerId>, sandbox: &SandboxId) {
-        let mut known = self.sandboxes_of.lock().unwrap_or_else(|e| e.into_inner());
-        match container {
-            Some(container) => {
-                known.remove(container);
-            }
-            None => known.retain(|_, of| of != sandbox),
-        }
+    /// Forgets where a removed container was ([`Runtime::sandbox_of`]).
+    pub(crate) fn forget_container(&self, container: &ContainerId) {
+        self.known_sandboxes().remove(container);
+    }
+
+    /// Forgets where the containers of a removed sandbox were.
+    pub(crate) fn forget_containers_of(&self, sandbox: &SandboxId) {
+        self.known_sandboxes().retain(|_, of| of != sandbox);
+    }
+
+    fn known_sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerId, SandboxId>> {
+        self.sandboxes_of.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The shim's record, if its shim is alive.

@@ -384,7 +384,7 @@ impl Runtime {
         podlab_fault::point_reached("sandbox.remove.before-folder");
         // The cgroups and the folder (with the pod's /dev/shm mount) go with the trash, now or
         // after the answer (crate::trash).
-        self.forget_sandbox_of(None, id);
+        self.forget_containers_of(id);
         self.discard(&paths.dir, "s-", id.as_str())?;
         // A pod removed without a stop first: its stop above may have left its DEL waiting.
         self.start_deferred(id);

@@ -68,6 +68,23 @@ impl Drop for Cleaner {
     }
 }
 
+/// `work` on each entry of `dir` (none when it is missing); one that fails does not stop the
+/// others, and the first error is returned.
+fn for_each_entry(dir: &Path, mut work: impl FnMut(&Path) -> Result<()>) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("listing", dir, e)),
+    };
+    let mut first_error = None;
+    for entry in entries.flatten() {
+        if let Err(e) = work(&entry.path()) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 impl Runtime {
     /// `<root>/trash`: folders of removed containers and sandboxes whose cleanup is pending.
     pub fn trash_dir(&self) -> PathBuf {
@@ -163,21 +180,10 @@ impl Runtime {
     /// fails stays for the next time (and for `podlab gc`). Under the trash's lock: a cleaner
     /// and a gc may both try.
     pub fn finish_network_teardowns(&self) -> Result<()> {
-        let queue = self.network_teardown_dir();
-        let entries = match std::fs::read_dir(&queue) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("listing", &queue, e)),
-        };
-        let mut first_error = None;
-        for entry in entries.flatten() {
-            let done = SandboxLock::acquire(&self.config.root.join("trash.lock"))
-                .and_then(|_lock| self.finish_network_teardown(&entry.path()));
-            if let Err(e) = done {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        for_each_entry(&self.network_teardown_dir(), |queued| {
+            let _lock = self.trash_lock()?;
+            self.finish_network_teardown(queued)
+        })
     }
 
     /// The CNI DEL of one queued teardown, from its folder, which then goes.
@@ -197,40 +203,24 @@ impl Runtime {
     /// Asks the cleaner to run the task it was started with, after the caller's answer; false
     /// when there is no cleaner or no task (the caller does the work itself).
     pub fn defer_task(&self) -> bool {
-        match &self.cleaner {
-            Some(Cleaner {
-                wake: Some(wake),
-                has_task: true,
-                ..
-            }) => {
-                let _ = nix::unistd::write(wake, &[WAKE_TASK]);
-                true
-            }
-            _ => false,
-        }
+        matches!(self.cleaner, Some(Cleaner { has_task: true, .. })) && self.wake_cleaner(WAKE_TASK)
     }
 
     /// Removes what is in the trash: each entry's cgroups, then its folder. An entry that
     /// cannot be removed yet stays for the next time (and for `podlab gc`).
     pub fn empty_trash(&self) -> Result<()> {
-        let trash = self.trash_dir();
-        let entries = match std::fs::read_dir(&trash) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("listing", &trash, e)),
-        };
-        let mut first_error = None;
-        for entry in entries.flatten() {
-            if let Err(e) = self.empty_entry(&entry.path()) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        for_each_entry(&self.trash_dir(), |entry| self.empty_entry(entry))
     }
 
-    /// One trash entry's cleanup, under the trash's lock (a cleaner and a gc may both try).
+    /// The lock of the cleanup that a cleaner and a gc may both try: the trash's entries and
+    /// the queued network teardowns.
+    fn trash_lock(&self) -> Result<SandboxLock> {
+        SandboxLock::acquire(&self.config.root.join("trash.lock"))
+    }
+
+    /// One trash entry's cleanup, under the trash's lock.
     fn empty_entry(&self, entry: &Path) -> Result<()> {
-        let _lock = SandboxLock::acquire(&self.config.root.join("trash.lock"))?;
+        let _lock = self.trash_lock()?;
         if !entry.exists() {
             return Ok(());
         }
