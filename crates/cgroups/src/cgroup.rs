@@ -220,26 +220,25 @@ impl Cgroup {
         }
     }
 
-    /// The cgroups directly below this one (by their folders in the first hierarchy).
+    /// The cgroups directly below this one, by their folders in any hierarchy: a remover
+    /// killed between two hierarchies' rmdirs leaves a child in some of them only.
     pub fn children(&self) -> Result<Vec<Cgroup>> {
-        let Some(first) = self.unique_dirs().first().map(|d| d.to_path_buf()) else {
-            return Ok(Vec::new());
-        };
-        let entries = match std::fs::read_dir(&first) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("listing", first, e)),
-        };
-        let mut children = Vec::new();
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                if let Some(name) = entry.file_name().to_str() {
-                    children.push(self.child(name));
+        let mut names = BTreeSet::new();
+        for dir in self.unique_dirs() {
+            let entries = match std::fs::read_dir(dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("listing", dir.to_path_buf(), e)),
+            };
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    if let Some(name) = entry.file_name().to_str() {
+                        names.insert(name.to_string());
+                    }
                 }
             }
         }
-        children.sort_by(|a, b| a.relative.cmp(&b.relative));
-        Ok(children)
+        Ok(names.iter().map(|name| self.child(name)).collect())
     }
 
     /// Removes the cgroup and every cgroup below it, killing what still runs there. A cgroup

@@ -123,6 +123,13 @@ impl NodeCgroups {
                 }
             }
         }
+        // A remover killed between its pod's rmdir and its ancestors' leaves empty folders
+        // with no pod below to prune them from: the QoS folders, kubepods and the root go
+        // here when empty (each stays while anything is in it).
+        for child in kubepods.children()? {
+            child.remove_if_empty(0);
+        }
+        kubepods.remove_if_empty(1);
         Ok(removed)
     }
 }
