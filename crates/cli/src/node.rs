@@ -43,9 +43,17 @@ pub struct NodeArgs {
     /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
     #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod", "allowed_unsafe_sysctls", "runtime_endpoint"])]
     stop: bool,
+    /// Started by the agent itself: keep a warm network namespace for its next pod
+    /// (`network::warm`).
+    #[arg(long, hide = true, exclusive = true)]
+    warm_keeper: bool,
 }
 
 pub fn run(args: NodeArgs) -> Result<()> {
+    if args.warm_keeper {
+        crate::network::warm::keep_for_parent();
+        return Ok(());
+    }
     let ctx = Ctx::open()?;
     if args.stop {
         let stopped =
@@ -88,6 +96,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
     // A CRI runtime attaches its pods to its own network (RunPodSandbox's CNI ADD).
     if config.runtime_endpoint.is_none() {
         config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
+        crate::network::warm::refill_for_this_agent();
     }
     if config.network.is_some() {
         // What kill -9 of every process of a network namespace left (see network::identity);

@@ -15,6 +15,15 @@
 //! the abstract name or connect to it, and a namespace handed over by another user's process
 //! is never joined.
 //!
+//! **The node agent's.** The agent is multi-threaded, so it forks nothing: after each of its
+//! pods asked for a warm namespace (taken or not), a thread of its own starts `podlab node
+//! --warm-keeper`, which forks the keeper as above with two differences. It waits for pods as
+//! long as the agent lives (its pidfd: the agent's exit, `kill -9` included, ends it, DEL
+//! first), and it runs at `nice` 10: the ADD it makes ahead must not take a core from the pods
+//! starting now. The first pod of a node makes its own namespace; every later one finds one
+//! made, whatever the ADD costs on a bridge of many ports (about 30 ms at 1000 pods). The
+//! agent's stop ends its keeper through `podlab gc`'s path.
+//!
 //! **Who takes it.** RunPodSandbox asks the network for a prepared namespace before it starts
 //! the shim ([`take`]): the command connects to the socket and the keeper sends the namespace's
 //! descriptor and its ADD result. The command checks that the result was made with the conflist
@@ -75,6 +84,8 @@ const ADOPTED: &str = "network-attachment";
 const WARM_DIR: &str = "warm";
 /// In a warm namespace's folder: the keeper's identity (`PID:STARTTIME`).
 const KEEPER_FILE: &str = "keeper";
+/// The node agent's keeper's `nice` value: below the pods' starts.
+const OWNED_KEEPER_NICE: libc::c_int = 10;
 /// How long a command waits for a keeper that is still in its ADD.
 const TAKE_WAIT: Duration = Duration::from_secs(5);
 /// How long `podlab gc` waits for a keeper's DEL.
@@ -178,14 +189,21 @@ fn stopping() -> bool {
 
 /// Waits until `fd` is readable, at most `wait` (a keeper asked to stop waits no more).
 fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    readable_while(fd, wait, None)
+}
+
+/// [`readable`], giving up too when the `owner` process (its pidfd) has exited.
+fn readable_while(fd: BorrowedFd<'_>, wait: Duration, owner: Option<BorrowedFd<'_>>) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let deadline = Instant::now() + wait;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let timeout =
             PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
-        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        let mut fds = vec![PollFd::new(fd, PollFlags::POLLIN)];
+        fds.extend(owner.map(|owner| PollFd::new(owner, PollFlags::POLLIN)));
         match poll(&mut fds, timeout) {
+            Ok(_) if fds.get(1).is_some_and(|o| o.any().unwrap_or(true)) => return false,
             Ok(n) if n > 0 => return true,
             Ok(_) if Instant::now() >= deadline => return false,
             Err(nix::Error::EINTR) if stopping() => return false,
@@ -204,6 +222,10 @@ pub(super) fn take(network: &PodlabNetwork, pod: &PodNetwork<'_>) -> Option<Prep
     if network.kind != "cni" || ttl().is_none() || !pod.port_mappings.is_empty() {
         return None;
     }
+    // The node agent's next pod finds one made while this one starts (taken or not).
+    let _refill = REFILL
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .then_some(Refill);
     let keeper = connect_keeper()?;
     send_message(keeper.as_fd(), &Request::Take, &[]).ok()?;
     if !readable(keeper.as_fd(), TAKE_WAIT) {
@@ -298,14 +320,93 @@ pub fn start_keeper(root: &Path, returned: Instant) {
         let _ = network.del_nothing();
         return;
     };
-    let Ok((ready_r, ready_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+    let until = Until {
+        deadline,
+        owner: None,
+    };
+    if !fork_keeper(&network, until) {
+        // No keeper: the bridge was kept for it, and goes now if no pod is left on it.
+        let _ = super::gc();
+    }
+}
+
+/// Set by the node agent ([`refill_for_this_agent`]).
+static REFILL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// In the node agent: each pod's question for a warm namespace starts, once answered, the
+/// keeper of the next one (`podlab node --warm-keeper`), which lives as long as the agent.
+/// The agent's pods then find their namespace made and attached, whatever the bridge's size
+/// and the leases' count make the ADD cost, and the first pod of a node pays its own.
+pub fn refill_for_this_agent() {
+    REFILL.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Dropped at the end of a pod's question: starts the next keeper, off the pod's way. The
+/// agent is multi-threaded, so the keeper is a program of its own (an exec, not a fork).
+struct Refill;
+
+impl Drop for Refill {
+    fn drop(&mut self) {
+        let _ = std::thread::Builder::new()
+            .name("warm-refill".into())
+            .spawn(|| {
+                // The program as it was started, even if replaced on disk since.
+                let started = std::process::Command::new("/proc/self/exe")
+                    .args(["node", "--warm-keeper"])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                if let Ok(mut child) = started {
+                    let _ = child.wait();
+                }
+            });
+    }
+}
+
+/// `podlab node --warm-keeper`, started by the node agent ([`Refill`]): forks a keeper whose
+/// life ends with the agent's (its pidfd) instead of a deadline, at a low priority (the pods
+/// starting now come first), and returns once that holds the socket.
+pub fn keep_for_parent() {
+    let (Some(_), Ok(Some(network))) = (ttl(), super::podlab_network(Path::new("/"), Bridge::Keep))
+    else {
         return;
+    };
+    if network.kind != "cni" {
+        return;
+    }
+    let parent = nix::unistd::getppid();
+    let Ok(owner) = ProcessIdentity::of(parent.as_raw()) else {
+        return;
+    };
+    if nix::unistd::getppid() != parent {
+        return; // the agent is gone already
+    }
+    let until = Until {
+        deadline: Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600),
+        owner: Some(owner),
+    };
+    fork_keeper(&network, until);
+}
+
+/// What ends a keeper that no pod took: its deadline, or its owner's exit.
+struct Until {
+    deadline: Instant,
+    /// The node agent it keeps a namespace for.
+    owner: Option<ProcessIdentity>,
+}
+
+/// Forks the keeper and waits until it holds the socket, or found another keeper there.
+/// False when the fork failed. Single-threaded callers only.
+fn fork_keeper(network: &PodlabNetwork, until: Until) -> bool {
+    let Ok((ready_r, ready_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+        return false;
     };
     // SAFETY: the caller is single-threaded; the child runs the keeper and exits.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
             drop(ready_r);
-            let code = keeper(&network, deadline, ready_w);
+            let code = keeper(network, until, ready_w);
             // SAFETY: no destructor of the command's must run in this copy of it.
             unsafe { libc::_exit(code) }
         }
@@ -314,17 +415,15 @@ pub fn start_keeper(root: &Path, returned: Instant) {
             // One byte, or end of file when it exits (another keeper holds the socket).
             let mut byte = [0u8; 1];
             let _ = nix::unistd::read(&ready_r, &mut byte);
+            true
         }
-        Err(_) => {
-            // No keeper: the bridge was kept for it, and goes now if no pod is left on it.
-            let _ = super::gc();
-        }
+        Err(_) => false,
     }
 }
 
-/// The keeper's life: the socket, the namespace, its ADD, then one taker, the stop, or the
-/// `deadline`. Returns the exit code.
-fn keeper(network: &PodlabNetwork, deadline: Instant, ready: OwnedFd) -> i32 {
+/// The keeper's life: the socket, the namespace, its ADD, then one taker, the stop, the
+/// deadline or the owner's exit. Returns the exit code.
+fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
     // Nothing of the command's: not its output streams (a caller reading them to their end
     // would wait for the keeper), not its descriptors (locks), not its folder.
     if let Ok(null) = std::fs::OpenOptions::new()
@@ -367,9 +466,29 @@ fn keeper(network: &PodlabNetwork, deadline: Instant, ready: OwnedFd) -> i32 {
     let Ok(address) = abstract_address() else {
         return 1;
     };
-    if bind(listener.as_raw_fd(), &address).is_err()
-        || listen(&listener, Backlog::new(8).unwrap_or(Backlog::MAXCONN)).is_err()
-    {
+    // Opened after the descriptors were closed, and checked against the start time read
+    // before the fork: the agent, not a process that took its pid.
+    let owner = match &until.owner {
+        Some(agent) => match podlab_runtime::liveness::Pidfd::open(agent.pid) {
+            Ok(pidfd) if agent.is_alive() => Some(pidfd),
+            _ => return 0,
+        },
+        None => None,
+    };
+    let owner = owner.as_ref().map(|o| o.as_fd());
+    if owner.is_some() {
+        // Ahead-of-time work: the pods starting now come first on the node's cores.
+        // SAFETY: setpriority of this process only.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, OWNED_KEEPER_NICE) };
+    }
+    let mut bound = bind(listener.as_raw_fd(), &address);
+    // The agent's keeper follows one that a pod has just taken, and may find it not yet gone.
+    let give_up = Instant::now() + Duration::from_millis(200);
+    while bound.is_err() && owner.is_some() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
+        bound = bind(listener.as_raw_fd(), &address);
+    }
+    if bound.is_err() || listen(&listener, Backlog::new(8).unwrap_or(Backlog::MAXCONN)).is_err() {
         return 0; // another keeper holds it
     }
     let _ = nix::unistd::write(&ready, &[1]);
@@ -380,9 +499,10 @@ fn keeper(network: &PodlabNetwork, deadline: Instant, ready: OwnedFd) -> i32 {
         return 1;
     };
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stopping() || !readable(listener.as_fd(), left) {
+        let left = until.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stopping() || !readable_while(listener.as_fd(), left, owner) {
             warm.end(network);
+            answer_waiting_stops(listener.as_fd());
             return 0;
         }
         let Ok(client) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) else {
@@ -417,6 +537,31 @@ fn keeper(network: &PodlabNetwork, deadline: Instant, ready: OwnedFd) -> i32 {
                 return 0;
             }
             _ => continue,
+        }
+    }
+}
+
+/// A `podlab gc` (or an agent's stop) that asked while the keeper was ending on its own hears
+/// "done" once its DEL is over, instead of waiting for an answer that never comes.
+fn answer_waiting_stops(listener: BorrowedFd<'_>) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    // Only the connections already waiting: an empty queue ends the loop.
+    if fcntl(listener, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).is_err() {
+        return;
+    }
+    while let Ok(client) = accept4(
+        listener.as_raw_fd(),
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+    ) {
+        // SAFETY: accept4 returned a new descriptor that nothing else owns.
+        let client = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(client) };
+        if readable(client.as_fd(), Duration::from_millis(100))
+            && matches!(
+                receive_message::<Request>(client.as_fd()),
+                Ok(Some((Request::Stop, _)))
+            )
+        {
+            let _ = send_message(client.as_fd(), &Reply::Done, &[]);
         }
     }
 }

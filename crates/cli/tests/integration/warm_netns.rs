@@ -298,9 +298,11 @@ fn gc_releases_the_lease_of_a_killed_keeper_next_to_a_running_pod() {
     // A pod of the node agent on the same bridge, made first (so it does not take the warm
     // namespace): with it the bridge and the network's folder stay, so only gc's release of
     // the dead keeper's lease removes that lease.
+    // The agent it starts keeps no warm namespace of its own (it would hold the keeper's
+    // socket that the one-shot command's keeper is to take here).
     let out = node.run(
         &["run", "stay", "--image", "busybox", "--", "sleep", "3600"],
-        &[],
+        &[("PODLAB_WARM_NETNS", "0")],
     );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
@@ -356,6 +358,87 @@ fn gc_releases_the_lease_of_a_killed_keeper_next_to_a_running_pod() {
     );
     let out = node.run(&["delete", "pod", "stay"], &[]);
     assert_eq!(out.code, Some(0), "{out:?}");
+    let out = node.run(&["node", "--stop"], &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    node.assert_nothing_left();
+}
+
+/// The netns inode a running pod's container is in, read inside it.
+fn netns_inside(node: &Node, pod: &str) -> u64 {
+    let out = node.run(&["exec", pod, "--", "readlink", "/proc/self/ns/net"], &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out.stdout
+        .trim()
+        .strip_prefix("net:[")
+        .and_then(|l| l.strip_suffix(']'))
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("no netns in {out:?}"))
+}
+
+#[test]
+fn the_node_agents_next_pod_joins_the_namespace_its_keeper_made_and_the_keeper_ends_with_the_agent()
+{
+    let node = Node::new("warm-agent");
+    let run = |name: &str| {
+        let out = node.run(
+            &["run", name, "--image", "busybox", "--", "sleep", "3600"],
+            &[],
+        );
+        assert_eq!(out.code, Some(0), "{out:?}");
+        node.root.wait_pod(
+            name,
+            "running",
+            Duration::from_secs(60),
+            crate::pods::running,
+        );
+    };
+    // The first pod of the node makes its own; its question starts the agent's keeper.
+    run("first");
+    let (keeper, warm) = ready_warm_keeper(&node);
+    assert_ne!(netns_inside(&node, "first"), warm);
+    run("second");
+    assert_eq!(
+        netns_inside(&node, "second"),
+        warm,
+        "the second pod runs in the namespace the agent's keeper made"
+    );
+    // And the next one is made for the pod after.
+    let mut next = None;
+    wait_until(Duration::from_secs(60), || {
+        next = node
+            .keepers()
+            .into_iter()
+            .find(|(pid, held)| *pid != keeper && held.is_some());
+        next.is_some()
+    });
+    let (next, _) = next.expect("a keeper after the taken one");
+    assert!(
+        wait_until(Duration::from_secs(60), || node.leases().len() == 3),
+        "two pods' and the keeper's leases: {:?}",
+        node.leases()
+    );
+    // The keeper lives as long as its agent: kill -9 of the agent ends it, with its DEL.
+    let agent = podlab_kubelet::node::running_agent(&node.root.dir).expect("the node agent");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || node.keepers().is_empty()),
+        "keeper {next} outlived its agent"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || node.leases().len() == 2
+            && node.veths().len() == 2),
+        "the keeper's lease or veth stayed: {:?}, {:?}",
+        node.leases(),
+        node.veths()
+    );
+    for pod in ["first", "second"] {
+        let out = node.run(&["delete", "pod", pod], &[]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
     let out = node.run(&["node", "--stop"], &[]);
     assert_eq!(out.code, Some(0), "{out:?}");
     node.assert_nothing_left();
