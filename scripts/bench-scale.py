@@ -22,6 +22,10 @@ average is below SETTLE_LOAD (default 1.0): growing N pods at once leaves a back
 reached 620 at 1000 pods on 2 cores) that would otherwise be counted as the idle agent's and
 the one more pod's.
 
+Each timed pod starts ROUND_GAP seconds (default 1.0) after the last one's delete returned, so
+that what the last one left running (its removal, the agent's warm namespace for the next pod)
+is not counted in the next one.
+
 Prints each figure, the load average, and ends with the pods deleted, the agent stopped and
 `podlab gc`.
 """
@@ -32,6 +36,7 @@ PODLAB = os.path.abspath(
     os.environ.get("PODLAB_BIN", os.path.join(HERE, "..", "target", "release", "podlab")))
 INSIDE = "PODLAB_BENCH_INSIDE"
 ROOT = "/run/podlab"
+ROUND_GAP = float(os.environ.get("ROUND_GAP", "1.0"))
 WORKLOAD = ["sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
 
 
@@ -68,6 +73,10 @@ def manifest(kind, name, replicas=None):
 def one_more(work, rounds, tag):
     times = []
     for i in range(rounds):
+        # Each pod on a node at rest: the last one's removal and the agent's work ahead (the
+        # warm network namespace it makes for the next pod, at a low priority) are done.
+        time.sleep(ROUND_GAP)
+        reap()
         path = os.path.join(work, f"{tag}{i}.yaml")
         open(path, "w").write(manifest("Pod", f"{tag}{i}"))
         start = time.perf_counter()

@@ -43,15 +43,15 @@ pub struct NodeArgs {
     /// it) and wait until it is gone. Pods keep running, as they do when kubelet stops.
     #[arg(long, conflicts_with_all = ["background", "verbose", "backoff", "pod", "allowed_unsafe_sysctls", "runtime_endpoint"])]
     stop: bool,
-    /// Started by the agent itself: keep a warm network namespace for its next pod
+    /// Started by the agent itself (its pid): keep a warm network namespace for its next pod
     /// (`network::warm`).
-    #[arg(long, hide = true, exclusive = true)]
-    warm_keeper: bool,
+    #[arg(long, hide = true, exclusive = true, value_name = "AGENT_PID")]
+    warm_keeper: Option<i32>,
 }
 
 pub fn run(args: NodeArgs) -> Result<()> {
-    if args.warm_keeper {
-        crate::network::warm::keep_for_parent();
+    if let Some(agent) = args.warm_keeper {
+        crate::network::warm::keep_for_agent(agent);
         return Ok(());
     }
     let ctx = Ctx::open()?;

@@ -20,9 +20,11 @@
 //! --warm-keeper`, which forks the keeper as above with two differences. It waits for pods as
 //! long as the agent lives (its pidfd: the agent's exit, `kill -9` included, ends it, DEL
 //! first), and it runs at `nice` 10: the ADD it makes ahead must not take a core from the pods
-//! starting now. The first pod of a node makes its own namespace; every later one finds one
-//! made, whatever the ADD costs on a bridge of many ports (about 30 ms at 1000 pods). The
-//! agent's stop ends its keeper through `podlab gc`'s path.
+//! starting now. The first pod of a node makes its own namespace; a later one finds one
+//! made, whatever the ADD costs on a bridge of many ports (about 30 ms at 1000 pods). An
+//! agent's pod never waits for a keeper still in its ADD (it reads the keepers' folders first:
+//! a live keeper without a cached result is still adding); it makes its own then, as pods
+//! created in a burst do. The agent's stop ends its keeper through `podlab gc`'s path.
 //!
 //! **Who takes it.** RunPodSandbox asks the network for a prepared namespace before it starts
 //! the shim ([`take`]): the command connects to the socket and the keeper sends the namespace's
@@ -222,10 +224,21 @@ pub(super) fn take(network: &PodlabNetwork, pod: &PodNetwork<'_>) -> Option<Prep
     if network.kind != "cni" || ttl().is_none() || !pod.port_mappings.is_empty() {
         return None;
     }
-    // The node agent's next pod finds one made while this one starts (taken or not).
-    let _refill = REFILL
-        .load(std::sync::atomic::Ordering::SeqCst)
-        .then_some(Refill);
+    // The node agent's pods never wait for a keeper still in its ADD (at a low priority, on a
+    // busy node, that can take seconds): they make their own then. Its next pod finds one made
+    // while this one starts, if none is being made.
+    let _refill = if REFILL.load(std::sync::atomic::Ordering::SeqCst) {
+        match warmth(&network.net_root) {
+            Warmth::Ready => Some(Refill),
+            Warmth::Making => return None,
+            Warmth::Cold => {
+                drop(Refill);
+                return None;
+            }
+        }
+    } else {
+        None
+    };
     let keeper = connect_keeper()?;
     send_message(keeper.as_fd(), &Request::Take, &[]).ok()?;
     if !readable(keeper.as_fd(), TAKE_WAIT) {
@@ -262,6 +275,56 @@ pub(super) fn take(network: &PodlabNetwork, pod: &PodNetwork<'_>) -> Option<Prep
             result: serde_json::from_str(&result_json).ok(),
         },
     })
+}
+
+/// Whether a warm namespace waits in this network namespace, from the keepers' folders.
+enum Warmth {
+    /// A live keeper's ADD is done (its result is cached).
+    Ready,
+    /// A live keeper is in its ADD.
+    Making,
+    /// No live keeper.
+    Cold,
+}
+
+fn warmth(net_root: &Path) -> Warmth {
+    let Ok(folders) = std::fs::read_dir(net_root.join(WARM_DIR)) else {
+        return Warmth::Cold;
+    };
+    let mut making = false;
+    for folder in folders.flatten().map(|f| f.path()) {
+        if !keeper_alive(&folder) {
+            continue;
+        }
+        let added = std::fs::read_dir(&folder)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|file| file.file_name().to_string_lossy().ends_with("-eth0"));
+        if added {
+            return Warmth::Ready;
+        }
+        making = true;
+    }
+    if making {
+        Warmth::Making
+    } else {
+        Warmth::Cold
+    }
+}
+
+/// Whether the keeper a warm folder names still runs.
+fn keeper_alive(folder: &Path) -> bool {
+    std::fs::read_to_string(folder.join(KEEPER_FILE))
+        .ok()
+        .and_then(|text| {
+            let (pid, start) = text.trim().split_once(':')?;
+            Some(ProcessIdentity {
+                pid: pid.parse().ok()?,
+                start_time: start.parse().ok()?,
+            })
+        })
+        .is_some_and(|keeper| keeper.is_alive())
 }
 
 /// Moves the warm namespace's cached ADD into the sandbox's folder and records its container
@@ -352,7 +415,7 @@ impl Drop for Refill {
             .spawn(|| {
                 // The program as it was started, even if replaced on disk since.
                 let started = std::process::Command::new("/proc/self/exe")
-                    .args(["node", "--warm-keeper"])
+                    .args(["node", "--warm-keeper", &std::process::id().to_string()])
                     .stdin(std::process::Stdio::null())
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
@@ -364,10 +427,11 @@ impl Drop for Refill {
     }
 }
 
-/// `podlab node --warm-keeper`, started by the node agent ([`Refill`]): forks a keeper whose
-/// life ends with the agent's (its pidfd) instead of a deadline, at a low priority (the pods
-/// starting now come first), and returns once that holds the socket.
-pub fn keep_for_parent() {
+/// `podlab node --warm-keeper AGENT_PID`, started by the node agent ([`Refill`]): forks a
+/// keeper whose life ends with the agent's (its pidfd) instead of a deadline, at a low
+/// priority (the pods starting now come first), and returns once that holds the socket.
+/// Nothing when the agent is no longer this process's parent (it died meanwhile).
+pub fn keep_for_agent(agent: i32) {
     let (Some(_), Ok(Some(network))) = (ttl(), super::podlab_network(Path::new("/"), Bridge::Keep))
     else {
         return;
@@ -375,12 +439,12 @@ pub fn keep_for_parent() {
     if network.kind != "cni" {
         return;
     }
-    let parent = nix::unistd::getppid();
-    let Ok(owner) = ProcessIdentity::of(parent.as_raw()) else {
+    let Ok(owner) = ProcessIdentity::of(agent) else {
         return;
     };
-    if nix::unistd::getppid() != parent {
-        return; // the agent is gone already
+    // Read after its identity: still the parent, so that identity is the agent's.
+    if nix::unistd::getppid().as_raw() != agent {
+        return;
     }
     let until = Until {
         deadline: Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600),
@@ -493,6 +557,9 @@ fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
     }
     let _ = nix::unistd::write(&ready, &[1]);
     drop(ready);
+    if owner.is_some_and(|agent| readable(agent, Duration::ZERO)) {
+        return 0; // the agent died while this keeper started: no ADD for nobody
+    }
     let Some(warm) = Warm::make(network) else {
         // The bridge was kept for this keeper; it goes if no pod is left on it.
         let _ = network.del_nothing();
@@ -681,17 +748,7 @@ pub(super) fn collect_orphans(net_root: &Path) {
     };
     for entry in entries.flatten() {
         let folder = entry.path();
-        let alive = std::fs::read_to_string(folder.join(KEEPER_FILE))
-            .ok()
-            .and_then(|text| {
-                let (pid, start) = text.trim().split_once(':')?;
-                Some(ProcessIdentity {
-                    pid: pid.parse().ok()?,
-                    start_time: start.parse().ok()?,
-                })
-            })
-            .is_some_and(|keeper| keeper.is_alive());
-        if alive {
+        if keeper_alive(&folder) {
             continue;
         }
         let id = entry.file_name().to_string_lossy().into_owned();
