@@ -561,8 +561,10 @@ fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
         return 0; // the agent died while this keeper started: no ADD for nobody
     }
     let Some(warm) = Warm::make(network) else {
-        // The bridge was kept for this keeper; it goes if no pod is left on it.
-        let _ = network.del_nothing();
+        // A one-shot command's keeper was kept the bridge; it goes if no pod is left on it.
+        if !network.keep_bridge {
+            let _ = network.del_nothing();
+        }
         return 1;
     };
     loop {
@@ -682,9 +684,10 @@ impl Warm {
         }
     }
 
-    /// The DEL, the folder, and the bridge if no pod is left on it.
+    /// The DEL, the folder, and the bridge if no pod is left on it, unless the node agent
+    /// keeps it (its stop, or `podlab gc` after its `kill -9`, removes it then).
     fn end(self, network: &PodlabNetwork) {
-        let _ = network.del(&self.attachment, false);
+        let _ = network.del(&self.attachment, network.keep_bridge);
         let _ = std::fs::remove_dir_all(&self.attachment.cache_dir);
         let _ = std::fs::remove_dir(self.attachment.cache_dir.parent().unwrap_or(Path::new("/")));
     }

@@ -133,6 +133,47 @@ pub fn veths() -> Vec<String> {
         .collect()
 }
 
+/// The CNI container ids of the warm namespaces a live keeper holds in this network
+/// namespace: the node agent keeps one for its next pod on purpose (`network::warm`).
+pub fn kept_warm_ids() -> Vec<String> {
+    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
+    let dir = PathBuf::from("/run/podlab-net")
+        .join(inode.to_string())
+        .join("warm");
+    let alive = |folder: &Path| {
+        let keeper = std::fs::read_to_string(folder.join("keeper")).unwrap_or_default();
+        let Some((pid, start)) = keeper.trim().split_once(':') else {
+            return false;
+        };
+        let pid: i32 = pid.parse().unwrap_or(0);
+        podlab_runtime::liveness::ProcessIdentity::of(pid)
+            .is_ok_and(|now| now.start_time.to_string() == start)
+    };
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|folder| alive(&folder.path()))
+        .map(|folder| folder.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The addresses leased on podlab's network in this network namespace for pods, not for a
+/// warm namespace kept by a live keeper.
+pub fn pod_leases() -> Vec<String> {
+    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
+    let dir = PathBuf::from("/run/podlab-net")
+        .join(inode.to_string())
+        .join("cni/ipam/podlab");
+    let kept = kept_warm_ids();
+    podlab_cni::ipam::leases_in(&dir)
+        .unwrap()
+        .into_iter()
+        .filter(|l| !kept.contains(&l.container_id))
+        .map(|l| l.ip.to_string())
+        .collect()
+}
+
 /// The addresses leased on podlab's network in this network namespace.
 pub fn leases() -> Vec<String> {
     let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
