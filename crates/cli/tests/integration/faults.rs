@@ -133,13 +133,16 @@ pub fn veths() -> Vec<String> {
         .collect()
 }
 
+/// podlab's network state of this network namespace.
+fn net_state_dir() -> PathBuf {
+    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
+    PathBuf::from("/run/podlab-net").join(inode.to_string())
+}
+
 /// The CNI container ids of the warm namespaces a live keeper holds in this network
 /// namespace: the node agent keeps one for its next pod on purpose (`network::warm`).
 pub fn kept_warm_ids() -> Vec<String> {
-    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
-    let dir = PathBuf::from("/run/podlab-net")
-        .join(inode.to_string())
-        .join("warm");
+    let dir = net_state_dir().join("warm");
     let alive = |folder: &Path| {
         let keeper = std::fs::read_to_string(folder.join("keeper")).unwrap_or_default();
         let Some((pid, start)) = keeper.trim().split_once(':') else {
@@ -161,10 +164,7 @@ pub fn kept_warm_ids() -> Vec<String> {
 /// The addresses leased on podlab's network in this network namespace for pods, not for a
 /// warm namespace kept by a live keeper.
 pub fn pod_leases() -> Vec<String> {
-    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
-    let dir = PathBuf::from("/run/podlab-net")
-        .join(inode.to_string())
-        .join("cni/ipam/podlab");
+    let dir = net_state_dir().join("cni/ipam/podlab");
     let kept = kept_warm_ids();
     podlab_cni::ipam::leases_in(&dir)
         .unwrap()
@@ -176,10 +176,7 @@ pub fn pod_leases() -> Vec<String> {
 
 /// The addresses leased on podlab's network in this network namespace.
 pub fn leases() -> Vec<String> {
-    let inode = podlab_ns::ops::self_inode(NsKind::Net).unwrap();
-    let dir = PathBuf::from("/run/podlab-net")
-        .join(inode.to_string())
-        .join("cni/ipam/podlab");
+    let dir = net_state_dir().join("cni/ipam/podlab");
     podlab_cni::ipam::leases_in(&dir)
         .unwrap()
         .into_iter()
