@@ -17,10 +17,12 @@
 //!
 //! **The node agent's.** The agent is multi-threaded, so it forks nothing: after each of its
 //! pods asked for a warm namespace (taken or not), a thread of its own starts `podlab node
-//! --warm-keeper`, which forks the keeper as above with two differences. It waits for pods as
-//! long as the agent lives (its pidfd: the agent's exit, `kill -9` included, ends it, DEL
-//! first), and it runs at `nice` 10: the ADD it makes ahead must not take a core from the pods
-//! starting now. The first pod of a node makes its own namespace; a later one finds one
+//! --warm-keeper`, which forks the keeper as above, but waits for pods as long as the agent
+//! lives (its pidfd: the agent's exit, `kill -9` included, ends it, DEL first), and leaves
+//! the bridge to the agent. One is started at a time. It runs at the pods' priority: its ADD
+//! holds the network's lock, which a niced keeper on a busy node would hold for seconds while
+//! every pod's ADD and DEL waits (measured: at `nice` 10, 1000 pods were not all Ready after
+//! 13 minutes; 6 without a keeper). The first pod of a node makes its own namespace; a later one finds one
 //! made, whatever the ADD costs on a bridge of many ports (about 30 ms at 1000 pods). An
 //! agent's pod never waits for a keeper still in its ADD (it reads the keepers' folders first:
 //! a live keeper without a cached result is still adding); it makes its own then, as pods
@@ -86,8 +88,6 @@ const ADOPTED: &str = "network-attachment";
 const WARM_DIR: &str = "warm";
 /// In a warm namespace's folder: the keeper's identity (`PID:STARTTIME`).
 const KEEPER_FILE: &str = "keeper";
-/// The node agent's keeper's `nice` value: below the pods' starts.
-const OWNED_KEEPER_NICE: libc::c_int = 10;
 /// How long a command waits for a keeper that is still in its ADD.
 const TAKE_WAIT: Duration = Duration::from_secs(5);
 /// How long `podlab gc` waits for a keeper's DEL.
@@ -404,13 +404,21 @@ pub fn refill_for_this_agent() {
     REFILL.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
-/// Dropped at the end of a pod's question: starts the next keeper, off the pod's way. The
-/// agent is multi-threaded, so the keeper is a program of its own (an exec, not a fork).
+/// Set while this agent starts a keeper: pods created in a burst start one, not one each.
+static REFILLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Dropped at the end of a pod's question: starts the next keeper, off the pod's way, unless
+/// one is being started. The agent is multi-threaded, so the keeper is a program of its own
+/// (an exec, not a fork).
 struct Refill;
 
 impl Drop for Refill {
     fn drop(&mut self) {
-        let _ = std::thread::Builder::new()
+        use std::sync::atomic::Ordering;
+        if REFILLING.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let started = std::thread::Builder::new()
             .name("warm-refill".into())
             .spawn(|| {
                 // The program as it was started, even if replaced on disk since.
@@ -421,9 +429,14 @@ impl Drop for Refill {
                     .stderr(std::process::Stdio::null())
                     .spawn();
                 if let Ok(mut child) = started {
+                    // It returns once its keeper holds the socket (or found another there).
                     let _ = child.wait();
                 }
+                REFILLING.store(false, Ordering::SeqCst);
             });
+        if started.is_err() {
+            REFILLING.store(false, Ordering::SeqCst);
+        }
     }
 }
 
@@ -540,11 +553,6 @@ fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
         None => None,
     };
     let owner = owner.as_ref().map(|o| o.as_fd());
-    if owner.is_some() {
-        // Ahead-of-time work: the pods starting now come first on the node's cores.
-        // SAFETY: setpriority of this process only.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, OWNED_KEEPER_NICE) };
-    }
     let mut bound = bind(listener.as_raw_fd(), &address);
     // The agent's keeper follows one that a pod has just taken, and may find it not yet gone.
     let give_up = Instant::now() + Duration::from_millis(200);
