@@ -74,7 +74,7 @@ def one_more(work, rounds, tag):
     times = []
     for i in range(rounds):
         # Each pod on a node at rest: the last one's removal and the agent's work ahead (the
-        # warm network namespace it makes for the next pod, at a low priority) are done.
+        # warm network namespace it makes for the next pod) are done.
         time.sleep(ROUND_GAP)
         reap()
         path = os.path.join(work, f"{tag}{i}.yaml")

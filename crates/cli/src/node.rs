@@ -96,7 +96,9 @@ pub fn run(args: NodeArgs) -> Result<()> {
     // A CRI runtime attaches its pods to its own network (RunPodSandbox's CNI ADD).
     if config.runtime_endpoint.is_none() {
         config.network = crate::network::plugin_with(&ctx.root, crate::network::Bridge::Keep)?;
-        crate::network::warm::refill_for_this_agent();
+        if crate::network::warm::agent_keeper_wanted() {
+            crate::network::warm::refill_for_this_agent();
+        }
     }
     if config.network.is_some() {
         // What kill -9 of every process of a network namespace left (see network::identity);
