@@ -148,9 +148,10 @@ pub fn kept_warm_ids() -> Vec<String> {
         let Some((pid, start)) = keeper.trim().split_once(':') else {
             return false;
         };
-        let pid: i32 = pid.parse().unwrap_or(0);
-        podlab_runtime::liveness::ProcessIdentity::of(pid)
-            .is_ok_and(|now| now.start_time.to_string() == start)
+        let (Ok(pid), Ok(start_time)) = (pid.parse(), start.parse()) else {
+            return false;
+        };
+        podlab_runtime::liveness::ProcessIdentity { pid, start_time }.is_alive()
     };
     std::fs::read_dir(dir)
         .into_iter()
