@@ -278,10 +278,22 @@ fn try_lock_network_namespace_of(netns: BorrowedFd<'_>) -> Result<OwnedFd> {
     Ok(locked)
 }
 
-/// A lock held while the returned socket lives: the abstract unix socket `podlab-network`,
-/// which only one process of a network namespace can bind at a time.
-fn lock_network_namespace() -> std::io::Result<OwnedFd> {
+/// Held while attaching to or detaching from this network namespace's pod network.
+struct NetworkLock {
+    _socket: OwnedFd,
+    _in_process: std::sync::MutexGuard<'static, ()>,
+}
+
+/// A lock held while the returned value lives: the abstract unix socket `podlab-network`,
+/// which only one process of a network namespace can bind at a time. The threads of one
+/// process (the node agent's pod workers: a thousand of them in a burst) first queue on a
+/// mutex, sleeping without a time limit, so only one of them polls the socket against other
+/// processes (a warm namespace's keeper, `podlab gc`, other commands).
+fn lock_network_namespace() -> std::io::Result<NetworkLock> {
     use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A worker that panicked with the lock held left nothing of its own to mend under it.
+    let in_process = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let address = UnixAddr::new_abstract(b"podlab-network").map_err(std::io::Error::from)?;
     let start = Instant::now();
     loop {
@@ -293,13 +305,19 @@ fn lock_network_namespace() -> std::io::Result<OwnedFd> {
         )
         .map_err(std::io::Error::from)?;
         match bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address) {
-            Ok(()) => return Ok(fd),
+            Ok(()) => {
+                return Ok(NetworkLock {
+                    _socket: fd,
+                    _in_process: in_process,
+                })
+            }
             Err(nix::Error::EADDRINUSE) if start.elapsed() < Duration::from_secs(120) => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => {
                 return Err(std::io::Error::other(format!(
-                    "locking the pod network: {e}"
+                    "locking the pod network (held by another process for {:?}): {e}",
+                    start.elapsed()
                 )))
             }
         }
