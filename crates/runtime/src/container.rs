@@ -389,11 +389,13 @@ impl Runtime {
     pub fn container_status(&self, id: &ContainerId) -> Result<ContainerStatus> {
         let sandbox = self.sandbox_of(id)?;
         let paths = self.layout.sandbox(&sandbox);
-        let record: ContainerRecord = state::read_record(&paths.container(id).record())?
+        let record = self
+            .container_records
+            .read(&paths.container(id).record())?
             .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
         let shim_alive =
             record.state == ContainerState::Running && self.live_shim(&paths)?.is_some();
-        Ok(container_status(record, shim_alive))
+        Ok(container_status(&record, shim_alive))
     }
 
     pub fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<ContainerStatus>> {
@@ -411,12 +413,13 @@ impl Runtime {
                 if filter.id.as_ref().is_some_and(|i| *i != id) {
                     continue;
                 }
-                let Some(record) =
-                    state::read_record::<ContainerRecord>(&paths.container(&id).record())?
+                let Some(record) = self
+                    .container_records
+                    .read(&paths.container(&id).record())?
                 else {
                     continue;
                 };
-                let status = container_status(record, shim_alive);
+                let status = container_status(&record, shim_alive);
                 if filter.matches(&status) {
                     list.push(status);
                 }
@@ -459,34 +462,34 @@ fn exited(sandbox: &SandboxId, response: Response) -> Result<()> {
     }
 }
 
-fn container_status(record: ContainerRecord, shim_alive: bool) -> ContainerStatus {
+fn container_status(record: &ContainerRecord, shim_alive: bool) -> ContainerStatus {
     let state = match record.state {
         ContainerState::Running if !shim_alive => ContainerState::Unknown,
         state => state,
     };
     ContainerStatus {
-        id: record.id,
-        sandbox_id: record.sandbox_id,
-        metadata: record.config.metadata,
+        id: record.id.clone(),
+        sandbox_id: record.sandbox_id.clone(),
+        metadata: record.config.metadata.clone(),
         state,
         created_at: record.created_at,
         started_at: record.started_at,
         finished_at: record.finished_at,
         exit_code: record.exit_code,
-        reason: record.reason,
-        message: record.message,
-        image: record.image.name,
-        image_id: record.image.id,
+        reason: record.reason.clone(),
+        message: record.message.clone(),
+        image: record.image.name.clone(),
+        image_id: record.image.id.clone(),
         pid: record
             .pid
             .map(|p| p.pid)
             .filter(|_| state == ContainerState::Running),
-        log_path: record.log_path,
-        namespaces: record.namespaces,
-        start_trace: record.start_trace,
-        labels: record.config.labels,
-        annotations: record.config.annotations,
-        user: record.user,
+        log_path: record.log_path.clone(),
+        namespaces: record.namespaces.clone(),
+        start_trace: record.start_trace.clone(),
+        labels: record.config.labels.clone(),
+        annotations: record.config.annotations.clone(),
+        user: record.user.clone(),
     }
 }
 

@@ -86,6 +86,7 @@ pub mod mount_template;
 pub mod network;
 pub mod process;
 pub mod protocol;
+mod record_cache;
 pub mod report;
 mod runtime;
 mod sandbox;

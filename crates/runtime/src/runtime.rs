@@ -11,7 +11,8 @@ use crate::id::{resolve_prefix, ContainerId, SandboxId};
 use crate::image::{ImageService, StoreImages};
 use crate::network::NetworkPlugin;
 use crate::protocol::ShimClient;
-use crate::state::{self, Layout, SandboxPaths, ShimRecord};
+use crate::record_cache::RecordCache;
+use crate::state::{Layout, SandboxPaths, ShimRecord};
 use crate::{Error, Result};
 
 /// The runtime: state under a root folder, images from an image service, an optional network
@@ -31,6 +32,9 @@ pub struct Runtime {
     pub(crate) cleaner: Option<crate::trash::Cleaner>,
     /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
     sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
+    /// `container.json` and `shim.json` as last read ([`crate::record_cache`]).
+    pub(crate) container_records: RecordCache<crate::state::ContainerRecord>,
+    shim_records: RecordCache<ShimRecord>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -74,6 +78,8 @@ impl Runtime {
             cgroups,
             cleaner: None,
             sandboxes_of: Default::default(),
+            container_records: Default::default(),
+            shim_records: Default::default(),
         })
     }
 
@@ -197,12 +203,18 @@ impl Runtime {
 
     /// Forgets where a removed container was ([`Runtime::sandbox_of`]).
     pub(crate) fn forget_container(&self, container: &ContainerId) {
-        self.known_sandboxes().remove(container);
+        if let Some(sandbox) = self.known_sandboxes().remove(container) {
+            let dir = self.layout.sandbox(&sandbox).container(container).dir;
+            self.container_records.forget_below(&dir);
+        }
     }
 
-    /// Forgets where the containers of a removed sandbox were.
+    /// Forgets where the containers of a removed sandbox were, and its records.
     pub(crate) fn forget_containers_of(&self, sandbox: &SandboxId) {
         self.known_sandboxes().retain(|_, of| of != sandbox);
+        let dir = &self.layout.sandbox(sandbox).dir;
+        self.container_records.forget_below(dir);
+        self.shim_records.forget_below(dir);
     }
 
     fn known_sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerId, SandboxId>> {
@@ -211,8 +223,11 @@ impl Runtime {
 
     /// The shim's record, if its shim is alive.
     pub(crate) fn live_shim(&self, paths: &SandboxPaths) -> Result<Option<ShimRecord>> {
-        Ok(state::read_record::<ShimRecord>(&paths.shim_record())?
-            .filter(|record| record.shim.is_alive()))
+        Ok(self
+            .shim_records
+            .read(&paths.shim_record())?
+            .filter(|record| record.shim.is_alive())
+            .map(|record| ShimRecord::clone(&record)))
     }
 
     /// A connection to the sandbox's shim; SandboxNotReady when it is gone.
