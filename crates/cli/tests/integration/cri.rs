@@ -752,6 +752,8 @@ fn a_host_port_is_dnat_to_the_pods_address_through_portmap_and_goes_with_the_pod
         );
         return;
     }
+    // Pods on the run's shared network: no other test may count its bridge's ports meanwhile.
+    let _network = crate::support::network_lock();
     let Some(server) = Server::start_on(test, "cni") else {
         return;
     };
@@ -1268,6 +1270,8 @@ fn get_container_events_streams_what_happens_to_containers_and_sandboxes_in_orde
 fn cri_metrics_are_cadvisors_read_from_the_containers_cgroup_and_the_pods_namespace() {
     let test =
         "cri::cri_metrics_are_cadvisors_read_from_the_containers_cgroup_and_the_pods_namespace";
+    // Pods on the run's shared network: no other test may count its bridge's ports meanwhile.
+    let _network = crate::support::network_lock();
     let Some(server) = Server::start_on(test, "cni") else {
         return;
     };

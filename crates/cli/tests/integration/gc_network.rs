@@ -29,8 +29,12 @@ spec:
   containers: [{name: app, image: busybox, command: [sleep, "1000"]}]
 "#;
 
+/// `kill -9`, then a bounded wait until the process has exited: `kill` returns before the
+/// target is gone, and a `gc` run at once could still find a dying shim alive.
 fn kill9(pid: i32) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    let exited = || !Path::new(&format!("/proc/{pid}")).exists() || crate::pods::is_zombie(pid);
+    assert!(wait_until(LIMIT, exited), "pid {pid} outlived its SIGKILL");
 }
 
 /// The lease folder of podlab's network in this test's network namespace.
