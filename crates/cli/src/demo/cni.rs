@@ -85,15 +85,37 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         .filter(|a| a.ifname == "podlab0")
         .map(|a| format!("{}/{}", a.addr, a.prefix_len))
         .collect();
+    // A pod's port is the veth its ADD result names (cached in its sandbox's folder); another
+    // is the node agent's warm namespace, made and attached ahead for the next pod.
+    let pods_links: Vec<String> = sandboxes
+        .iter()
+        .filter_map(|s| s.namespace_path(NsKind::Net))
+        .filter_map(|pin| pin.parent()?.parent().map(std::path::Path::to_path_buf))
+        .flat_map(|dir| crate::network::warm::node_links_cached_in(&dir))
+        .collect();
+    let (pods_ports, others): (Vec<String>, Vec<String>) =
+        ports.iter().cloned().partition(|p| pods_links.contains(p));
     say(format!(
         "\nOn the node: bridge podlab0 {}, its ports (one veth per pod): {}",
         bridge_addrs.shown(),
-        ports.shown()
+        pods_ports.shown()
     ));
+    let kept = crate::network::warm::kept_node_links();
+    for port in others {
+        match kept.contains(&port) {
+            true => say(format!(
+                "  and {port}: the network namespace the node agent keeps made and attached for \
+                 its next pod (`PODLAB_NODE_WARM_NETNS=0` turns it off)"
+            )),
+            false => say(format!(
+                "  and {port}: not a pod's (its ADD is still running?)"
+            )),
+        }
+    }
     evidence.check(
         "the node has the bridge podlab0 with a veth per pod",
-        ports.len() == 2,
-        ports.shown(),
+        pods_ports.len() == 2,
+        pods_ports.shown(),
     );
 
     for (name, pod, ip) in [("cni-a", &a, &ip_a), ("cni-b", &b, &ip_b)] {
@@ -170,7 +192,7 @@ pub fn run(evidence: &mut Evidence) -> Result<()> {
         Ok(Netlink::open()?
             .links()?
             .into_iter()
-            .filter(|l| l.name == "podlab0" || ports.contains(&l.name))
+            .filter(|l| l.name == "podlab0" || pods_ports.contains(&l.name))
             .map(|l| l.name)
             .collect())
     };

@@ -15,8 +15,8 @@
 //! the abstract name or connect to it, and a namespace handed over by another user's process
 //! is never joined.
 //!
-//! **The node agent's** (opt-in: `PODLAB_NODE_WARM_NETNS=1`, see [`ENV_AGENT`]). The agent
-//! is multi-threaded, so it forks nothing: once one of its
+//! **The node agent's** (on unless `PODLAB_NODE_WARM_NETNS=0` or `PODLAB_WARM_NETNS=0`, see
+//! [`ENV_AGENT`]). The agent is multi-threaded, so it forks nothing: once one of its
 //! pods has taken the warm namespace, or found none, a thread of its own starts `podlab node
 //! --warm-keeper AGENT_PID`, which forks the keeper as above, but waits for pods as long as
 //! the agent lives (its pidfd: the agent's exit, `kill -9` included, ends it, DEL first), and
@@ -315,6 +315,41 @@ fn warmth(net_root: &Path) -> Warmth {
     }
 }
 
+/// The node-side links (the veth on the bridge) of the warm namespaces that live keepers hold
+/// in this network namespace: `podlab demo cni` tells them from its pods'.
+pub fn kept_node_links() -> Vec<String> {
+    let Ok(net_root) = super::network_root() else {
+        return Vec::new();
+    };
+    let Ok(folders) = std::fs::read_dir(net_root.join(WARM_DIR)) else {
+        return Vec::new();
+    };
+    let live = folders
+        .flatten()
+        .map(|f| f.path())
+        .filter(|f| keeper_alive(f));
+    live.flat_map(|folder| node_links_cached_in(&folder))
+        .collect()
+}
+
+/// The node-side links named by the ADD results cached in `folder` (a sandbox's, or a warm
+/// namespace's): CNI's result lists the bridge, the node's end of the veth, then `eth0` with
+/// its `sandbox`.
+pub fn node_links_cached_in(folder: &Path) -> Vec<String> {
+    let files = std::fs::read_dir(folder).into_iter().flatten().flatten();
+    let results = files
+        .filter(|f| f.file_name().to_string_lossy().ends_with("-eth0"))
+        .filter_map(|f| podlab_cni::cache::load(&f.path()).ok().flatten());
+    results
+        .flat_map(|cached| cached.result["interfaces"].as_array().cloned())
+        .flatten()
+        .filter_map(|i| {
+            let name = i["name"].as_str()?;
+            (i.get("sandbox").is_none() && name.starts_with("veth")).then(|| name.to_owned())
+        })
+        .collect()
+}
+
 /// Whether the keeper a warm folder names still runs.
 fn keeper_alive(folder: &Path) -> bool {
     std::fs::read_to_string(folder.join(KEEPER_FILE))
@@ -395,15 +430,14 @@ pub fn start_keeper(root: &Path, returned: Instant) {
     }
 }
 
-/// `PODLAB_NODE_WARM_NETNS=1`: the node agent keeps a warm namespace for its next pod. Off by
-/// default: with it on, the full suite found two defects not yet mended. In `gc_network`'s
-/// test, after `kill -9` of the agent and of a pod's processes, that pod's lease stayed after
-/// `podlab gc` (not yet understood), and `podlab demo cni` counts the keeper's veth as a pod's.
+/// `PODLAB_NODE_WARM_NETNS=0` (or `false`, `off`): the node agent keeps no warm namespace for
+/// its next pod. `PODLAB_WARM_NETNS=0` turns off every warm namespace, the agent's included.
 pub const ENV_AGENT: &str = "PODLAB_NODE_WARM_NETNS";
 
 /// Whether the node agent is to keep a warm namespace ([`ENV_AGENT`]).
 pub fn agent_keeper_wanted() -> bool {
-    std::env::var(ENV_AGENT).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "on"))
+    let off = std::env::var(ENV_AGENT).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "off"));
+    !off && ttl().is_some()
 }
 
 /// Set by the node agent ([`refill_for_this_agent`]).

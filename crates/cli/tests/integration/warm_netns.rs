@@ -382,7 +382,7 @@ fn the_node_agents_next_pod_joins_the_namespace_its_keeper_made_and_the_keeper_e
     let run = |name: &str| {
         let out = node.run(
             &["run", name, "--image", "busybox", "--", "sleep", "3600"],
-            &[("PODLAB_NODE_WARM_NETNS", "1")],
+            &[],
         );
         assert_eq!(out.code, Some(0), "{out:?}");
         node.root.wait_pod(
