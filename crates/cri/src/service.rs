@@ -273,10 +273,7 @@ impl Cri {
     }
 
     pub(crate) fn sandbox_status(&self, status: &SandboxStatus) -> proto::PodSandboxStatus {
-        let config: Option<podlab_runtime::state::SandboxRecord> =
-            podlab_runtime::state::read_record(&self.runtime.layout().sandbox(&status.id).record())
-                .ok()
-                .flatten();
+        let config = self.runtime.pod_sandbox_record(&status.id).ok();
         let pod_config = config.map(|r| r.config).unwrap_or_default();
         proto::PodSandboxStatus {
             id: status.id.to_string(),
@@ -381,11 +378,12 @@ impl Cri {
                 "failed to resolve image {reference:?}: no such image in podlab's store (pull it first)"
             ))
         })?;
-        let record = self.runtime.layout().sandbox(&sandbox_id);
-        let sandbox: podlab_runtime::state::SandboxRecord =
-            podlab_runtime::state::read_record(&record.record())
-                .map_err(from_runtime)?
-                .ok_or_else(|| sandbox_not_found(sandbox_id.as_str()))?;
+        let sandbox = match self.runtime.pod_sandbox_record(&sandbox_id) {
+            Err(podlab_runtime::Error::SandboxNotFound { .. }) => {
+                return Err(sandbox_not_found(sandbox_id.as_str()))
+            }
+            other => other.map_err(from_runtime)?,
+        };
         let passwd = self.store().resolve(&image.name).ok().and_then(|resolved| {
             podlab_runtime::image::read_from_layers(
                 &self.store().lowerdirs(&resolved),
@@ -645,11 +643,11 @@ impl Cri {
     fn pod_sandbox_stats(&self, id: &SandboxId) -> Result<proto::PodSandboxStats, Status> {
         let status = self.runtime.pod_sandbox_status(id).map_err(from_runtime)?;
         let now = podlab_runtime::liveness::now_ns();
-        let record: Option<podlab_runtime::state::SandboxRecord> =
-            podlab_runtime::state::read_record(&self.runtime.layout().sandbox(id).record())
-                .ok()
-                .flatten();
-        let cgroup = record.and_then(|r| r.cgroup);
+        let cgroup = self
+            .runtime
+            .pod_sandbox_record(id)
+            .ok()
+            .and_then(|r| r.cgroup);
         let (cpu, memory) = cgroup_usage(cgroup.as_ref(), now);
         let containers = self
             .runtime

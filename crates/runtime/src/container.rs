@@ -449,8 +449,11 @@ impl Runtime {
     /// The stored record of a container (config, resolved process, image layers).
     pub fn container_record(&self, id: &ContainerId) -> Result<ContainerRecord> {
         let sandbox = self.sandbox_of(id)?;
-        state::read_record(&self.layout.sandbox(&sandbox).container(id).record())?
-            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })
+        let record = self
+            .container_records
+            .read(&self.layout.sandbox(&sandbox).container(id).record())?
+            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        Ok(ContainerRecord::clone(&record))
     }
 }
 

@@ -12,6 +12,13 @@
 //! The stamp is taken before the read, so a record replaced between the two is cached under
 //! the older stamp and read again at the next call: the cache can be late by one read, never
 //! wrong after it.
+//!
+//! A file system may give a freed inode number to the next file (ext4 does), and stamps a
+//! file's times from a clock that ticks every few milliseconds: two writes within one tick
+//! could then leave a file with the inode, time and size of a record two versions back. So a
+//! record is kept only once its file is older than [`SETTLED`]; a write after that has a later
+//! time. Records being written are read each time; the ones asked for again and again, of
+//! running containers and sandboxes, are old.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -21,6 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::de::DeserializeOwned;
 
 use crate::{Error, Result};
+
+/// How old a record's file must be to be kept: many ticks of the file system's clock.
+const SETTLED: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What tells one version of a record's file from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +48,13 @@ impl Stamp {
             modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
             size: meta.len(),
         })
+    }
+
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        now - self.modified_ns >= SETTLED.as_nanos() as i128
     }
 }
 
@@ -76,8 +93,12 @@ impl<T: DeserializeOwned> RecordCache<T> {
             return Ok(None);
         };
         let record = Arc::new(record);
-        self.entries()
-            .insert(path.to_path_buf(), (stamp, Arc::clone(&record)));
+        if stamp.settled() {
+            self.entries()
+                .insert(path.to_path_buf(), (stamp, Arc::clone(&record)));
+        } else {
+            self.entries().remove(path);
+        }
         Ok(Some(record))
     }
 
@@ -100,6 +121,13 @@ mod tests {
         n: u32,
     }
 
+    /// Sets the file's modification time a second back, as if written then.
+    fn age(path: &Path) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        let then = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+        file.set_modified(then).unwrap();
+    }
+
     #[test]
     fn a_replaced_record_is_read_again_and_a_removed_one_is_gone() {
         let dir = std::env::temp_dir().join(format!("podlab-record-cache-{}", std::process::id()));
@@ -108,17 +136,24 @@ mod tests {
         let cache = RecordCache::<Record>::default();
         assert_eq!(cache.read(&path).unwrap(), None);
         crate::state::write_record(&path, &Record { n: 1 }).unwrap();
+        // Just written: read again at each call.
+        let fresh = cache.read(&path).unwrap().unwrap();
+        assert_eq!(fresh.n, 1);
+        assert!(!Arc::ptr_eq(&fresh, &cache.read(&path).unwrap().unwrap()));
+        age(&path);
         let first = cache.read(&path).unwrap().unwrap();
-        assert_eq!(first.n, 1);
-        // The same file: the same record, not a second parse.
+        // A settled file: the same record, not a second parse.
         assert!(Arc::ptr_eq(&first, &cache.read(&path).unwrap().unwrap()));
         // Same size, written by a rename: a new inode.
         crate::state::write_record(&path, &Record { n: 2 }).unwrap();
         assert_eq!(cache.read(&path).unwrap().unwrap().n, 2);
+        age(&path);
         std::fs::remove_file(&path).unwrap();
         assert_eq!(cache.read(&path).unwrap(), None);
         crate::state::write_record(&path, &Record { n: 3 }).unwrap();
+        age(&path);
         cache.read(&path).unwrap();
+        assert_eq!(cache.entries().len(), 1);
         cache.forget_below(&dir);
         assert!(cache.entries().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();

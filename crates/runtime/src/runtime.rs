@@ -34,7 +34,9 @@ pub struct Runtime {
     sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
     /// `container.json` and `shim.json` as last read ([`crate::record_cache`]).
     pub(crate) container_records: RecordCache<crate::state::ContainerRecord>,
-    shim_records: RecordCache<ShimRecord>,
+    pub(crate) shim_records: RecordCache<ShimRecord>,
+    /// `sandbox.json` as last read.
+    pub(crate) sandbox_records: RecordCache<crate::state::SandboxRecord>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -80,6 +82,7 @@ impl Runtime {
             sandboxes_of: Default::default(),
             container_records: Default::default(),
             shim_records: Default::default(),
+            sandbox_records: Default::default(),
         })
     }
 
@@ -215,6 +218,7 @@ impl Runtime {
         let dir = &self.layout.sandbox(sandbox).dir;
         self.container_records.forget_below(dir);
         self.shim_records.forget_below(dir);
+        self.sandbox_records.forget_below(dir);
     }
 
     fn known_sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerId, SandboxId>> {

@@ -431,8 +431,13 @@ impl Runtime {
     pub fn pod_sandbox_status(&self, id: &SandboxId) -> Result<SandboxStatus> {
         let paths = self.layout.sandbox(id);
         let record = self.sandbox_record(id, &paths)?;
-        let shim = state::read_record::<ShimRecord>(&paths.shim_record())?;
-        Ok(sandbox_status(record, shim))
+        let shim = self.shim_records.read(&paths.shim_record())?;
+        Ok(sandbox_status(record, shim.as_deref().cloned()))
+    }
+
+    /// The stored record of a sandbox (its config, network result, cgroup).
+    pub fn pod_sandbox_record(&self, id: &SandboxId) -> Result<SandboxRecord> {
+        self.sandbox_record(id, &self.layout.sandbox(id))
     }
 
     /// The pod cgroup of a sandbox (None when it has none), for its usage.
@@ -466,8 +471,11 @@ impl Runtime {
         id: &SandboxId,
         paths: &SandboxPaths,
     ) -> Result<SandboxRecord> {
-        state::read_record(&paths.record())?
-            .ok_or_else(|| Error::SandboxNotFound { id: id.to_string() })
+        let record = self
+            .sandbox_records
+            .read(&paths.record())?
+            .ok_or_else(|| Error::SandboxNotFound { id: id.to_string() })?;
+        Ok(SandboxRecord::clone(&record))
     }
 
     /// The sandbox's lock, once it is known to exist (and still so after waiting for the lock).
