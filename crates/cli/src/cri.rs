@@ -15,7 +15,8 @@ pub struct CriArgs {
     /// The socket to serve on (`unix:///PATH` or a path).
     #[arg(long, default_value = "unix:///run/podlab/cri.sock")]
     listen: String,
-    /// The state root (default `$PODLAB_ROOT`, else `/run/podlab`).
+    /// The state root (default `$PODLAB_ROOT`, else `/run/podlab`); images are kept under it
+    /// unless `$PODLAB_IMAGE_ROOT` names another place.
     #[arg(long)]
     root: Option<PathBuf>,
     /// Print each RPC with what it did and how long it took.
@@ -35,7 +36,13 @@ pub fn run(args: CriArgs) -> Result<()> {
     // SAFETY: setting a signal's disposition to SIG_IGN, before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let config = match &args.root {
-        Some(root) => RuntimeConfig::with_root(root),
+        Some(root) => {
+            let mut config = RuntimeConfig::with_root(root);
+            if let Some(images) = std::env::var_os("PODLAB_IMAGE_ROOT") {
+                config.image_root = images.into();
+            }
+            config
+        }
         None => RuntimeConfig::from_env(),
     };
     podlab_runtime::state::private_dir(&config.root)?;
