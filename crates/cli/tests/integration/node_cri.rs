@@ -46,13 +46,18 @@ spec:
 
 /// A `podlab cri` with its own socket and root; stopped on drop, with every sandbox left in
 /// its root removed.
-struct CriServer {
+pub(crate) struct CriServer {
     dir: SharedDir,
     child: Child,
 }
 
 impl CriServer {
     fn start() -> CriServer {
+        CriServer::start_with_env(&[])
+    }
+
+    /// [`CriServer::start`] with more variables for the server.
+    pub(crate) fn start_with_env(env: &[(&str, &str)]) -> CriServer {
         let dir = SharedDir::new("podlab-node-cri", 0o755);
         let child = podlab()
             .args(["cri", "--listen"])
@@ -60,6 +65,7 @@ impl CriServer {
             .arg("--root")
             .arg(dir.path().join("root"))
             .env("PODLAB_NETWORK", "none")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
@@ -79,7 +85,7 @@ impl CriServer {
         self.dir.path().join("cri.sock")
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("unix://{}", self.socket().display())
     }
 
@@ -87,7 +93,7 @@ impl CriServer {
         Runtime::open(RuntimeConfig::with_root(self.dir.path().join("root"))).unwrap()
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 }

@@ -3,7 +3,8 @@
 //! through the node agent: `imagePullPolicy` Always / IfNotPresent / Never, a pod's
 //! `imagePullSecrets` of type `kubernetes.io/dockerconfigjson`, `ErrImagePull` then
 //! `ImagePullBackOff` with kubelet's events; and image garbage collection with kubelet's
-//! thresholds on a small tmpfs as the image filesystem. The evidence is the store's images,
+//! thresholds on a small tmpfs as the image filesystem, on podlab's store and through a CRI
+//! runtime's ImageService. The evidence is the store's images,
 //! the files of the image filesystem, `statfs`, the container's process, and the events.
 
 use std::path::Path;
@@ -463,4 +464,60 @@ fn image_gc_removes_least_recently_used_unused_images_above_the_high_threshold()
     std::fs::remove_file(tmpfs.path().join("filler2")).unwrap();
     root.ok(&["delete", "pod", "keep"]);
     root.assert_nothing_left();
+}
+
+/// kubelet's image GC through the CRI: the agent on a `podlab cri` (`--runtime-endpoint`)
+/// whose image store is a small tmpfs finds it above the high threshold by `ImageFsInfo` and
+/// `statfs`, and removes the unused image by `RemoveImage`, keeping the image its running pod
+/// uses.
+#[test]
+fn image_gc_through_the_cri_removes_the_unused_image_and_keeps_the_running_pods() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Declared before the server and the root: unmounted after them.
+    let tmpfs = kit::Tmpfs::mount(&scratch.path().join("images"), "16m");
+    let images = tmpfs.path().to_str().unwrap();
+    let server = crate::node_cri::CriServer::start_with_env(&[("PODLAB_IMAGE_ROOT", images)]);
+    let root = Root::new("imagegc-cri")
+        .with_env("PODLAB_NODE_RUNTIME_ENDPOINT", &server.endpoint())
+        // The store `podlab image import` writes to: the server's.
+        .with_env("PODLAB_IMAGE_ROOT", images)
+        .with_env("PODLAB_NODE_IMAGE_GC", "85,80,0s")
+        .with_env("PODLAB_NODE_IMAGE_GC_PERIOD", "1s");
+    let out = root.apply(&pod("keep", "busybox", Some("IfNotPresent"), &[]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.wait_pod("keep", "running", LIMIT, running);
+    let old = import_image(&root, &scratch.path().join("old"), "gc/old:1");
+    let blob = |digest: &podlab_image::Digest| tmpfs.path().join("blobs/sha256").join(digest.hex());
+    assert!(blob(&old.layers[0]).exists());
+
+    // At least 85 % used, and removing the old image alone brings it below 80 %.
+    let (capacity, available) = statfs(tmpfs.path());
+    let target = capacity / 5 - old.blobs / 2;
+    assert!(
+        available > target,
+        "capacity {capacity}, available {available}"
+    );
+    std::fs::write(
+        tmpfs.path().join("filler"),
+        vec![0u8; (available - target) as usize],
+    )
+    .unwrap();
+    assert!(
+        wait_until(LIMIT, || !blob(&old.layers[0]).exists()),
+        "the unused image was not removed through the CRI: {:?}\nagent log: {}\nserver log: {}",
+        names_in(tmpfs.path()),
+        root.agent_log(),
+        server.log()
+    );
+    let names = names_in(tmpfs.path());
+    assert!(!names.iter().any(|n| n.contains("gc/old")), "{names:?}");
+    assert!(names.iter().any(|n| n.contains("busybox")), "{names:?}");
+    let log = root.agent_log();
+    assert!(
+        log.contains("high threshold 85%") && log.contains("gc/old"),
+        "{log}"
+    );
+    assert!(running(&root.pod("keep").unwrap()));
+    std::fs::remove_file(tmpfs.path().join("filler")).unwrap();
+    root.ok(&["delete", "pod", "keep"]);
 }

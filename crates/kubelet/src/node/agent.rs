@@ -318,19 +318,21 @@ impl Agent {
         Ok(())
     }
 
-    /// One image GC run (kubelet's `GarbageCollect`): the images of every container the
-    /// runtime has are in use; what cannot be freed is a `FreeDiskSpaceFailed` node event.
+    /// One image GC run (kubelet's `GarbageCollect`), on podlab's store or through the CRI
+    /// runtime's ImageService: the images of every container the runtime has are in use;
+    /// what cannot be freed is a `FreeDiskSpaceFailed` node event.
     fn collect_image_garbage(&self) {
-        if self.node.images.store().is_none() {
-            // A CRI runtime's images: its own GC (kubelet's through the CRI is not here).
-            return;
-        }
         let used: Vec<String> = match self
             .node
             .runtime
             .list_containers(&podlab_runtime::ContainerFilter::default())
         {
-            Ok(list) => list.into_iter().map(|c| c.image).collect(),
+            // The image as asked for, and the runtime's reference to it (a CRI runtime's id).
+            Ok(list) => list
+                .into_iter()
+                .flat_map(|c| [c.image, c.image_id])
+                .filter(|name| !name.is_empty())
+                .collect(),
             Err(e) => {
                 eprintln!("podlab node: image garbage collection: listing containers: {e}");
                 return;

@@ -1,5 +1,6 @@
 //! The node's image manager (kubelet's `imageManager` + `serialImagePuller`) and its image
-//! garbage collector (`realImageGCManager`), on podlab-image's store: the rules are
+//! garbage collector (`realImageGCManager`), on podlab-image's store or through a CRI
+//! runtime's ImageService (`ImageFsInfo`, `ListImages`, `RemoveImage`): the rules are
 //! [`crate::images`]'; here are the pulls, the pod's `imagePullSecrets` read from the store, the
 //! `statfs` of the image filesystem and the removals.
 //!
@@ -36,6 +37,8 @@ pub struct ImageManager {
     serial: Mutex<()>,
     /// When GC first saw each image (by name and digest): kubelet's `firstDetected`.
     first_detected: Mutex<HashMap<(String, String), SystemTime>>,
+    /// A CRI runtime's images by id: when GC last saw each in use (kubelet's `lastUsed`).
+    last_used: Mutex<HashMap<String, SystemTime>>,
 }
 
 /// Where the images are.
@@ -107,6 +110,7 @@ impl ImageManager {
             backend,
             serial: Mutex::new(()),
             first_detected: Mutex::new(HashMap::new()),
+            last_used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -185,8 +189,9 @@ impl ImageManager {
         policy: GcPolicy,
         used: &[String],
     ) -> Result<(GcPlan, Vec<String>), String> {
-        let Backend::Store(store) = &self.backend else {
-            return Err("image garbage collection through the CRI (ImageFsInfo, ListImages, RemoveImage) is not implemented; the runtime's own GC applies".into());
+        let store = match &self.backend {
+            Backend::Store(store) => store,
+            Backend::Cri(remote) => return self.collect_through_cri(remote, policy, used),
         };
         let fs = image_fs(store.root())?;
         let used: Vec<String> = used.iter().map(|u| normalized(u)).collect();
@@ -223,6 +228,78 @@ impl ImageManager {
                     Ok(()) => removed.push(name.clone()),
                     Err(e) => {
                         eprintln!("podlab node: image garbage collection: removing {name}: {e}")
+                    }
+                }
+            }
+        }
+        Ok((plan, removed))
+    }
+}
+
+impl ImageManager {
+    /// [`ImageManager::collect_garbage`] of a CRI runtime's images, as kubelet's
+    /// `realImageGCManager` does it: the image filesystem is the mount point `ImageFsInfo`
+    /// names, the images are `ListImages`' (by id; in use when a container's image or image
+    /// ref names it by id, tag or digest, or the runtime pins it), and each removal is a
+    /// `RemoveImage` of the id. The runtime tells no image's last use: as in kubelet, an image
+    /// seen in use at a GC run was last used then.
+    fn collect_through_cri(
+        &self,
+        remote: &RemoteRuntime,
+        policy: GcPolicy,
+        used: &[String],
+    ) -> Result<(GcPlan, Vec<String>), String> {
+        let mountpoint = remote
+            .image_fs_mountpoint()
+            .map_err(|e| e.to_string())?
+            .ok_or("ImageFsInfo named no image filesystem")?;
+        let fs = image_fs(&mountpoint)?;
+        let listed = remote.list_images().map_err(|e| e.to_string())?;
+        let used: Vec<String> = used.iter().map(|u| normalized(u)).collect();
+        let now = SystemTime::now();
+        let images: Vec<GcImage> = {
+            let mut detected = self
+                .first_detected
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut last_used = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+            let key = |image: &podlab_cri::proto::Image| (image.id.clone(), image.id.clone());
+            detected.retain(|k, _| listed.iter().any(|i| key(i) == *k));
+            last_used.retain(|id, _| listed.iter().any(|i| i.id == *id));
+            listed
+                .iter()
+                .map(|image| {
+                    let names = std::iter::once(&image.id)
+                        .chain(&image.repo_tags)
+                        .chain(&image.repo_digests);
+                    let in_use =
+                        image.pinned || names.map(|n| normalized(n)).any(|n| used.contains(&n));
+                    if in_use {
+                        last_used.insert(image.id.clone(), now);
+                    }
+                    GcImage {
+                        name: image.id.clone(),
+                        size: image.size,
+                        last_used: last_used.get(&image.id).copied(),
+                        in_use,
+                        first_detected: *detected.entry(key(image)).or_insert(now),
+                    }
+                })
+                .collect()
+        };
+        let plan = crate::images::gc_plan(policy, fs, &images, now);
+        let mut removed = Vec::new();
+        if let GcPlan::Free { remove, .. } = &plan {
+            for id in remove {
+                let shown = listed
+                    .iter()
+                    .find(|i| i.id == *id)
+                    .and_then(|i| i.repo_tags.first())
+                    .map_or_else(|| id.clone(), |tag| format!("{tag} ({id})"));
+                match remote.remove_image(id) {
+                    Ok(()) => removed.push(shown),
+                    Err(e) => {
+                        eprintln!("podlab node: image garbage collection: removing {shown}: {e}")
                     }
                 }
             }

@@ -244,6 +244,41 @@ impl RemoteRuntime {
         Ok(response.image_ref)
     }
 
+    /// ImageFsInfo: where the runtime keeps its images (kubelet reads the capacity and the
+    /// free bytes of that mount point, as cadvisor reports them).
+    pub fn image_fs_mountpoint(&self) -> Result<Option<PathBuf>> {
+        let response = self.call("ImageFsInfo", "", |_, mut images| async move {
+            images.image_fs_info(proto::ImageFsInfoRequest {}).await
+        })?;
+        Ok(response
+            .image_filesystems
+            .into_iter()
+            .filter_map(|fs| fs.fs_id)
+            .map(|id| PathBuf::from(id.mountpoint))
+            .find(|path| !path.as_os_str().is_empty()))
+    }
+
+    /// ListImages: every image of the runtime.
+    pub fn list_images(&self) -> Result<Vec<proto::Image>> {
+        let response = self.call("ListImages", "", |_, mut images| async move {
+            images
+                .list_images(proto::ListImagesRequest { filter: None })
+                .await
+        })?;
+        Ok(response.images)
+    }
+
+    /// RemoveImage of `image` (kubelet's GC names the image by its id).
+    pub fn remove_image(&self, image: &str) -> Result<()> {
+        let spec = convert::image_spec(image);
+        self.call("RemoveImage", image, |_, mut images| async move {
+            images
+                .remove_image(proto::RemoveImageRequest { image: Some(spec) })
+                .await
+        })?;
+        Ok(())
+    }
+
     /// GetContainerEvents (kubelet's evented PLEG): `changed` is told the sandbox of each event
     /// until `stop` is set or the runtime ends the stream. Ok(false) when the runtime does not
     /// serve it (`Unimplemented`, containerd 1.6): the relist alone then finds every change, as
