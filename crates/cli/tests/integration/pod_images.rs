@@ -350,6 +350,13 @@ fn random_bytes(len: usize) -> Vec<u8> {
     bytes
 }
 
+/// Writes the file `name` into the image filesystem `dir` until `free` bytes are left.
+fn fill_leaving(dir: &Path, name: &str, free: u64) {
+    let (_, available) = statfs(dir);
+    assert!(available > free, "{available} bytes free, {free} to leave");
+    std::fs::write(dir.join(name), vec![0u8; (available - free) as usize]).unwrap();
+}
+
 fn statfs(path: &Path) -> (u64, u64) {
     let fs = podlab_kubelet::node::images::image_fs(path).unwrap();
     (fs.capacity, fs.available)
@@ -430,13 +437,7 @@ fn image_gc_removes_least_recently_used_unused_images_above_the_high_threshold()
 
     // Fill to 95 %: the one unused image is not enough, which is FreeDiskSpaceFailed; the
     // running pod's image stays.
-    let (_, available) = statfs(tmpfs.path());
-    let target = capacity / 20;
-    std::fs::write(
-        tmpfs.path().join("filler2"),
-        vec![0u8; (available - target) as usize],
-    )
-    .unwrap();
+    fill_leaving(tmpfs.path(), "filler2", capacity / 20);
     assert!(
         wait_until(LIMIT, || !blob(&new.layers[0]).exists()),
         "the unused image was not removed: {:?}",
@@ -491,17 +492,8 @@ fn image_gc_through_the_cri_removes_the_unused_image_and_keeps_the_running_pods(
     assert!(blob(&old.layers[0]).exists());
 
     // At least 85 % used, and removing the old image alone brings it below 80 %.
-    let (capacity, available) = statfs(tmpfs.path());
-    let target = capacity / 5 - old.blobs / 2;
-    assert!(
-        available > target,
-        "capacity {capacity}, available {available}"
-    );
-    std::fs::write(
-        tmpfs.path().join("filler"),
-        vec![0u8; (available - target) as usize],
-    )
-    .unwrap();
+    let (capacity, _) = statfs(tmpfs.path());
+    fill_leaving(tmpfs.path(), "filler", capacity / 5 - old.blobs / 2);
     assert!(
         wait_until(LIMIT, || !blob(&old.layers[0]).exists()),
         "the unused image was not removed through the CRI: {:?}\nagent log: {}\nserver log: {}",
