@@ -77,6 +77,9 @@ pub fn run(
     let status = crate::logs::container_status(&pod, container, crate::logs::Caller::Exec)
         .map_err(|e| anyhow::anyhow!("cannot attach to the container: {e}"))?;
     let id = crate::logs::running_container_id(&status, "attach to", pod_name)?;
+    if let Some(endpoint) = crate::remote::endpoint(&ctx.root) {
+        return Err(crate::remote::no_streaming("attach", &endpoint, &id));
+    }
     let runtime = ctx.runtime()?;
     let allocated = Allocated::of(&pod, &status.name);
     let ended = session(&runtime, &id, &status.name, allocated, flags, true)?;

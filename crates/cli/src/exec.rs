@@ -25,6 +25,12 @@ pub fn run(
     let pod = pod_object.metadata.name.as_deref().unwrap_or_default();
     let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
     let id = crate::logs::running_container_id(&status, "exec into", pod)?;
+    if let Some(endpoint) = crate::remote::endpoint(&ctx.root) {
+        if streams != Streams::NoStdin {
+            return Err(crate::remote::no_streaming("exec", &endpoint, &id));
+        }
+        return crate::remote::exec_sync(&endpoint, &id, cmd);
+    }
     let runtime = ctx.runtime()?;
     if streams == Streams::Tty {
         let size = crate::terminal::size().unwrap_or(WindowSize { rows: 24, cols: 80 });

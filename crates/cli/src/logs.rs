@@ -171,7 +171,7 @@ pub fn run(args: &LogsArgs, namespace: &str) -> Result<()> {
             podlab_runtime::liveness::now_ns() - d.as_nanos() as i64,
         )
     });
-    let runtime = ctx.runtime()?;
+    let containers = crate::remote::Containers::open(&ctx)?;
     let mut sources = Vec::new();
     for pod in &pods {
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -188,7 +188,7 @@ pub fn run(args: &LogsArgs, namespace: &str) -> Result<()> {
                     .then(|| format!("[pod/{pod_name}/{}] ", status.name)),
                 timestamps: args.timestamps,
             };
-            let path = runtime.container_log_path(&id)?;
+            let path = containers.log_path(&id)?;
             let text = std::fs::read(&path).unwrap_or_default();
             let mut lines = podlab_runtime::cri_log::parse_log(&text);
             if let Some(cutoff) = &cutoff {
@@ -229,7 +229,7 @@ pub fn run(args: &LogsArgs, namespace: &str) -> Result<()> {
         while sources.iter().any(|s| s.running) {
             let wait = Duration::from_millis(200) / sources.len().max(1) as u32;
             for source in sources.iter_mut().filter(|s| s.running) {
-                let status = wait_a_while(&runtime, &source.id, wait)?;
+                let status = containers.wait_a_while(&source.id, wait)?;
                 for line in source.follower.new_lines()? {
                     let Some(record) = podlab_runtime::cri_log::parse_line(&line) else {
                         continue;

@@ -35,6 +35,7 @@ mod output;
 mod patch;
 mod port_forward;
 mod privilege;
+mod remote;
 mod rollout;
 mod run;
 mod scale;

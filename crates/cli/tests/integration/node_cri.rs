@@ -239,6 +239,37 @@ fn the_agent_runs_the_same_pods_through_podlab_cri_as_in_process() {
     // The agent's own runtime made nothing.
     assert!(remote.runtime().list_pod_sandboxes().unwrap().is_empty());
 
+    // `podlab logs` reads the log file the server wrote where the agent's config named it,
+    // as kubelet reads a container's log itself.
+    let logs = remote.ok(&["logs", "once"]);
+    assert_eq!(logs, "hello from once\n");
+    // `podlab exec` goes to the server too (ExecSync): the command runs in web's container,
+    // its output and exit status come back; the hostname read inside is the pod's.
+    let out = remote.run(&[
+        "exec",
+        "web",
+        "--",
+        "sh",
+        "-c",
+        "echo out $(hostname); echo err >&2; exit 4",
+    ]);
+    assert_eq!(out.code, Some(4), "{out:?}");
+    assert_eq!(out.stdout, "out web\n", "{out:?}");
+    assert_eq!(out.stderr, "err\n", "{out:?}");
+    // An interactive session and attach need the CRI's streaming, which the CLI lacks: refused
+    // with the crictl command that does it, never run on the agent's own runtime.
+    for args in [
+        &["exec", "-i", "web", "--", "true"][..],
+        &["attach", "web"][..],
+    ] {
+        let out = remote.run(args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("crictl --runtime-endpoint"),
+            "{args:?}: {out:?}"
+        );
+    }
+
     let local = Root::new("node-cri-local");
     let (in_process, _) = run_both(&local);
     assert_eq!(through_cri, in_process);

@@ -1,0 +1,138 @@
+//! The CLI's side of a node agent that runs its pods on a CRI runtime (`podlab node
+//! --runtime-endpoint`, `PODLAB_NODE_RUNTIME_ENDPOINT`): the containers are that runtime's,
+//! not this root's, so `logs`, `exec` and `attach` go to it over the CRI, as kubelet's do.
+//!
+//! `logs` reads the file the runtime's ContainerStatus names (it is below the agent's
+//! `log_directory`), and `-f` relists the container between reads, the CRI having no wait.
+//! `exec` without `-i`/`-t` is the CRI's ExecSync: the command runs to its end in the
+//! container, then its output and exit status come back (a probe's way). An interactive
+//! session needs the CRI's streaming Exec and Attach, whose client podlab's CLI does not have
+//! yet: they are refused with the `crictl` command line that does it.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use podlab_kubelet::node::config::ENV_RUNTIME_ENDPOINT;
+use podlab_kubelet::node::runtime_service::RuntimeService;
+use podlab_runtime::ContainerId;
+
+/// The CRI endpoint the pods of `root` run on: this command's `PODLAB_NODE_RUNTIME_ENDPOINT`,
+/// else the running agent's (its `--runtime-endpoint`, or that variable in its environment).
+pub fn endpoint(root: &Path) -> Option<String> {
+    if let Some(endpoint) = std::env::var(ENV_RUNTIME_ENDPOINT)
+        .ok()
+        .filter(|e| !e.is_empty())
+    {
+        return Some(endpoint);
+    }
+    let agent = podlab_kubelet::node::running_agent(root)?;
+    let split = |bytes: Vec<u8>| -> Vec<String> {
+        bytes
+            .split(|b| *b == 0)
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    };
+    let args = split(std::fs::read(format!("/proc/{agent}/cmdline")).ok()?);
+    let flag = "--runtime-endpoint";
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix(&format!("{flag}=")) {
+            return Some(value.to_string());
+        }
+        if arg == flag {
+            return args.get(i + 1).cloned();
+        }
+    }
+    let environ = split(std::fs::read(format!("/proc/{agent}/environ")).ok()?);
+    environ
+        .iter()
+        .find_map(|v| v.strip_prefix(&format!("{ENV_RUNTIME_ENDPOINT}=")))
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+}
+
+/// `podlab exec` without a terminal or stdin: ExecSync of `cmd` in container `id` on the CRI
+/// runtime at `endpoint`; its output is written here once it has ended, and its exit status
+/// is returned.
+pub fn exec_sync(endpoint: &str, id: &ContainerId, cmd: &[String]) -> Result<i32> {
+    use std::io::Write;
+    let remote = podlab_kubelet::node::remote::RemoteRuntime::connect(endpoint)
+        .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?;
+    let result = remote
+        .exec_sync(id, cmd, None)
+        .with_context(|| format!("ExecSync in container {id} on {endpoint}"))?;
+    std::io::stdout().write_all(&result.stdout)?;
+    std::io::stderr().write_all(&result.stderr)?;
+    std::io::stdout().flush()?;
+    Ok(result.exit_code)
+}
+
+/// The refusal of an interactive `exec` (`verb` "exec") or of an `attach` through a CRI
+/// runtime.
+pub fn no_streaming(verb: &str, endpoint: &str, id: &ContainerId) -> anyhow::Error {
+    let (what, rpc, crictl) = match verb {
+        "attach" => ("attach", "Attach", "attach -it"),
+        _ => ("exec with a terminal or stdin", "Exec", "exec -it"),
+    };
+    anyhow::anyhow!(
+        "{what} through the CRI runtime at {endpoint} needs the CRI's streaming {rpc}, whose \
+         client podlab's CLI does not have yet; `crictl --runtime-endpoint {endpoint} {crictl} \
+         {id}` does it"
+    )
+}
+
+/// Where `podlab logs` asks after a container: this root's runtime, or the CRI runtime the
+/// agent runs its pods on (whose ContainerStatus names the log file, as kubelet reads it).
+pub enum Containers {
+    Local(podlab_runtime::Runtime),
+    Remote(Box<podlab_kubelet::node::remote::RemoteRuntime>),
+}
+
+impl Containers {
+    pub fn open(ctx: &crate::context::Ctx) -> Result<Containers> {
+        Ok(match endpoint(&ctx.root) {
+            Some(endpoint) => Containers::Remote(Box::new(
+                podlab_kubelet::node::remote::RemoteRuntime::connect(&endpoint)
+                    .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?,
+            )),
+            None => Containers::Local(ctx.runtime()?),
+        })
+    }
+
+    fn status(&self, id: &ContainerId) -> Result<podlab_runtime::status::ContainerStatus> {
+        match self {
+            Containers::Local(runtime) => Ok(runtime.container_status(id)?),
+            Containers::Remote(remote) => {
+                let filter = podlab_runtime::ContainerFilter {
+                    id: Some(id.clone()),
+                    ..Default::default()
+                };
+                remote
+                    .list_containers(&filter)?
+                    .into_iter()
+                    .next()
+                    .with_context(|| format!("container {:?} not found", id.as_str()))
+            }
+        }
+    }
+
+    pub fn log_path(&self, id: &ContainerId) -> Result<std::path::PathBuf> {
+        Ok(self.status(id)?.log_path)
+    }
+
+    /// Waits up to `limit` for the container to exit and returns its status then (still
+    /// Running when it did not exit in time): the step of a loop that streams its output.
+    pub fn wait_a_while(
+        &self,
+        id: &ContainerId,
+        limit: std::time::Duration,
+    ) -> Result<podlab_runtime::status::ContainerStatus> {
+        match self {
+            Containers::Local(runtime) => crate::logs::wait_a_while(runtime, id, limit),
+            Containers::Remote(_) => {
+                // The CRI has no wait: a relist after the pause, as kubelet's follow does.
+                std::thread::sleep(limit);
+                self.status(id)
+            }
+        }
+    }
+}
