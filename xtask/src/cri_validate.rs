@@ -97,23 +97,49 @@ pub fn run(args: &[String]) -> Result<()> {
     let reports = critest_home.join("reports");
     let podlab_report = reports.join(format!("{stamp}-podlab"));
     let outcome = run_podlab(&options, &kit, &critest_home, &bin, &podlab_report);
-    if !options.containerd {
-        return outcome;
-    }
-    let containerd_report = reports.join(format!("{stamp}-containerd"));
-    let baseline = run_containerd(&options, &kit, &critest_home, &bin, &containerd_report);
+    let outcome = match options.containerd {
+        true => outcome.and(against_containerd(
+            &options,
+            &kit,
+            &critest_home,
+            &bin,
+            &reports.join(format!("{stamp}-containerd")),
+            &podlab_report,
+        )),
+        false => outcome,
+    };
+    // The kit's registry (started by its setup) goes with the run: nothing is left running.
+    let _ = Command::new(kit.join("stop"))
+        .env("CRITEST_HOME", &critest_home)
+        .stdout(Stdio::null())
+        .status();
+    outcome
+}
+
+/// The same critest run against the kit's containerd, and with `--benchmark` the side-by-side
+/// report of both.
+fn against_containerd(
+    options: &Options,
+    kit: &std::path::Path,
+    critest_home: &std::path::Path,
+    bin: &std::path::Path,
+    containerd_report: &std::path::Path,
+    podlab_report: &std::path::Path,
+) -> Result<()> {
+    let root = workspace_root();
+    let baseline = run_containerd(options, kit, critest_home, bin, containerd_report);
     if options.benchmark {
         let status = Command::new("python3")
             .arg(root.join("scripts/cri-bench-report.py"))
-            .arg(&podlab_report)
-            .arg(&containerd_report)
+            .arg(podlab_report)
+            .arg(containerd_report)
             .status()
             .context("running scripts/cri-bench-report.py")?;
         if !status.success() {
             eprintln!("scripts/cri-bench-report.py failed ({status})");
         }
     }
-    outcome.and(baseline)
+    baseline
 }
 
 /// critest against a `podlab cri` of its own, reports in `report`.
