@@ -123,7 +123,8 @@ def main():
     idle = float(sys.argv[3]) if len(sys.argv) > 3 else 60
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/run"], check=True)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    work = tempfile.mkdtemp(prefix="bench-scale.")
+    # On the namespace's own /run: the manifests go with it, even when the run is killed.
+    work = tempfile.mkdtemp(prefix="bench-scale.", dir="/run")
     print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     one_more(work, 1, "warmup")
     first = one_more(work, rounds, "first")
