@@ -443,3 +443,39 @@ fn the_node_agents_next_pod_joins_the_namespace_its_keeper_made_and_the_keeper_e
     assert_eq!(out.code, Some(0), "{out:?}");
     node.assert_nothing_left();
 }
+
+/// `PODLAB_NODE_WARM_NETNS=0` switches the agent's keeper off: its pods make their own
+/// namespaces, and no keeper, lease or veth of a warm namespace appears beside them.
+#[test]
+fn with_podlab_node_warm_netns_0_the_agent_keeps_no_namespace() {
+    let node = Node::new("warm-agent-off");
+    let off = [("PODLAB_NODE_WARM_NETNS", "0")];
+    for name in ["first", "second"] {
+        let out = node.run(
+            &["run", name, "--image", "busybox", "--", "sleep", "3600"],
+            &off,
+        );
+        assert_eq!(out.code, Some(0), "{out:?}");
+        node.root.wait_pod(
+            name,
+            "running",
+            Duration::from_secs(60),
+            crate::pods::running,
+        );
+    }
+    // With the keeper on, one is started as soon as the first pod has asked (the test above).
+    assert!(
+        !wait_until(Duration::from_secs(3), || !node.keepers().is_empty()),
+        "a keeper runs: {:?}",
+        node.keepers()
+    );
+    assert_eq!(node.leases().len(), 2, "{:?}", node.leases());
+    assert_eq!(node.veths().len(), 2, "{:?}", node.veths());
+    for pod in ["first", "second"] {
+        let out = node.run(&["delete", "pod", pod], &off);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let out = node.run(&["node", "--stop"], &off);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    node.assert_nothing_left();
+}
