@@ -290,20 +290,9 @@ enum Warmth {
 }
 
 fn warmth(net_root: &Path) -> Warmth {
-    let Ok(folders) = std::fs::read_dir(net_root.join(WARM_DIR)) else {
-        return Warmth::Cold;
-    };
     let mut making = false;
-    for folder in folders.flatten().map(|f| f.path()) {
-        if !keeper_alive(&folder) {
-            continue;
-        }
-        let added = std::fs::read_dir(&folder)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|file| file.file_name().to_string_lossy().ends_with("-eth0"));
-        if added {
+    for folder in live_keeper_folders(net_root) {
+        if cached_results(&folder).next().is_some() {
             return Warmth::Ready;
         }
         making = true;
@@ -315,20 +304,33 @@ fn warmth(net_root: &Path) -> Warmth {
     }
 }
 
+/// The warm folders under `net_root` whose keeper still runs.
+fn live_keeper_folders(net_root: &Path) -> impl Iterator<Item = PathBuf> {
+    let folders = std::fs::read_dir(net_root.join(WARM_DIR))
+        .into_iter()
+        .flatten();
+    folders
+        .flatten()
+        .map(|f| f.path())
+        .filter(|f| keeper_alive(f))
+}
+
+/// The files in `folder` that cache an ADD result on `eth0` (`<network>-<id>-eth0`).
+fn cached_results(folder: &Path) -> impl Iterator<Item = PathBuf> {
+    let files = std::fs::read_dir(folder).into_iter().flatten().flatten();
+    files
+        .filter(|f| f.file_name().to_string_lossy().ends_with("-eth0"))
+        .map(|f| f.path())
+}
+
 /// The node-side links (the veth on the bridge) of the warm namespaces that live keepers hold
 /// in this network namespace: `podlab demo cni` tells them from its pods'.
 pub fn kept_node_links() -> Vec<String> {
     let Ok(net_root) = super::network_root() else {
         return Vec::new();
     };
-    let Ok(folders) = std::fs::read_dir(net_root.join(WARM_DIR)) else {
-        return Vec::new();
-    };
-    let live = folders
-        .flatten()
-        .map(|f| f.path())
-        .filter(|f| keeper_alive(f));
-    live.flat_map(|folder| node_links_cached_in(&folder))
+    live_keeper_folders(&net_root)
+        .flat_map(|folder| node_links_cached_in(&folder))
         .collect()
 }
 
@@ -336,11 +338,8 @@ pub fn kept_node_links() -> Vec<String> {
 /// namespace's): CNI's result lists the bridge, the node's end of the veth, then `eth0` with
 /// its `sandbox`.
 pub fn node_links_cached_in(folder: &Path) -> Vec<String> {
-    let files = std::fs::read_dir(folder).into_iter().flatten().flatten();
-    let results = files
-        .filter(|f| f.file_name().to_string_lossy().ends_with("-eth0"))
-        .filter_map(|f| podlab_cni::cache::load(&f.path()).ok().flatten());
-    results
+    cached_results(folder)
+        .filter_map(|path| podlab_cni::cache::load(&path).ok().flatten())
         .flat_map(|cached| cached.result["interfaces"].as_array().cloned())
         .flatten()
         .filter_map(|i| {

@@ -67,6 +67,21 @@ impl Node {
         }
     }
 
+    /// `podlab run NAME` of a pod that sleeps, with `env`, until the node agent runs it.
+    fn run_sleeper(&self, name: &str, env: &[(&str, &str)]) {
+        let out = self.run(
+            &["run", name, "--image", "busybox", "--", "sleep", "3600"],
+            env,
+        );
+        assert_eq!(out.code, Some(0), "{out:?}");
+        self.root.wait_pod(
+            name,
+            "running",
+            Duration::from_secs(60),
+            crate::pods::running,
+        );
+    }
+
     /// A one-shot pod that prints its network namespace and its `eth0` addresses.
     fn run_rm(&self, name: &str, env: &[(&str, &str)]) -> (u64, Vec<String>) {
         let out = self.run(
@@ -379,19 +394,7 @@ fn netns_inside(node: &Node, pod: &str) -> u64 {
 fn the_node_agents_next_pod_joins_the_namespace_its_keeper_made_and_the_keeper_ends_with_the_agent()
 {
     let node = Node::new("warm-agent");
-    let run = |name: &str| {
-        let out = node.run(
-            &["run", name, "--image", "busybox", "--", "sleep", "3600"],
-            &[],
-        );
-        assert_eq!(out.code, Some(0), "{out:?}");
-        node.root.wait_pod(
-            name,
-            "running",
-            Duration::from_secs(60),
-            crate::pods::running,
-        );
-    };
+    let run = |name: &str| node.run_sleeper(name, &[]);
     // The first pod of the node makes its own; its question starts the agent's keeper.
     run("first");
     let (keeper, warm) = ready_warm_keeper(&node);
@@ -451,17 +454,7 @@ fn with_podlab_node_warm_netns_0_the_agent_keeps_no_namespace() {
     let node = Node::new("warm-agent-off");
     let off = [("PODLAB_NODE_WARM_NETNS", "0")];
     for name in ["first", "second"] {
-        let out = node.run(
-            &["run", name, "--image", "busybox", "--", "sleep", "3600"],
-            &off,
-        );
-        assert_eq!(out.code, Some(0), "{out:?}");
-        node.root.wait_pod(
-            name,
-            "running",
-            Duration::from_secs(60),
-            crate::pods::running,
-        );
+        node.run_sleeper(name, &off);
     }
     // With the keeper on, one is started as soon as the first pod has asked (the test above).
     assert!(
