@@ -643,11 +643,7 @@ impl Cri {
     fn pod_sandbox_stats(&self, id: &SandboxId) -> Result<proto::PodSandboxStats, Status> {
         let status = self.runtime.pod_sandbox_status(id).map_err(from_runtime)?;
         let now = podlab_runtime::liveness::now_ns();
-        let cgroup = self
-            .runtime
-            .pod_sandbox_record(id)
-            .ok()
-            .and_then(|r| r.cgroup);
+        let cgroup = self.runtime.pod_sandbox_cgroup(id).ok().flatten();
         let (cpu, memory) = cgroup_usage(cgroup.as_ref(), now);
         let containers = self
             .runtime

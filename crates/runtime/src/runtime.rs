@@ -32,10 +32,10 @@ pub struct Runtime {
     pub(crate) cleaner: Option<crate::trash::Cleaner>,
     /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
     sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
-    /// `container.json` and `shim.json` as last read ([`crate::record_cache`]).
+    /// `container.json`, `shim.json` and `sandbox.json` as last read
+    /// ([`crate::record_cache`]).
     pub(crate) container_records: RecordCache<crate::state::ContainerRecord>,
     pub(crate) shim_records: RecordCache<ShimRecord>,
-    /// `sandbox.json` as last read.
     pub(crate) sandbox_records: RecordCache<crate::state::SandboxRecord>,
 }
 
