@@ -954,9 +954,10 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
 /// A profile compiled ahead of time ([`precompile`]), and its filters.
 static PRECOMPILED: std::sync::Mutex<Option<Precompiled>> = std::sync::Mutex::new(None);
 
-/// Filters kept for a shim's life, in one block: the compiler's own programs are scattered
-/// among the heap pages of its temporaries, and each page holding a piece of one stays
-/// resident in every shim (about 20 kB of a shim's 110 kB).
+/// Filters kept until the pod's containers have started ([`forget_precompiled`]), in one
+/// block: the compiler's own programs are scattered among the heap pages of its temporaries,
+/// and each page holding a piece of one stays resident in every shim (about 20 kB of a shim's
+/// 110 kB).
 struct Precompiled {
     spec: SeccompSpec,
     instructions: Vec<seccompiler::sock_filter>,
@@ -1003,6 +1004,15 @@ pub fn precompile(spec: SeccompSpec) {
         if let Ok(mut slot) = PRECOMPILED.lock() {
             *slot = Some(kept);
         }
+    }
+}
+
+/// Drops what [`precompile`] kept (about 7 kB of a shim's heap): the shim does it once its
+/// pod's containers have started and it has gone idle, so that an idle pod does not keep, for
+/// its whole life, filters that only a restart would use (which then compiles them again).
+pub fn forget_precompiled() {
+    if let Ok(mut slot) = PRECOMPILED.lock() {
+        *slot = None;
     }
 }
 
@@ -1643,6 +1653,10 @@ mod tests {
             compile(&fewer.profile()).unwrap()
         );
         assert_ne!(compile_cached(&fewer).unwrap(), compiled);
+        // Once forgotten (an idle shim's), the filters are compiled again, the same.
+        forget_precompiled();
+        assert!(PRECOMPILED.lock().unwrap().is_none());
+        assert_eq!(compile_cached(&named).unwrap(), compiled);
     }
 
     #[test]

@@ -434,7 +434,12 @@ impl Shim {
     }
 
     /// Hands the heap's free pages and the stack's unused ones back, once a burst is over.
+    /// The filters compiled ahead for the first container go too, once one has started: the
+    /// pod's other containers came in the same burst, and a restart compiles its own.
     fn release_memory(&self) {
+        if !self.containers.is_empty() {
+            crate::seccomp::forget_precompiled();
+        }
         memory::release_free_pages();
         if let Some(stack) = &self.stack {
             stack.release_below();
