@@ -23,6 +23,25 @@ use crate::state::{self, ContainerRecord, PidMode};
 use crate::status::ContainerState;
 use crate::tty::WindowSize;
 
+/// Opens the mount namespace of the container process `pid`, which has just made its `execve`.
+///
+/// When the last process of a mount namespace exits, the kernel unmounts all of it (rootfs,
+/// /proc, /sys, /dev, the masked and read-only paths) in that process's exit, before its
+/// parent is told, and waits out an RCU grace period on the way: 0.5–3 ms here between the
+/// container's `exit` and the shim's SIGCHLD. Held by the shim, the namespace outlives the
+/// process, and the unmounting happens when the shim lets go, after the waiters have the exit
+/// status ([`Shim::container_exited`]). `None` when the process has exited already (nothing
+/// then to hold: the kernel did it in the exit).
+fn hold_mounts(pid: Pid) -> Option<OwnedFd> {
+    let path = format!("/proc/{pid}/ns/mnt");
+    nix::fcntl::open(
+        path.as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
+}
+
 /// containerd's exit code and reason for a container whose start failed.
 pub(crate) const START_ERROR_EXIT_CODE: i32 = 128;
 pub(crate) const START_ERROR_REASON: &str = "StartError";
@@ -49,6 +68,8 @@ pub(crate) struct Live {
     stdin: Option<OwnedFd>,
     /// `stdinOnce`: the first attached client's end of input closes stdin.
     stdin_once: bool,
+    /// Its mount namespace, held while it runs: see [`hold_mounts`].
+    mounts: Option<OwnedFd>,
 }
 
 impl Live {
@@ -305,6 +326,7 @@ impl Shim {
             None => None,
         };
         podlab_fault::point_reached("shim.container.after-fork");
+        let mounts = hold_mounts(pid);
         record.state = ContainerState::Running;
         record.started_at = now_ns();
         record.pid = ProcessIdentity::of(pid.as_raw()).ok();
@@ -325,6 +347,7 @@ impl Shim {
             console: None,
             stdin,
             stdin_once: record.config.stdin_once,
+            mounts,
         };
         // With a console, all output comes from its master, logged as stdout (containerd's).
         let mut live = live;
@@ -412,6 +435,10 @@ impl Shim {
                     finished_at,
                 },
             );
+        }
+        // The container's mounts go only now, after the waiters have their answer.
+        if let Some(live) = self.containers.get_mut(&id) {
+            live.mounts = None;
         }
     }
 
