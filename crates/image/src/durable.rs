@@ -48,6 +48,61 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("fsyncing folder", dir, e))
 }
 
+/// Folders and regular files up to which [`sync_tree`] fsyncs each one; past it, one syncfs.
+const SYNC_EACH_UP_TO: usize = 256;
+
+/// Makes everything written under `root` durable (file data, and the names in its folders).
+///
+/// A few files and folders (a small layer such as busybox's: one file, a dozen folders and
+/// hundreds of hard links) are fsynced one by one: on a journaling filesystem the first fsync
+/// commits them all, and the others find nothing left to do. A syncfs would also wait for
+/// every other writer's dirty data on the filesystem: 167 ms here during a build, against
+/// 12 ms for the fsyncs. Past [`SYNC_EACH_UP_TO`], one syncfs instead of thousands of calls;
+/// it is also the way when a file cannot be opened.
+pub fn sync_tree(root: &Path) -> Result<()> {
+    match files_and_folders(root, SYNC_EACH_UP_TO) {
+        Some(found) if found.iter().all(|path| fsync_path(path).is_ok()) => Ok(()),
+        _ => sync_filesystem(root),
+    }
+}
+
+/// The regular files (one name for each, hard links being one file), then the folders (the
+/// deepest first), under `root` and `root` itself; `None` past `limit` of them or when a
+/// folder cannot be read.
+fn files_and_folders(root: &Path, limit: usize) -> Option<Vec<std::path::PathBuf>> {
+    use std::os::unix::fs::DirEntryExt;
+    let mut inodes = std::collections::HashSet::new();
+    let mut files = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    let mut next = 0;
+    while let Some(folder) = folders.get(next).cloned() {
+        next += 1;
+        for entry in fs::read_dir(&folder).ok()? {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            if kind.is_dir() {
+                folders.push(entry.path());
+            } else if kind.is_file() && inodes.insert(entry.ino()) {
+                files.push(entry.path());
+            }
+            if files.len() + folders.len() > limit {
+                return None;
+            }
+        }
+    }
+    files.extend(folders.into_iter().rev());
+    Some(files)
+}
+
+fn fsync_path(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
+        .sync_all()
+}
+
 /// Flushes all data of the filesystem holding `path` (one syscall instead of an fsync per file).
 pub fn sync_filesystem(path: &Path) -> Result<()> {
     let dir = File::open(path).map_err(|e| Error::io("opening", path, e))?;

@@ -93,10 +93,10 @@ impl Staging {
         self.failed_layer.borrow().clone()
     }
 
-    /// Moves the new blobs and snapshots into the store. The data is flushed first (one syncfs
-    /// for all the files unpacked), so a crash never leaves a half-written file under a final name.
+    /// Moves the new blobs and snapshots into the store. The data is flushed first
+    /// ([`durable::sync_tree`]), so a crash never leaves a half-written file under a final name.
     pub fn commit(self) -> Result<()> {
-        durable::sync_filesystem(&self.dir)?;
+        durable::sync_tree(&self.dir)?;
         let store_blobs = &self.folders[1];
         for digest in self.folders[0].list()? {
             if !store_blobs.contains(&digest) {
