@@ -152,3 +152,41 @@ impl StoreLock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_is_fsynced_file_by_file_with_hard_links_once_and_folders_deepest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("layer");
+        fs::create_dir_all(root.join("bin/sub")).unwrap();
+        fs::write(root.join("bin/busybox"), b"x").unwrap();
+        for name in ["sh", "ls", "cat"] {
+            fs::hard_link(root.join("bin/busybox"), root.join("bin").join(name)).unwrap();
+        }
+        std::os::unix::fs::symlink("busybox", root.join("bin/link")).unwrap();
+        let found = files_and_folders(&root, 10).unwrap();
+        let files: Vec<_> = found.iter().filter(|p| p.is_file()).collect();
+        assert_eq!(files.len(), 1, "{found:?}");
+        let folders: Vec<_> = found.iter().filter(|p| p.is_dir()).cloned().collect();
+        assert_eq!(
+            folders,
+            [root.join("bin/sub"), root.join("bin"), root.clone()],
+            "{found:?}"
+        );
+        sync_tree(&root).unwrap();
+    }
+
+    #[test]
+    fn a_tree_past_the_limit_is_left_to_one_syncfs() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 0..5 {
+            fs::write(dir.path().join(n.to_string()), b"x").unwrap();
+        }
+        assert!(files_and_folders(dir.path(), 4).is_none());
+        assert_eq!(files_and_folders(dir.path(), 6).map(|f| f.len()), Some(6));
+        assert!(files_and_folders(&dir.path().join("missing"), 6).is_none());
+    }
+}
