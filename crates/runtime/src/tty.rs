@@ -347,40 +347,80 @@ pub fn relay(
     terminal: Option<BorrowedFd<'_>>,
     mut on_resize: impl FnMut(WindowSize),
 ) -> Result<RelayEnd> {
-    let mut mask = SigSet::empty();
-    for signal in [
-        Signal::SIGWINCH,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGINT,
-    ] {
-        mask.add(signal);
+    let signals = RelaySignals::take()?;
+    if let Some(size) = terminal.and_then(window_size) {
+        on_resize(size);
     }
-    let mut old = SigSet::empty();
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old))
-        .map_err(|e| Error::sys("sigprocmask", "relay", e))?;
-    let result = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| Error::sys("signalfd", "relay", e))
-        .and_then(|signals| {
-            if let Some(size) = terminal.and_then(window_size) {
-                on_resize(size);
+    relay_loop(ends, &signals, terminal, &mut on_resize)
+}
+
+/// A signal a relay acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelaySignal {
+    /// SIGWINCH: the user's terminal changed size.
+    Resize,
+    /// SIGTERM, SIGHUP or SIGINT: the relay ends.
+    Stop(i32),
+}
+
+/// The signals a relay answers (SIGWINCH, SIGTERM, SIGHUP, SIGINT), blocked and read from a
+/// signalfd (to poll with the relay's descriptors) while this lives. On drop the mask is put
+/// back once the ones still pending are taken: delivered with the old mask, a fatal one would
+/// end podlab before the caller's raw-mode guard restores the terminal.
+pub struct RelaySignals {
+    fd: SignalFd,
+    old: SigSet,
+}
+
+impl RelaySignals {
+    pub fn take() -> Result<RelaySignals> {
+        let mut mask = SigSet::empty();
+        for signal in [
+            Signal::SIGWINCH,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGINT,
+        ] {
+            mask.add(signal);
+        }
+        let mut old = SigSet::empty();
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old))
+            .map_err(|e| Error::sys("sigprocmask", "relay", e))?;
+        match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+            Ok(fd) => Ok(RelaySignals { fd, old }),
+            Err(e) => {
+                let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+                Err(Error::sys("signalfd", "relay", e))
             }
-            relay_loop(ends, &signals, terminal, &mut on_resize)
-        });
-    // A signal still pending (one that came after the loop's last read) is delivered here,
-    // with the old mask: the caller's raw mode is restored by its guard before it returns,
-    // but not if that signal is fatal; so take pending ones first.
-    if let Ok(signals) = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-    {
-        while let Ok(Some(_)) = signals.read_signal() {}
+        }
     }
-    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    result
+
+    /// The next signal that came, if any (never blocks).
+    pub fn next(&self) -> Option<RelaySignal> {
+        let info = self.fd.read_signal().ok()??;
+        Some(match info.ssi_signo as i32 {
+            libc::SIGWINCH => RelaySignal::Resize,
+            signo => RelaySignal::Stop(signo),
+        })
+    }
+}
+
+impl AsFd for RelaySignals {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for RelaySignals {
+    fn drop(&mut self) {
+        while let Ok(Some(_)) = self.fd.read_signal() {}
+        let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.old), None);
+    }
 }
 
 fn relay_loop(
     ends: &RelayEnds<'_>,
-    signals: &SignalFd,
+    signals: &RelaySignals,
     terminal: Option<BorrowedFd<'_>>,
     on_resize: &mut impl FnMut(WindowSize),
 ) -> Result<RelayEnd> {
@@ -444,14 +484,14 @@ fn relay_loop(
         let ended_ready = ready(&fds, ended_slot);
         drop(fds);
         if signal_ready {
-            while let Ok(Some(info)) = signals.read_signal() {
-                let signo = info.ssi_signo as i32;
-                if signo == libc::SIGWINCH {
-                    if let Some(size) = terminal.and_then(window_size) {
-                        on_resize(size);
+            while let Some(signal) = signals.next() {
+                match signal {
+                    RelaySignal::Resize => {
+                        if let Some(size) = terminal.and_then(window_size) {
+                            on_resize(size);
+                        }
                     }
-                } else {
-                    return Ok(RelayEnd::Signal(signo));
+                    RelaySignal::Stop(signo) => return Ok(RelayEnd::Signal(signo)),
                 }
             }
         }
