@@ -1,7 +1,9 @@
 //! SPDY/3.1 framing as Kubernetes' streaming protocols use it (moby/spdystream under
 //! client-go's `remotecommand` and `portforward`): the frames a server reads (SYN_STREAM, data,
 //! RST_STREAM, PING, GOAWAY; SETTINGS and WINDOW_UPDATE are read and ignored, as spdystream
-//! does no flow control) and the ones it writes (SYN_REPLY, data, PING, GOAWAY, RST_STREAM).
+//! does no flow control) and the ones it writes (SYN_REPLY, data, PING, GOAWAY, RST_STREAM);
+//! and a client's two more: it writes SYN_STREAM and reads SYN_REPLY (the CLI's `exec -it`
+//! and `attach` through a CRI runtime, `podlab`'s `remote::streaming`).
 //!
 //! Every header block on a connection is one zlib stream per direction, primed with SPDY/3's
 //! header dictionary and sync-flushed at the end of each frame (spec section 2.6.10.1), so the
@@ -38,7 +40,7 @@ pub enum SpdyError {
     Zlib(String),
 }
 
-/// A frame read from the client.
+/// A frame read from the other side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     /// A new stream and its headers (lower-case names; a value may repeat).
@@ -46,6 +48,11 @@ pub enum Frame {
         stream_id: u32,
         headers: Vec<(String, String)>,
         fin: bool,
+    },
+    /// The server accepted a stream the client opened (read by a client).
+    SynReply {
+        stream_id: u32,
+        headers: Vec<(String, String)>,
     },
     Data {
         stream_id: u32,
@@ -60,7 +67,7 @@ pub enum Frame {
         id: u32,
     },
     GoAway,
-    /// Anything else (SETTINGS, WINDOW_UPDATE, HEADERS, SYN_REPLY): read and left aside.
+    /// Anything else (SETTINGS, WINDOW_UPDATE, HEADERS): read and left aside.
     Ignored,
 }
 
@@ -85,7 +92,7 @@ pub fn header_dictionary() -> Vec<u8> {
     dictionary
 }
 
-/// The client's half of a connection: bytes in, frames out.
+/// The reading half of a connection (either side's): bytes in, frames out.
 pub struct Decoder {
     buffer: Vec<u8>,
     inflate: Decompress,
@@ -162,8 +169,16 @@ impl Decoder {
                     fin: flags & FLAG_FIN != 0,
                 }
             }
-            SYN_REPLY | HEADERS => {
-                // Not expected from a client, but the zlib stream must stay in step.
+            SYN_REPLY => {
+                let stream_id = word(0, "SYN_REPLY")? & 0x7fff_ffff;
+                let headers = match payload.len() > 4 {
+                    true => parse_header_block(&self.inflate_block(&payload[4..])?)?,
+                    false => Vec::new(),
+                };
+                Frame::SynReply { stream_id, headers }
+            }
+            HEADERS => {
+                // Not used by Kubernetes' protocols, but the zlib stream must stay in step.
                 if payload.len() > 4 {
                     self.inflate_block(&payload[4..])?;
                 }
@@ -242,7 +257,7 @@ fn parse_header_block(block: &[u8]) -> Result<Vec<(String, String)>, SpdyError> 
     Ok(headers)
 }
 
-/// The server's half of a connection: frames in, bytes out.
+/// The writing half of a connection (either side's): frames in, bytes out.
 pub struct Encoder {
     deflate: Compress,
 }
@@ -263,6 +278,23 @@ impl Encoder {
 
     /// SYN_REPLY: the server accepts the stream (spdystream waits for it on `CreateStream`).
     pub fn syn_reply(&mut self, stream_id: u32, headers: &[(&str, &str)]) -> Vec<u8> {
+        let mut payload = (stream_id & 0x7fff_ffff).to_be_bytes().to_vec();
+        payload.extend_from_slice(&self.header_block(headers));
+        control(SYN_REPLY, 0, &payload)
+    }
+
+    /// SYN_STREAM: the client opens stream `stream_id` (odd, rising), with no associated
+    /// stream and priority 0, as spdystream's `CreateStream` does; `headers`' names lower-case.
+    pub fn syn_stream(&mut self, stream_id: u32, headers: &[(&str, &str)]) -> Vec<u8> {
+        let mut payload = (stream_id & 0x7fff_ffff).to_be_bytes().to_vec();
+        // Associated-to stream 0, priority 0, unused slot.
+        payload.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        payload.extend_from_slice(&self.header_block(headers));
+        control(SYN_STREAM, 0, &payload)
+    }
+
+    /// A header block, compressed in the connection's zlib stream and sync-flushed.
+    fn header_block(&mut self, headers: &[(&str, &str)]) -> Vec<u8> {
         let mut block = Vec::new();
         block.extend_from_slice(&(headers.len() as u32).to_be_bytes());
         for (name, value) in headers {
@@ -285,9 +317,7 @@ impl Encoder {
                 break;
             }
         }
-        let mut payload = (stream_id & 0x7fff_ffff).to_be_bytes().to_vec();
-        payload.extend_from_slice(&compressed);
-        control(SYN_REPLY, 0, &payload)
+        compressed
     }
 
     /// A data frame (`fin`: the server's last on this stream).
@@ -497,6 +527,32 @@ mod tests {
                 Frame::Ping { id: 7 },
             ]
         );
+    }
+
+    #[test]
+    fn a_clients_syn_streams_and_a_servers_syn_replies_read_back() {
+        let (mut client, mut server) = (Encoder::new(), Encoder::new());
+        let (mut at_server, mut at_client) = (Decoder::new(), Decoder::new());
+        for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout")] {
+            at_server.push(&client.syn_stream(id, &[("streamtype", kind)]));
+            assert_eq!(
+                at_server.next_frame().unwrap(),
+                Some(Frame::SynStream {
+                    stream_id: id,
+                    headers: vec![("streamtype".into(), kind.into())],
+                    fin: false
+                })
+            );
+            at_client.push(&server.syn_reply(id, &[]));
+            assert_eq!(
+                at_client.next_frame().unwrap(),
+                Some(Frame::SynReply {
+                    stream_id: id,
+                    headers: vec![]
+                })
+            );
+        }
+        assert_eq!(at_server.next_frame().unwrap(), None);
     }
 
     #[test]
