@@ -88,6 +88,15 @@ impl tonic::codegen::Service<http::Request<Body>> for Connection {
     }
 }
 
+/// The streams of an Exec or Attach request (the CRI's `stdin`, `stdout`, `stderr`, `tty`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streams {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
 /// A CRI runtime at the other end of a unix socket.
 pub struct RemoteRuntime {
     socket: PathBuf,
@@ -209,6 +218,41 @@ impl RemoteRuntime {
                 Err(convert::rpc_error(rpc, target, &status))
             }
         }
+    }
+
+    /// Exec: the runtime checks the request and answers the URL of its streaming server where
+    /// the client then runs `cmd` (kubelet's `GetExec`, crictl's `exec -i`/`-t`). Which of
+    /// stdin, stdout and stderr stream, and whether in a terminal, are `streams`' (stderr is
+    /// none with a terminal: the CRI joins it to stdout).
+    pub fn exec(&self, id: &ContainerId, cmd: &[String], streams: Streams) -> Result<String> {
+        let request = proto::ExecRequest {
+            container_id: id.to_string(),
+            cmd: cmd.to_vec(),
+            tty: streams.tty,
+            stdin: streams.stdin,
+            stdout: streams.stdout,
+            stderr: streams.stderr && !streams.tty,
+        };
+        let response = self.call("Exec", id.as_str(), |mut rt, _| async move {
+            rt.exec(request).await
+        })?;
+        Ok(response.url)
+    }
+
+    /// Attach: the URL where the client joins the container's own process (kubelet's
+    /// `GetAttach`, crictl's `attach`); `streams.tty` must be the container's `tty`.
+    pub fn attach(&self, id: &ContainerId, streams: Streams) -> Result<String> {
+        let request = proto::AttachRequest {
+            container_id: id.to_string(),
+            stdin: streams.stdin,
+            tty: streams.tty,
+            stdout: streams.stdout,
+            stderr: streams.stderr && !streams.tty,
+        };
+        let response = self.call("Attach", id.as_str(), |mut rt, _| async move {
+            rt.attach(request).await
+        })?;
+        Ok(response.url)
     }
 
     /// ImageStatus: the image, if the runtime has it.
