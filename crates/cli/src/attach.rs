@@ -8,6 +8,9 @@
 //! has none and is ended with its terminal), or when podlab is stopped (SIGTERM, SIGHUP, and
 //! Ctrl-C without a tty); the last two leave the container running. The detach keys typed
 //! where there is no tty are refused with an error that says so.
+//!
+//! When the node agent runs its pods on a CRI runtime, `attach` is that runtime's streaming
+//! Attach (`remote::attach`), with the same rules for `-i` and `-t` ([`Plan`]).
 
 use std::os::fd::AsFd;
 
@@ -77,12 +80,18 @@ pub fn run(
     let status = crate::logs::container_status(&pod, container, crate::logs::Caller::Exec)
         .map_err(|e| anyhow::anyhow!("cannot attach to the container: {e}"))?;
     let id = crate::logs::running_container_id(&status, "attach to", pod_name)?;
-    if let Some(endpoint) = crate::remote::endpoint(&ctx.root) {
-        return Err(crate::remote::no_streaming("attach", &endpoint, &id));
-    }
-    let runtime = ctx.runtime()?;
     let allocated = Allocated::of(&pod, &status.name);
-    let ended = session(&runtime, &id, &status.name, allocated, flags, true)?;
+    let ended = match crate::remote::endpoint(&ctx.root) {
+        Some(endpoint) => {
+            let plan = Plan::of(flags, allocated, &status.name);
+            let ended = crate::remote::attach(&endpoint, &id, plan)?;
+            if ended.detached && !flags.quiet {
+                eprintln!("Detached from container {}: it keeps running.", status.name);
+            }
+            ended
+        }
+        None => session(&ctx.runtime()?, &id, &status.name, allocated, flags, true)?,
+    };
     let always = pod
         .spec
         .as_ref()
@@ -95,6 +104,43 @@ pub fn run(
         );
     }
     Ok(0)
+}
+
+/// What an attach session streams, from the user's flags and the container's spec.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// The container's process has a console (its output one stream; sizes are passed on).
+    pub tty: bool,
+    /// This terminal goes in raw mode around it.
+    pub raw: bool,
+    /// The user's stdin goes to the container.
+    pub input: bool,
+}
+
+impl Plan {
+    /// kubectl's rules for `-i` and `-t` against what the container has (and its messages).
+    pub fn of(flags: Flags, allocated: Allocated, name: &str) -> Plan {
+        let mut use_tty = flags.tty;
+        if flags.tty && !allocated.tty {
+            use_tty = false;
+            if !flags.quiet {
+                eprintln!("error: Unable to use a TTY - container {name} did not allocate one");
+            }
+        } else if !flags.tty && allocated.tty {
+            // Its output comes from a console either way.
+            use_tty = true;
+        }
+        let streams = crate::terminal::streams(flags.stdin, use_tty, flags.quiet);
+        let plan = Plan {
+            tty: use_tty,
+            raw: streams == crate::terminal::Streams::Tty,
+            input: flags.stdin && (allocated.stdin || allocated.tty),
+        };
+        if !flags.quiet {
+            eprintln!("If you don't see a command prompt, try pressing enter.");
+        }
+        plan
+    }
 }
 
 /// How an attach session ended.
@@ -119,22 +165,7 @@ pub fn session(
     flags: Flags,
     detachable: bool,
 ) -> Result<Ended> {
-    let mut use_tty = flags.tty;
-    if flags.tty && !allocated.tty {
-        use_tty = false;
-        if !flags.quiet {
-            eprintln!("error: Unable to use a TTY - container {name} did not allocate one");
-        }
-    } else if !flags.tty && allocated.tty {
-        // Its output comes from a console either way.
-        use_tty = true;
-    }
-    let streams = crate::terminal::streams(flags.stdin, use_tty, flags.quiet);
-    let raw = streams == crate::terminal::Streams::Tty;
-    let input = flags.stdin && (allocated.stdin || allocated.tty);
-    if !flags.quiet {
-        eprintln!("If you don't see a command prompt, try pressing enter.");
-    }
+    let Plan { raw, input, .. } = Plan::of(flags, allocated, name);
     let (local, remote) = socket::socketpair(
         AddressFamily::Unix,
         SockType::Stream,

@@ -26,10 +26,10 @@ pub fn run(
     let status = crate::logs::container_status(&pod_object, container, crate::logs::Caller::Exec)?;
     let id = crate::logs::running_container_id(&status, "exec into", pod)?;
     if let Some(endpoint) = crate::remote::endpoint(&ctx.root) {
-        if streams != Streams::NoStdin {
-            return Err(crate::remote::no_streaming("exec", &endpoint, &id));
-        }
-        return crate::remote::exec_sync(&endpoint, &id, cmd);
+        return match streams {
+            Streams::NoStdin => crate::remote::exec_sync(&endpoint, &id, cmd),
+            _ => crate::remote::exec(&endpoint, &id, cmd, streams),
+        };
     }
     let runtime = ctx.runtime()?;
     if streams == Streams::Tty {

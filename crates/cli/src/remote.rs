@@ -5,14 +5,18 @@
 //! `logs` reads the file the runtime's ContainerStatus names (it is below the agent's
 //! `log_directory`), and `-f` relists the container between reads, the CRI having no wait.
 //! `exec` without `-i`/`-t` is the CRI's ExecSync: the command runs to its end in the
-//! container, then its output and exit status come back (a probe's way). An interactive
-//! session needs the CRI's streaming Exec and Attach, whose client podlab's CLI does not have
-//! yet: they are refused with the `crictl` command line that does it.
+//! container, then its output and exit status come back (a probe's way). `exec -i`/`-it` and
+//! `attach` are the CRI's streaming Exec and Attach, as crictl's: the RPC answers a URL of the
+//! runtime's streaming server, and [`streaming`] opens it and relays stdin, stdout, stderr and
+//! the terminal's size over SPDY (`v4.channel.k8s.io`); the exit code comes back at the end.
+
+mod streaming;
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use podlab_kubelet::node::config::ENV_RUNTIME_ENDPOINT;
+use podlab_kubelet::node::remote::{RemoteRuntime, Streams as CriStreams};
 use podlab_kubelet::node::runtime_service::RuntimeService;
 use podlab_runtime::ContainerId;
 
@@ -55,9 +59,7 @@ pub fn endpoint(root: &Path) -> Option<String> {
 /// is returned.
 pub fn exec_sync(endpoint: &str, id: &ContainerId, cmd: &[String]) -> Result<i32> {
     use std::io::Write;
-    let remote = podlab_kubelet::node::remote::RemoteRuntime::connect(endpoint)
-        .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?;
-    let result = remote
+    let result = connect(endpoint)?
         .exec_sync(id, cmd, None)
         .with_context(|| format!("ExecSync in container {id} on {endpoint}"))?;
     std::io::stdout().write_all(&result.stdout)?;
@@ -66,34 +68,92 @@ pub fn exec_sync(endpoint: &str, id: &ContainerId, cmd: &[String]) -> Result<i32
     Ok(result.exit_code)
 }
 
-/// The refusal of an interactive `exec` (`verb` "exec") or of an `attach` through a CRI
-/// runtime.
-pub fn no_streaming(verb: &str, endpoint: &str, id: &ContainerId) -> anyhow::Error {
-    let (what, rpc, crictl) = match verb {
-        "attach" => ("attach", "Attach", "attach -it"),
-        _ => ("exec with a terminal or stdin", "Exec", "exec -it"),
+/// `podlab exec -i` (`streams` Stdin) or `-it` (Tty) of `cmd` in container `id` through the
+/// CRI runtime at `endpoint`: its streaming Exec, as `crictl exec -i`/`-it`; returns the
+/// command's exit status (128 + N when podlab was stopped by signal N).
+pub fn exec(
+    endpoint: &str,
+    id: &ContainerId,
+    cmd: &[String],
+    streams: crate::terminal::Streams,
+) -> Result<i32> {
+    let tty = streams == crate::terminal::Streams::Tty;
+    let url = connect(endpoint)?
+        .exec(
+            id,
+            cmd,
+            CriStreams {
+                stdin: true,
+                stdout: true,
+                stderr: !tty,
+                tty,
+            },
+        )
+        .with_context(|| format!("Exec in container {id} on {endpoint}"))?;
+    let session = streaming::Session {
+        stdin: true,
+        tty,
+        raw: tty,
+        detach_keys: false,
     };
-    anyhow::anyhow!(
-        "{what} through the CRI runtime at {endpoint} needs the CRI's streaming {rpc}, whose \
-         client podlab's CLI does not have yet; `crictl --runtime-endpoint {endpoint} {crictl} \
-         {id}` does it"
-    )
+    Ok(match streaming::run(&url, session)? {
+        streaming::End::Exited(code) => code,
+        streaming::End::Signal(signo) => 128 + signo,
+        streaming::End::Detached => 0,
+    })
+}
+
+/// `podlab attach` to container `id` through the CRI runtime at `endpoint`, with the streams
+/// `plan` settled (as `crictl attach`); Ctrl-P Ctrl-Q end a session with a terminal.
+pub fn attach(
+    endpoint: &str,
+    id: &ContainerId,
+    plan: crate::attach::Plan,
+) -> Result<crate::attach::Ended> {
+    let url = connect(endpoint)?
+        .attach(
+            id,
+            CriStreams {
+                stdin: plan.input,
+                stdout: true,
+                stderr: !plan.tty,
+                tty: plan.tty,
+            },
+        )
+        .with_context(|| format!("Attach to container {id} on {endpoint}"))?;
+    let session = streaming::Session {
+        stdin: plan.input,
+        tty: plan.tty,
+        raw: plan.raw,
+        detach_keys: plan.raw,
+    };
+    let end = streaming::run(&url, session)?;
+    Ok(crate::attach::Ended {
+        raw: plan.raw,
+        detached: end == streaming::End::Detached,
+        signal: match end {
+            streaming::End::Signal(signo) => Some(signo),
+            _ => None,
+        },
+    })
+}
+
+fn connect(endpoint: &str) -> Result<RemoteRuntime> {
+    RemoteRuntime::connect(endpoint)
+        .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))
 }
 
 /// Where `podlab logs` asks after a container: this root's runtime, or the CRI runtime the
 /// agent runs its pods on (whose ContainerStatus names the log file, as kubelet reads it).
 pub enum Containers {
     Local(podlab_runtime::Runtime),
-    Remote(Box<podlab_kubelet::node::remote::RemoteRuntime>),
+    Remote(Box<RemoteRuntime>),
 }
 
 impl Containers {
     pub fn open(ctx: &crate::context::Ctx) -> Result<Containers> {
         Ok(match endpoint(&ctx.root) {
-            Some(endpoint) => Containers::Remote(Box::new(
-                podlab_kubelet::node::remote::RemoteRuntime::connect(&endpoint)
-                    .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?,
-            )),
+            Some(endpoint) => Containers::Remote(Box::new(connect(&endpoint)?)),
             None => Containers::Local(ctx.runtime()?),
         })
     }

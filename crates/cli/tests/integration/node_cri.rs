@@ -186,7 +186,11 @@ fn run_both(root: &Root) -> (Seen, Pod) {
 }
 
 fn delete_both(root: &Root) {
-    for name in ["once", "web"] {
+    delete_pods(root, &["once", "web"]);
+}
+
+fn delete_pods(root: &Root, names: &[&str]) {
+    for name in names {
         let out = root.run(&["delete", "pod", name, "--grace-period=1"]);
         assert_eq!(
             out.code,
@@ -256,19 +260,7 @@ fn the_agent_runs_the_same_pods_through_podlab_cri_as_in_process() {
     assert_eq!(out.code, Some(4), "{out:?}");
     assert_eq!(out.stdout, "out web\n", "{out:?}");
     assert_eq!(out.stderr, "err\n", "{out:?}");
-    // An interactive session and attach need the CRI's streaming, which the CLI lacks: refused
-    // with the crictl command that does it, never run on the agent's own runtime.
-    for args in [
-        &["exec", "-i", "web", "--", "true"][..],
-        &["attach", "web"][..],
-    ] {
-        let out = remote.run(args);
-        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
-        assert!(
-            out.stderr.contains("crictl --runtime-endpoint"),
-            "{args:?}: {out:?}"
-        );
-    }
+    // (`exec -i`/`-it` and `attach` stream through the CRI: the next test.)
 
     let local = Root::new("node-cri-local");
     let (in_process, _) = run_both(&local);
@@ -292,6 +284,171 @@ fn the_agent_runs_the_same_pods_through_podlab_cri_as_in_process() {
     );
     remote.assert_nothing_left();
     local.assert_nothing_left();
+}
+
+/// A container that answers each line of its stdin (`stdin: true`, no tty), for `attach -i`.
+const TALK: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: talk}
+spec:
+  containers:
+  - name: echo
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "while read line; do echo got-$line; done; sleep 1000"]
+    stdin: true
+"#;
+
+/// A `podlab` command started on a test's pty, killed if the test ends before it does.
+struct Session(std::process::Child);
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `command` with `stdin` fed in and closed, waited for at most [`LIMIT`] (then killed): a
+/// session that does not end (its stdin's end lost on the way) fails instead of hanging.
+fn with_stdin(root: &Root, mut command: std::process::Command, stdin: &str) -> crate::pods::Out {
+    use std::io::Write;
+    let (out, err) = (root.dir.join("session.out"), root.dir.join("session.err"));
+    let mut child = Session(
+        command
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let mut input = child.0.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    let mut status = None;
+    let ended = wait_until(LIMIT, || {
+        status = child.0.try_wait().unwrap();
+        status.is_some()
+    });
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        ended,
+        "{command:?} did not end within {LIMIT:?}; its stderr: {}",
+        read(&err)
+    );
+    crate::pods::Out {
+        code: status.and_then(|s| s.code()),
+        stdout: read(&out),
+        stderr: read(&err),
+    }
+}
+
+/// `exec -i`, `exec -it` and `attach -i` through a `podlab cri` (the CRI's streaming Exec and
+/// Attach, SPDY as crictl speaks it): stdin reaches the container and its end is the command's
+/// end of file; the exit code comes back through the `error` stream; with `-t` the command
+/// gets a pty of the runtime's whose size is this terminal's and follows its resizes, this
+/// terminal is in raw mode during the session and restored after; an attached container's
+/// answers to the lines typed come back, and Ctrl-C ends the attach, not the container.
+#[test]
+fn exec_i_t_and_attach_stream_through_podlab_cri() {
+    use crate::terminals::{wait_exit, Terminal};
+    use nix::sys::termios::LocalFlags;
+
+    let server = CriServer::start();
+    let root =
+        Root::new("node-cri-stream").with_env("PODLAB_NODE_RUNTIME_ENDPOINT", &server.endpoint());
+    for manifest in [WEB, TALK] {
+        let out = root.apply(manifest);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    root.wait_pod("web", "Ready", LIMIT, ready);
+    root.wait_pod("talk", "Running", LIMIT, crate::pods::running);
+
+    // stdin piped: what it holds reaches `cat`, and its end ends `cat` (the stdin stream's FIN).
+    let out = with_stdin(
+        &root,
+        root.command(&["exec", "-i", "web", "-c", "app", "--", "cat"]),
+        "hello\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\nserver log: {}", server.log());
+    assert_eq!(out.stdout, "hello\n", "{out:?}");
+    // The exit code comes back through the error stream's Status; stderr is its own stream.
+    let out = with_stdin(
+        &root,
+        root.command(&[
+            "exec",
+            "-i",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo \"read $x\" >&2; exit 7",
+        ]),
+        "line\n",
+    );
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert_eq!(out.stderr, "read line\n", "{out:?}");
+    assert_eq!(out.stdout, "", "{out:?}");
+
+    // `-it` on a pty this test holds: the shell inside has a pty of the container's own devpts,
+    // the size set on this one, and follows a resize (the kernel's answers, through `stty`).
+    let mut terminal = Terminal::new(30, 100);
+    let before = terminal.settings();
+    let mut podlab = Session(terminal.spawn(root.command(&["exec", "-it", "web", "--", "sh"])));
+    terminal.expect("# ");
+    let during = terminal.settings();
+    assert!(
+        !during.local_flags.contains(LocalFlags::ICANON),
+        "the user's terminal is in raw mode during the session"
+    );
+    let tty = terminal.shell("tty");
+    assert!(tty.contains("\n/dev/pts/"), "{tty}");
+    assert!(
+        terminal.shell("stty size").contains("\n30 100"),
+        "stty size inside is the terminal's"
+    );
+    terminal.resize(40, 120);
+    // SIGWINCH to podlab, a size on the resize stream, TIOCSWINSZ there: ask until it arrived.
+    let resized = (0..100).any(|_| terminal.shell("stty size").contains("\n40 120"));
+    assert!(resized, "stty size follows the resize");
+    terminal.send(b"exit 3\r");
+    assert_eq!(
+        wait_exit(&mut podlab.0),
+        3,
+        "exit 3 inside is podlab's status"
+    );
+    let after = terminal.settings();
+    assert!(
+        after.local_flags == before.local_flags && after.input_flags == before.input_flags,
+        "the terminal's settings are back"
+    );
+
+    // attach -i to a container with stdin (a pty without raw mode: no tty in the container).
+    let mut terminal = Terminal::new(25, 90);
+    let mut podlab = Session(terminal.spawn(root.command(&["attach", "-i", "talk"])));
+    terminal.expect("try pressing enter.");
+    // (The pty echoes the line itself; only the container writes `got-`.)
+    terminal.send(b"hello\r");
+    terminal.expect("got-hello");
+    terminal.send(b"\x03");
+    assert_eq!(wait_exit(&mut podlab.0), 0, "Ctrl-C ends an attach with 0");
+    let talk = crate::pods::container(&root.pod("talk").unwrap(), "echo");
+    assert!(
+        talk.state.and_then(|s| s.running).is_some(),
+        "Ctrl-C ended the attach, not the container"
+    );
+
+    delete_pods(&root, &["web", "talk"]);
+    let runtime = server.runtime();
+    assert!(
+        wait_until(LIMIT, || runtime.list_pod_sandboxes().unwrap().is_empty()),
+        "the server still has sandboxes: {:?}",
+        runtime.list_pod_sandboxes()
+    );
+    root.assert_nothing_left();
 }
 
 /// A runtime endpoint that is not a unix socket, or where nothing answers, stops the agent
@@ -642,7 +799,8 @@ fn remove_cgroup_tree(dir: &Path) {
 
 /// The same pods through containerd's CRI plugin: kubelet's rules driving a real containerd
 /// give what they give in process (exit 3 and its output in the log file, Ready by an exec
-/// probe), and the processes are containerd's (their parent a `containerd-shim-runc-v2`).
+/// probe), `exec -i` streams through containerd's streaming server, and the processes are
+/// containerd's (their parent a `containerd-shim-runc-v2`).
 #[test]
 fn the_agent_runs_the_same_pods_through_containerds_cri() {
     let Some(containerd) = Containerd::start(module_path!()) else {
@@ -656,6 +814,21 @@ fn the_agent_runs_the_same_pods_through_containerds_cri() {
             std::panic::resume_unwind(e)
         });
     assert_eq!(seen, Seen::expected());
+    // `exec -i` streams through containerd's streaming server (SPDY, as crictl's does): stdin
+    // and its end reach `cat`, and an exit code comes back through the error stream.
+    let out = with_stdin(
+        &root,
+        root.command(&["exec", "-i", "web", "--", "cat"]),
+        "hello\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "hello\n", "{out:?}");
+    let out = with_stdin(
+        &root,
+        root.command(&["exec", "-i", "web", "--", "sh", "-c", "read x; exit 7"]),
+        "line\n",
+    );
+    assert_eq!(out.code, Some(7), "{out:?}");
     // web's container is a child of a containerd shim.
     let remote =
         podlab_kubelet::node::remote::RemoteRuntime::connect(&containerd.endpoint()).unwrap();
