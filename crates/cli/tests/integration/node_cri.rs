@@ -286,7 +286,8 @@ fn the_agent_runs_the_same_pods_through_podlab_cri_as_in_process() {
     local.assert_nothing_left();
 }
 
-/// A container that answers each line of its stdin (`stdin: true`, no tty), for `attach -i`.
+/// A container that answers each line of its stdin (`stdin: true`, no tty), for `attach -i`,
+/// and a shell on a console (`tty: true`), for `attach -it`.
 const TALK: &str = r#"
 apiVersion: v1
 kind: Pod
@@ -298,6 +299,12 @@ spec:
     imagePullPolicy: IfNotPresent
     command: [sh, -c, "while read line; do echo got-$line; done; sleep 1000"]
     stdin: true
+  - name: sh
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: [sh]
+    stdin: true
+    tty: true
 "#;
 
 /// A `podlab` command started on a test's pty, killed if the test ends before it does.
@@ -351,7 +358,8 @@ fn with_stdin(root: &Root, mut command: std::process::Command, stdin: &str) -> c
 /// end of file; the exit code comes back through the `error` stream; with `-t` the command
 /// gets a pty of the runtime's whose size is this terminal's and follows its resizes, this
 /// terminal is in raw mode during the session and restored after; an attached container's
-/// answers to the lines typed come back, and Ctrl-C ends the attach, not the container.
+/// answers to the lines typed come back, and Ctrl-C ends the attach, not the container; an
+/// attached console takes the terminal's size, and Ctrl-P Ctrl-Q detach from it.
 #[test]
 fn exec_i_t_and_attach_stream_through_podlab_cri() {
     use crate::terminals::{wait_exit, Terminal};
@@ -428,7 +436,7 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
 
     // attach -i to a container with stdin (a pty without raw mode: no tty in the container).
     let mut terminal = Terminal::new(25, 90);
-    let mut podlab = Session(terminal.spawn(root.command(&["attach", "-i", "talk"])));
+    let mut podlab = Session(terminal.spawn(root.command(&["attach", "-i", "talk", "-c", "echo"])));
     terminal.expect("try pressing enter.");
     // (The pty echoes the line itself; only the container writes `got-`.)
     terminal.send(b"hello\r");
@@ -439,6 +447,30 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
     assert!(
         talk.state.and_then(|s| s.running).is_some(),
         "Ctrl-C ended the attach, not the container"
+    );
+
+    // attach -it to the console: the shell's terminal takes this one's size (the resize
+    // stream, applied to the container's console), and Ctrl-P Ctrl-Q detach.
+    let mut terminal = Terminal::new(25, 90);
+    let before = terminal.settings();
+    let mut podlab = Session(terminal.spawn(root.command(&["attach", "-it", "talk", "-c", "sh"])));
+    terminal.expect("try pressing enter.");
+    terminal.send(b"\r");
+    terminal.expect("# ");
+    let resized = (0..100).any(|_| terminal.shell("stty size").contains("\n25 90"));
+    assert!(resized, "stty size in the attached shell is the terminal's");
+    terminal.send(b"\x10\x11");
+    assert_eq!(wait_exit(&mut podlab.0), 0, "a detach is no failure");
+    terminal.expect("Detached from container sh: it keeps running.");
+    let after = terminal.settings();
+    assert!(
+        after.local_flags == before.local_flags && after.input_flags == before.input_flags,
+        "the terminal's settings are back"
+    );
+    let sh = crate::pods::container(&root.pod("talk").unwrap(), "sh");
+    assert!(
+        sh.state.and_then(|s| s.running).is_some(),
+        "the detach left the shell running"
     );
 
     delete_pods(&root, &["web", "talk"]);
