@@ -719,10 +719,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         );
         this.import(&archive, "registry.k8s.io/pause");
         let busybox = std::fs::read("/bin/busybox").unwrap();
-        let applets: Vec<(String, &str)> = ["sh", "echo", "hostname", "sleep", "touch", "cat"]
-            .into_iter()
-            .map(|a| (format!("bin/{a}"), "busybox"))
-            .collect();
+        let applets: Vec<(String, &str)> = [
+            "sh", "echo", "hostname", "sleep", "touch", "cat", "stty", "tty",
+        ]
+        .into_iter()
+        .map(|a| (format!("bin/{a}"), "busybox"))
+        .collect();
         let archive = oci_archive(
             this.dir.path(),
             &[("bin/busybox", 0o755, busybox)],
@@ -831,7 +833,7 @@ fn remove_cgroup_tree(dir: &Path) {
 
 /// The same pods through containerd's CRI plugin: kubelet's rules driving a real containerd
 /// give what they give in process (exit 3 and its output in the log file, Ready by an exec
-/// probe), `exec -i` streams through containerd's streaming server, and the processes are
+/// probe), `exec -i` and `-it` stream through containerd's streaming server, and the processes are
 /// containerd's (their parent a `containerd-shim-runc-v2`).
 #[test]
 fn the_agent_runs_the_same_pods_through_containerds_cri() {
@@ -861,6 +863,14 @@ fn the_agent_runs_the_same_pods_through_containerds_cri() {
         "line\n",
     );
     assert_eq!(out.code, Some(7), "{out:?}");
+    // `exec -it`: containerd's pty has the size of the terminal podlab runs on.
+    let mut terminal = crate::terminals::Terminal::new(30, 100);
+    let mut podlab = Session(terminal.spawn(root.command(&["exec", "-it", "web", "--", "sh"])));
+    terminal.expect("# ");
+    let size = terminal.shell("stty size");
+    assert!(size.contains("\n30 100"), "{size}");
+    terminal.send(b"exit 3\r");
+    assert_eq!(crate::terminals::wait_exit(&mut podlab.0), 3);
     // web's container is a child of a containerd shim.
     let remote =
         podlab_kubelet::node::remote::RemoteRuntime::connect(&containerd.endpoint()).unwrap();
