@@ -462,8 +462,8 @@ const REFILL_AFTER: Duration = Duration::from_millis(250);
 static REFILLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Dropped at the end of a pod's question: starts the next keeper [`REFILL_AFTER`] later, off
-/// the pod's way, unless one is being started. The agent is multi-threaded, so the keeper is a program of its own
-/// (an exec, not a fork).
+/// the pod's way, unless one is being started. The agent is multi-threaded, so the keeper is a
+/// program of its own (an exec, not a fork).
 struct Refill;
 
 impl Drop for Refill {
