@@ -2,7 +2,8 @@
 //! container. It is added to the pod's spec (the `ephemeralcontainers` subresource); the node
 //! agent starts it in the pod's namespaces (and in the target container's pid namespace with
 //! `--target`), never restarts it, and lists it in `status.ephemeralContainerStatuses`. This
-//! command then streams its output and returns its exit status.
+//! command then streams its output and returns its exit status, from this root's runtime or,
+//! when the agent runs its pods on a CRI runtime, from that one (its log file, its Attach).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -46,28 +47,35 @@ pub fn run(
     }
 
     let id = wait_started(&ctx, namespace, pod_name, &name, Duration::from_secs(60))?;
-    let runtime = ctx.runtime()?;
+    // This root's runtime, or the CRI runtime the agent runs its pods on (`remote`).
+    let containers = crate::remote::Containers::open(&ctx)?;
     if flags.stdin || flags.tty {
         let allocated = crate::attach::Allocated {
             stdin: flags.stdin,
             tty: flags.tty,
         };
-        let ended = crate::attach::session(&runtime, &id, &name, allocated, flags, true)?;
+        let ended = match (&containers, crate::remote::endpoint(&ctx.root)) {
+            (crate::remote::Containers::Remote(_), Some(endpoint)) => {
+                let plan = crate::attach::Plan::of(flags, allocated, &name);
+                crate::remote::attach(&endpoint, &id, plan)?
+            }
+            _ => crate::attach::session(&ctx.runtime()?, &id, &name, allocated, flags, true)?,
+        };
         if !flags.quiet && flags.stdin && ended.raw {
             println!(
                 "Session ended, the ephemeral container will not be restarted but may be reattached using 'podlab attach {pod_name} -c {name} -i -t' if it is still running"
             );
         }
-        let status = runtime.container_status(&id)?;
+        let status = containers.status(&id)?;
         return Ok(match status.state {
             ContainerState::Running => 0,
             _ => status.exit_code.unwrap_or(0),
         });
     }
-    let mut follower = crate::logs::Follower::open(&runtime.container_log_path(&id)?);
+    let mut follower = crate::logs::Follower::open(&containers.log_path(&id)?);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     loop {
-        let status = crate::logs::wait_a_while(&runtime, &id, Duration::from_millis(200))?;
+        let status = containers.wait_a_while(&id, Duration::from_millis(200))?;
         follower.pump_streams(&mut out, &mut err)?;
         out.flush()?;
         if status.state != ContainerState::Running {

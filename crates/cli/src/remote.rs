@@ -1,6 +1,7 @@
 //! The CLI's side of a node agent that runs its pods on a CRI runtime (`podlab node
 //! --runtime-endpoint`, `PODLAB_NODE_RUNTIME_ENDPOINT`): the containers are that runtime's,
-//! not this root's, so `logs`, `exec` and `attach` go to it over the CRI, as kubelet's do.
+//! not this root's, so `logs`, `exec`, `attach` and `debug` go to it over the CRI, as
+//! kubelet's do.
 //!
 //! `logs` reads the file the runtime's ContainerStatus names (it is below the agent's
 //! `log_directory`), and `-f` relists the container between reads, the CRI having no wait.
@@ -158,7 +159,7 @@ impl Containers {
         })
     }
 
-    fn status(&self, id: &ContainerId) -> Result<podlab_runtime::status::ContainerStatus> {
+    pub fn status(&self, id: &ContainerId) -> Result<podlab_runtime::status::ContainerStatus> {
         match self {
             Containers::Local(runtime) => Ok(runtime.container_status(id)?),
             Containers::Remote(remote) => {

@@ -359,7 +359,8 @@ fn with_stdin(root: &Root, mut command: std::process::Command, stdin: &str) -> c
 /// gets a pty of the runtime's whose size is this terminal's and follows its resizes, this
 /// terminal is in raw mode during the session and restored after; an attached container's
 /// answers to the lines typed come back, and Ctrl-C ends the attach, not the container; an
-/// attached console takes the terminal's size, and Ctrl-P Ctrl-Q detach from it.
+/// attached console takes the terminal's size, and Ctrl-P Ctrl-Q detach from it. `podlab
+/// debug`'s ephemeral container runs there too: its output, its exit code, its stdin.
 #[test]
 fn exec_i_t_and_attach_stream_through_podlab_cri() {
     use crate::terminals::{wait_exit, Terminal};
@@ -472,6 +473,39 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
         sh.state.and_then(|s| s.running).is_some(),
         "the detach left the shell running"
     );
+
+    // `podlab debug`: the agent starts the ephemeral container through the CRI; its output
+    // comes from the log file the runtime's ContainerStatus names, its exit code from its
+    // status, and with `-i` its stdin through the runtime's Attach.
+    let out = root.run(&[
+        "debug",
+        "web",
+        "--image",
+        "busybox",
+        "--",
+        "sh",
+        "-c",
+        "echo debug-says-hi; exit 3",
+    ]);
+    assert_eq!(out.code, Some(3), "{out:?}\nserver log: {}", server.log());
+    assert!(out.stdout.contains("debug-says-hi"), "{out:?}");
+    let out = with_stdin(
+        &root,
+        root.command(&[
+            "debug",
+            "-i",
+            "web",
+            "--image",
+            "busybox",
+            "--",
+            "sh",
+            "-c",
+            "read v; echo got-$v",
+        ]),
+        "x\n",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\nserver log: {}", server.log());
+    assert!(out.stdout.contains("got-x"), "{out:?}");
 
     delete_pods(&root, &["web", "talk"]);
     let runtime = server.runtime();
