@@ -477,35 +477,28 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
     // `podlab debug`: the agent starts the ephemeral container through the CRI; its output
     // comes from the log file the runtime's ContainerStatus names, its exit code from its
     // status, and with `-i` its stdin through the runtime's Attach.
-    let out = root.run(&[
-        "debug",
-        "web",
-        "--image",
-        "busybox",
-        "--",
-        "sh",
-        "-c",
-        "echo debug-says-hi; exit 3",
-    ]);
-    assert_eq!(out.code, Some(3), "{out:?}\nserver log: {}", server.log());
-    assert!(out.stdout.contains("debug-says-hi"), "{out:?}");
-    let out = with_stdin(
-        &root,
-        root.command(&[
-            "debug",
-            "-i",
-            "web",
-            "--image",
-            "busybox",
-            "--",
-            "sh",
-            "-c",
-            "read v; echo got-$v",
-        ]),
-        "x\n",
-    );
-    assert_eq!(out.code, Some(0), "{out:?}\nserver log: {}", server.log());
-    assert!(out.stdout.contains("got-x"), "{out:?}");
+    for (flags, script, input, code, said) in [
+        (
+            &[][..],
+            "echo debug-says-hi; exit 3",
+            "",
+            3,
+            "debug-says-hi",
+        ),
+        (&["-i"][..], "read v; echo got-$v", "x\n", 0, "got-x"),
+    ] {
+        let mut args = vec!["debug"];
+        args.extend(flags);
+        args.extend(["web", "--image", "busybox", "--", "sh", "-c", script]);
+        let out = with_stdin(&root, root.command(&args), input);
+        assert_eq!(
+            out.code,
+            Some(code),
+            "{out:?}\nserver log: {}",
+            server.log()
+        );
+        assert!(out.stdout.contains(said), "{out:?}");
+    }
 
     delete_pods(&root, &["web", "talk"]);
     let runtime = server.runtime();
