@@ -15,10 +15,12 @@ use podlab_runtime::status::ContainerState;
 
 use crate::context::Ctx;
 
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     flags: crate::attach::Flags,
     pod_name: &str,
     image: &str,
+    pull_policy: Option<&str>,
     target: Option<&str>,
     name: Option<String>,
     namespace: &str,
@@ -36,7 +38,7 @@ pub fn run(
     // The agent writes the pod's status all the time: add the container to a fresh read.
     crate::apply::retry_on_conflict(|| {
         let mut pod: Pod = ctx.store.get(namespace, pod_name)?;
-        match add_ephemeral(&mut pod, &name, image, target, cmd, flags) {
+        match add_ephemeral(&mut pod, &name, (image, pull_policy), target, cmd, flags) {
             Ok(()) => ctx.store.update(pod).map(|_| Ok(())),
             Err(refused) => Ok(Err(refused)),
         }
@@ -89,7 +91,7 @@ pub fn run(
 fn add_ephemeral(
     pod: &mut Pod,
     name: &str,
-    image: &str,
+    (image, pull_policy): (&str, Option<&str>),
     target: Option<&str>,
     cmd: &[String],
     flags: crate::attach::Flags,
@@ -133,7 +135,12 @@ fn add_ephemeral(
             tty: Some(true).filter(|_| flags.tty),
             termination_message_path: Some("/dev/termination-log".into()),
             termination_message_policy: Some("File".into()),
-            image_pull_policy: Some(podlab_api::defaults::pull_policy_for(Some(image)).into()),
+            // `--image-pull-policy`, else the API server's default for the image's tag.
+            image_pull_policy: Some(
+                pull_policy
+                    .unwrap_or(podlab_api::defaults::pull_policy_for(Some(image)))
+                    .into(),
+            ),
             ..Default::default()
         });
     Ok(())

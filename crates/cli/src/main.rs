@@ -188,6 +188,10 @@ enum Command {
         pod: String,
         #[arg(long, default_value = "busybox")]
         image: String,
+        /// The debug container's image pull policy (default: the API server's for its tag:
+        /// Always for `:latest` or no tag, else IfNotPresent).
+        #[arg(long, value_parser = ["Always", "IfNotPresent", "Never"])]
+        image_pull_policy: Option<String>,
         /// Share this container's process namespace.
         #[arg(long)]
         target: Option<String>,
@@ -550,6 +554,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Debug {
             pod,
             image,
+            image_pull_policy,
             target,
             container,
             streams,
@@ -559,6 +564,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             streams.flags(),
             &pod,
             &image,
+            image_pull_policy.as_deref(),
             target.as_deref(),
             container,
             &ns.namespace,
