@@ -56,13 +56,7 @@ pub fn run(
             stdin: flags.stdin,
             tty: flags.tty,
         };
-        let ended = match (&containers, crate::remote::endpoint(&ctx.root)) {
-            (crate::remote::Containers::Remote(_), Some(endpoint)) => {
-                let plan = crate::attach::Plan::of(flags, allocated, &name);
-                crate::remote::attach(&endpoint, &id, plan)?
-            }
-            _ => crate::attach::session(&ctx.runtime()?, &id, &name, allocated, flags, true)?,
-        };
+        let ended = containers.attach(&id, &name, allocated, flags)?;
         if !flags.quiet && flags.stdin && ended.raw {
             println!(
                 "Session ended, the ephemeral container will not be restarted but may be reattached using 'podlab attach {pod_name} -c {name} -i -t' if it is still running"

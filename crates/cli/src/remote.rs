@@ -111,7 +111,17 @@ pub fn attach(
     id: &ContainerId,
     plan: crate::attach::Plan,
 ) -> Result<crate::attach::Ended> {
-    let url = connect(endpoint)?
+    attach_on(&connect(endpoint)?, endpoint, id, plan)
+}
+
+/// [`attach`] on a connection made already to the runtime at `endpoint`.
+fn attach_on(
+    remote: &RemoteRuntime,
+    endpoint: &str,
+    id: &ContainerId,
+    plan: crate::attach::Plan,
+) -> Result<crate::attach::Ended> {
+    let url = remote
         .attach(
             id,
             CriStreams {
@@ -148,13 +158,19 @@ fn connect(endpoint: &str) -> Result<RemoteRuntime> {
 /// agent runs its pods on (whose ContainerStatus names the log file, as kubelet reads it).
 pub enum Containers {
     Local(podlab_runtime::Runtime),
-    Remote(Box<RemoteRuntime>),
+    Remote {
+        endpoint: String,
+        runtime: Box<RemoteRuntime>,
+    },
 }
 
 impl Containers {
     pub fn open(ctx: &crate::context::Ctx) -> Result<Containers> {
         Ok(match endpoint(&ctx.root) {
-            Some(endpoint) => Containers::Remote(Box::new(connect(&endpoint)?)),
+            Some(endpoint) => Containers::Remote {
+                runtime: Box::new(connect(&endpoint)?),
+                endpoint,
+            },
             None => Containers::Local(ctx.runtime()?),
         })
     }
@@ -162,7 +178,9 @@ impl Containers {
     pub fn status(&self, id: &ContainerId) -> Result<podlab_runtime::status::ContainerStatus> {
         match self {
             Containers::Local(runtime) => Ok(runtime.container_status(id)?),
-            Containers::Remote(remote) => {
+            Containers::Remote {
+                runtime: remote, ..
+            } => {
                 let filter = podlab_runtime::ContainerFilter {
                     id: Some(id.clone()),
                     ..Default::default()
@@ -172,6 +190,26 @@ impl Containers {
                     .into_iter()
                     .next()
                     .with_context(|| format!("container {:?} not found", id.as_str()))
+            }
+        }
+    }
+
+    /// An attach session to container `id` (`name` in messages) with the streams `allocated`
+    /// and the user's `flags`: the shim's, or the CRI runtime's Attach.
+    pub fn attach(
+        &self,
+        id: &ContainerId,
+        name: &str,
+        allocated: crate::attach::Allocated,
+        flags: crate::attach::Flags,
+    ) -> Result<crate::attach::Ended> {
+        match self {
+            Containers::Local(runtime) => {
+                crate::attach::session(runtime, id, name, allocated, flags, true)
+            }
+            Containers::Remote { endpoint, runtime } => {
+                let plan = crate::attach::Plan::of(flags, allocated, name);
+                attach_on(runtime, endpoint, id, plan)
             }
         }
     }
@@ -189,7 +227,7 @@ impl Containers {
     ) -> Result<podlab_runtime::status::ContainerStatus> {
         match self {
             Containers::Local(runtime) => crate::logs::wait_a_while(runtime, id, limit),
-            Containers::Remote(_) => {
+            Containers::Remote { .. } => {
                 // The CRI has no wait: a relist after the pause, as kubelet's follow does.
                 std::thread::sleep(limit);
                 self.status(id)
