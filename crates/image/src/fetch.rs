@@ -161,7 +161,37 @@ impl Plan<'_> {
     }
 }
 
-fn client_for(host: &RegistryHost) -> Result<Client, PullErrorKind> {
+/// Clients built for anonymous pulls, kept for the process's later pulls. Building a client
+/// loads the system's CA roots (about 150 files on Debian), which cost most of a pull whose
+/// layers are already in the store. A client that was given credentials is never kept: its
+/// token cache would serve that pull's token to another pull that has none. A kept client
+/// keeps the CA files it read: a CA changed later is read by the next process.
+static ANONYMOUS_CLIENTS: std::sync::Mutex<Vec<(RegistryHost, Client)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The client for `host`: a kept one for anonymous access, else a new one.
+fn client_for(host: &RegistryHost, auth: &RegistryAuth) -> Result<Client, PullErrorKind> {
+    if !matches!(auth, RegistryAuth::Anonymous) {
+        return build_client(host);
+    }
+    let kept = |clients: &[(RegistryHost, Client)]| {
+        clients
+            .iter()
+            .find(|(h, _)| h == host)
+            .map(|(_, c)| c.clone())
+    };
+    if let Some(client) = kept(&ANONYMOUS_CLIENTS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(client);
+    }
+    let client = build_client(host)?;
+    let mut clients = ANONYMOUS_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if kept(&clients).is_none() {
+        clients.push((host.clone(), client.clone()));
+    }
+    Ok(client)
+}
+
+fn build_client(host: &RegistryHost) -> Result<Client, PullErrorKind> {
     let mut extra = Vec::new();
     for ca in &host.ca {
         let data = fs::read(ca).map_err(|e| {
@@ -363,20 +393,10 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         downloads.push((digest, descriptor.clone()));
     }
     let reference = plan.oci_reference(&host, Some(manifest.to_string().as_str()));
-    // The config first: it says the image's platform, checked before any layer is fetched.
-    let (config_digest, config_descriptor) = downloads.remove(0);
-    let config_bytes = fetch_blob(
-        plan,
-        &client,
-        &reference,
-        &auth,
-        &host,
-        who.clone(),
-        &config_digest,
-        &config_descriptor,
-    )
-    .await?;
-    check_platform(plan, &config_digest, index.is_some())?;
+    // The config and the layers download together, as containerd's fetch handlers do; the
+    // config's platform is checked before anything is committed. Waiting for the config first
+    // cost a whole round trip to the registry on every pull.
+    let config_digest = downloads[0].0.clone();
     let downloaded: Vec<u64> = futures_util::stream::iter(downloads)
         .map(|(digest, descriptor)| {
             let (client, reference, auth, host, who) =
@@ -398,7 +418,8 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         .buffer_unordered(plan.concurrency)
         .try_collect()
         .await?;
-    let downloaded = config_bytes + downloaded.iter().sum::<u64>();
+    check_platform(plan, &config_digest, index.is_some())?;
+    let downloaded = downloaded.iter().sum::<u64>();
     Ok(Fetched {
         manifest,
         index,
@@ -511,8 +532,8 @@ async fn resolve(
         .iter()
         .filter(|h| if by_digest { h.pull } else { h.resolve })
     {
-        let client = client_for(host).map_err(|k| (None, k))?;
         let auth = plan.auth_for(host);
+        let client = client_for(host, &auth).map_err(|k| (None, k))?;
         let reference = plan.oci_reference(host, None);
         let what = format!("manifest {}", plan.reference);
         match client.pull_manifest_raw(&reference, &auth, ACCEPT).await {
@@ -813,4 +834,36 @@ fn open_partial(path: &Path) -> std::io::Result<(File, Sha256, u64)> {
         have += n as u64;
     }
     Ok((file, hasher, have))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_clients_without_credentials_are_kept_for_later_pulls() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let host = RegistryHost {
+            plain_http: true,
+            host: "kept.invalid:5000".into(),
+            resolve: true,
+            pull: true,
+            ca: Vec::new(),
+            skip_verify: false,
+            mirror: false,
+        };
+        let kept = || {
+            ANONYMOUS_CLIENTS
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(h, _)| *h == host)
+                .count()
+        };
+        client_for(&host, &RegistryAuth::Basic("user".into(), "secret".into())).unwrap();
+        assert_eq!(kept(), 0, "a client given credentials is never kept");
+        client_for(&host, &RegistryAuth::Anonymous).unwrap();
+        client_for(&host, &RegistryAuth::Anonymous).unwrap();
+        assert_eq!(kept(), 1, "one client per host, built once");
+    }
 }
