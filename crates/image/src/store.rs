@@ -687,21 +687,29 @@ impl Store {
     /// Removes the name `name`; blobs and snapshots no other name needs are deleted. Refused while
     /// a snapshot that would be deleted is a lower folder of a mounted overlay (a container).
     pub fn remove(&self, name: &str) -> Result<()> {
-        self.untag(name)?;
+        self.untag_unless_used(name, true)?;
         let _lock = self.lock(true)?;
         self.collect_garbage(&self.index()?).map(drop)
     }
 
-    /// Removes the name `name` and leaves its blobs and snapshots to a later [`Store::gc`]
-    /// (containerd's RemoveImage deletes the image record and lets its garbage collector take
-    /// the content after). Refused as [`Store::remove`] is while a snapshot no other name needs
-    /// is a lower folder of a mounted overlay.
+    /// Removes the name `name` and leaves its blobs and snapshots to a later [`Store::gc`], as
+    /// containerd's RemoveImage deletes the image record and lets its garbage collector take the
+    /// content after. Not refused while a container uses the image (containerd does not refuse
+    /// either; kubelet removes only images no container uses): [`Store::gc`] keeps a snapshot
+    /// for as long as an overlay has it mounted. So no walk of every process's mount table is
+    /// needed here.
     pub fn untag(&self, name: &str) -> Result<()> {
+        self.untag_unless_used(name, false)
+    }
+
+    /// Removes the name `name`; with `refuse_used`, refused as [`Store::remove`] is while a
+    /// snapshot no other name needs is a lower folder of a mounted overlay.
+    fn untag_unless_used(&self, name: &str, refuse_used: bool) -> Result<()> {
         let _lock = self.lock(true)?;
         let mut index = self.index()?;
         let (full, target) = self.lookup(&index, name)?;
         index.names.remove(&full);
-        if let Ok(image) = self.load(&target.digest) {
+        if let (true, Ok(image)) = (refuse_used, self.load(&target.digest)) {
             let kept = self
                 .referenced(&index)
                 .map(|r| r.snapshots)

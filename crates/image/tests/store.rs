@@ -707,6 +707,36 @@ fn an_overlay_of_the_busybox_snapshots_is_its_root_filesystem() {
     );
 }
 
+/// The CRI's RemoveImage (`Store::untag`) is not refused while a container uses the image, as
+/// containerd's is not; the garbage collection after it keeps what an overlay has mounted.
+#[test]
+fn untag_of_a_mounted_image_leaves_its_snapshots_to_gc_until_unmounted() {
+    let dir = TempDir::new().unwrap();
+    let store = store_in(dir.path());
+    store.ensure_builtin_busybox().unwrap();
+    let image = store.resolve("busybox").unwrap();
+    let lowers = store.lowerdirs(&image);
+    let work = dir.path().join("work-area");
+    fs::create_dir_all(&work).unwrap();
+
+    let (untagged, kept_while_mounted) = in_overlay(&work, &lowers, |_merged| {
+        let untagged = store.untag("busybox").map_err(|e| e.to_string());
+        let gc = store.gc().map(|_| ()).map_err(|e| e.to_string());
+        (untagged.and(gc), lowers.iter().all(|lower| lower.is_dir()))
+    });
+    assert_eq!(untagged, Ok(()));
+    assert!(store.list().unwrap().is_empty(), "the name is gone");
+    assert!(
+        kept_while_mounted,
+        "gc keeps the snapshots an overlay has mounted"
+    );
+
+    // The overlay's mount namespace is gone with its child: the next gc takes the snapshots.
+    let gc = store.gc().unwrap();
+    assert_eq!(gc.snapshots_removed, 2, "{gc:?}");
+    assert!(!lowers[0].exists() && !lowers[1].exists());
+}
+
 #[test]
 fn an_opaque_folder_hides_the_lower_folder_in_the_overlay() {
     let dir = TempDir::new().unwrap();
