@@ -109,6 +109,10 @@ enum Command {
         /// The pod's annotations, KEY=VALUE, repeatable (kubectl run's `--annotations`).
         #[arg(long = "annotations")]
         annotations: Vec<String>,
+        /// The container's image pull policy (default: the API server's for its tag: Always
+        /// for `:latest` or no tag, else IfNotPresent).
+        #[arg(long, value_parser = ["Always", "IfNotPresent", "Never"])]
+        image_pull_policy: Option<String>,
         /// Print what each phase of the pod's life took, on stderr (without --rm: until it
         /// is Ready or finished).
         #[arg(long)]
@@ -467,6 +471,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             command,
             env,
             annotations,
+            image_pull_policy,
             streams,
             trace,
             ns,
@@ -474,6 +479,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         } => {
             let args = run::RunArgs {
                 annotations,
+                image_pull_policy,
                 stdin: streams.stdin,
                 tty: streams.tty,
                 quiet: streams.quiet,

@@ -31,6 +31,8 @@ pub struct RunArgs {
     pub env: Vec<String>,
     /// `--annotations KEY=VALUE`: the pod's annotations.
     pub annotations: Vec<String>,
+    /// `--image-pull-policy`: the container's `imagePullPolicy`.
+    pub image_pull_policy: Option<String>,
     /// `--trace`: print what each phase took (until Ready or finished without `--rm`).
     pub trace: bool,
     pub namespace: String,
@@ -79,6 +81,7 @@ pub fn pod_for(args: &RunArgs) -> Result<(Pod, Vec<String>)> {
             containers: vec![Container {
                 name: args.name.clone(),
                 image: Some(args.image.clone()),
+                image_pull_policy: args.image_pull_policy.clone(),
                 command: command.filter(|c| !c.is_empty()),
                 args: container_args,
                 env: Some(env).filter(|e| !e.is_empty()),
@@ -238,15 +241,26 @@ fn attach_when_running(ctx: &Ctx, args: &RunArgs) -> Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let runtime = ctx.runtime()?;
+    // This root's runtime, or the CRI runtime the agent runs its pods on (`remote`).
+    let containers = crate::remote::Containers::open(ctx)?;
     let flags = crate::attach::Flags {
         stdin: args.stdin,
         tty: args.tty,
         quiet: args.quiet,
     };
     let allocated = crate::attach::Allocated::of(&pod, &args.name);
-    let ended = crate::attach::session(&runtime, &id, &args.name, allocated, flags, true)?;
-    let status = runtime.container_status(&id)?;
+    let ended = containers.attach(&id, &args.name, allocated, flags)?;
+    let mut status = containers.status(&id)?;
+    // The session ends with the container's output; its exit reaches a CRI runtime's status a
+    // moment later. kubectl waits for the pod to complete too, unless it restarts its
+    // containers, the user detached, or podlab was stopped.
+    if args.restart != "Always" && !ended.detached && ended.signal.is_none() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while status.state == ContainerState::Running && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            status = containers.status(&id)?;
+        }
+    }
     if status.state == ContainerState::Running || args.restart == "Always" {
         if !args.quiet && ended.raw && args.restart == "Always" {
             println!(

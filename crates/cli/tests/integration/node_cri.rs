@@ -509,7 +509,31 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
 
     debug_web(&root, true, &|| server.log());
 
-    delete_pods(&root, &["web", "talk"]);
+    // `run -i` (no --rm): the agent runs the pod through the CRI runtime, and this command
+    // attaches there (it used to look in this root's runtime, which has no such container):
+    // its stdin in, its output out, and its exit code once the runtime has it.
+    let out = with_stdin(
+        &root,
+        root.command(&[
+            "run",
+            "once",
+            "-i",
+            "--restart=Never",
+            "--image",
+            "busybox",
+            "--image-pull-policy",
+            "IfNotPresent",
+            "--",
+            "sh",
+            "-c",
+            "read v; echo ran-$v; exit 4",
+        ]),
+        "x\n",
+    );
+    assert_eq!(out.code, Some(4), "{out:?}\nserver log: {}", server.log());
+    assert!(out.stdout.contains("ran-x"), "{out:?}");
+
+    delete_pods(&root, &["web", "talk", "once"]);
     let runtime = server.runtime();
     assert!(
         wait_until(LIMIT, || runtime.list_pod_sandboxes().unwrap().is_empty()),
