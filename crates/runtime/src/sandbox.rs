@@ -73,6 +73,7 @@ impl Runtime {
         std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
         podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
         podlab_fault::point_reached("sandbox.after-shm");
+        trace.mark("sandbox folder, etc files, shm");
         // The pod's cgroup and the pause container's below it: named now, made while the shim
         // starts (below).
         let pod_cgroup = self.pod_cgroup(config);
@@ -91,6 +92,9 @@ impl Runtime {
             }
             _ => None,
         };
+        if prepared.is_some() {
+            trace.mark("warm network namespace taken");
+        }
         let prepared_path = prepared.as_ref().map(|p| {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
             PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
@@ -101,7 +105,7 @@ impl Runtime {
                 let pod = node.make_pod(&config.linux.cgroup_parent, &config.linux.resources)?;
                 crate::cgroups::make_container(&pod, id.as_str(), &Default::default(), false)?;
             }
-            trace.mark("sandbox folder, shm, cgroups");
+            trace.mark("shim spawned, cgroups (pod, pause)");
             Ok(())
         };
         let started = start_shim(
