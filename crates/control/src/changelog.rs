@@ -49,10 +49,37 @@ impl Record {
     }
 
     pub fn parse(line: &[u8], path: &Path) -> Result<Record> {
-        serde_json::from_slice(line).map_err(|e| Error::Corrupt {
-            path: path.to_path_buf(),
-            message: format!("change log line: {e}"),
-        })
+        serde_json::from_slice(line).map_err(|e| corrupt(path, e))
+    }
+}
+
+/// What a watcher needs of a line before it knows the change is of its kind: the object is
+/// skipped over, not built (a Pod's object is most of the line).
+#[derive(Deserialize)]
+pub(crate) struct Head<'a> {
+    pub rv: u64,
+    #[serde(borrow)]
+    pub kind: std::borrow::Cow<'a, str>,
+}
+
+/// A line whose change is of the kind `T`, its object read straight into `T`.
+#[derive(Deserialize)]
+pub(crate) struct Typed<T> {
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    pub object: T,
+}
+
+impl Head<'_> {
+    pub fn parse<'a>(line: &'a [u8], path: &Path) -> Result<Head<'a>> {
+        serde_json::from_slice(line).map_err(|e| corrupt(path, e))
+    }
+}
+
+fn corrupt(path: &Path, e: serde_json::Error) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!("change log line: {e}"),
     }
 }
 

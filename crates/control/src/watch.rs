@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
-use crate::changelog::{rv_of_line, EventType, LogReader, Record};
+use crate::changelog::{rv_of_line, EventType, Head, LogReader, Typed};
 use crate::error::{Error, Result};
 use crate::kind::StoreObject;
 
@@ -96,19 +96,19 @@ impl<T: StoreObject> Watch<T> {
             if rv_of_line(line).is_some_and(|rv| rv <= from_rv) {
                 return Ok(());
             }
-            let record = Record::parse(line, &path)?;
-            *seen_rv = record.rv;
-            if record.rv <= from_rv || record.kind != T::STORE_KIND.name() {
+            let head = Head::parse(line, &path)?;
+            *seen_rv = head.rv;
+            if head.rv <= from_rv || head.kind != T::STORE_KIND.name() {
                 return Ok(());
             }
-            let object = serde_json::from_value(record.object).map_err(|e| Error::Corrupt {
+            let typed: Typed<T> = serde_json::from_slice(line).map_err(|e| Error::Corrupt {
                 path: path.clone(),
-                message: format!("rv {}: {e}", record.rv),
+                message: format!("rv {}: {e}", head.rv),
             })?;
             pending.push_back(WatchEvent {
-                event_type: record.event_type,
-                resource_version: record.rv,
-                object,
+                event_type: typed.event_type,
+                resource_version: head.rv,
+                object: typed.object,
             });
             Ok(())
         })?;
