@@ -236,7 +236,10 @@ impl Runtime {
                 .flatten()
                 .and_then(|r| r.cgroup)
             {
-                cgroup.remove()?;
+                // With its pod's folder when that is left empty: the cleaner may empty the
+                // sandbox's entry first (both are in the trash when it looks), and then only
+                // this removal sees the folder empty.
+                crate::cgroups::remove_with_pod(&cgroup)?;
             }
         } else if let Some(id) = name.strip_prefix(SANDBOX) {
             let paths = SandboxPaths::new(entry.to_path_buf());
