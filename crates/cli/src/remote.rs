@@ -154,6 +154,9 @@ fn connect(endpoint: &str) -> Result<RemoteRuntime> {
         .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))
 }
 
+/// How often [`Containers::wait_a_while`] asks a CRI runtime whether the container still runs.
+const RELIST: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Where `podlab logs` asks after a container: this root's runtime, or the CRI runtime the
 /// agent runs its pods on (whose ContainerStatus names the log file, as kubelet reads it).
 pub enum Containers {
@@ -228,9 +231,19 @@ impl Containers {
         match self {
             Containers::Local(runtime) => crate::logs::wait_a_while(runtime, id, limit),
             Containers::Remote { .. } => {
-                // The CRI has no wait: a relist after the pause, as kubelet's follow does.
-                std::thread::sleep(limit);
-                self.status(id)
+                // The CRI has no wait: relists until the container is no longer running, or
+                // `limit` has passed, as kubelet's follow relists.
+                let deadline = std::time::Instant::now() + limit;
+                loop {
+                    let status = self.status(id)?;
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if status.state != podlab_runtime::status::ContainerState::Running
+                        || left.is_zero()
+                    {
+                        return Ok(status);
+                    }
+                    std::thread::sleep(left.min(RELIST));
+                }
             }
         }
     }

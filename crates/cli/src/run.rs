@@ -254,12 +254,9 @@ fn attach_when_running(ctx: &Ctx, args: &RunArgs) -> Result<i32> {
     // The session ends with the container's output; its exit reaches a CRI runtime's status a
     // moment later. kubectl waits for the pod to complete too, unless it restarts its
     // containers, the user detached, or podlab was stopped.
-    if args.restart != "Always" && !ended.detached && ended.signal.is_none() {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while status.state == ContainerState::Running && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-            status = containers.status(&id)?;
-        }
+    let ended_by_itself = !ended.detached && ended.signal.is_none();
+    if args.restart != "Always" && ended_by_itself && status.state == ContainerState::Running {
+        status = containers.wait_a_while(&id, Duration::from_secs(5))?;
     }
     if status.state == ContainerState::Running || args.restart == "Always" {
         if !args.quiet && ended.raw && args.restart == "Always" {

@@ -57,8 +57,8 @@ const SYNC_EACH_UP_TO: usize = 256;
 /// hundreds of hard links) are fsynced one by one: on a journaling filesystem the first fsync
 /// commits them all, and the others find nothing left to do. A syncfs would also wait for
 /// every other writer's dirty data on the filesystem: 167 ms here during a build, against
-/// 20 ms for a busybox pull's 53 fsyncs. Past [`SYNC_EACH_UP_TO`], one syncfs instead of thousands of calls;
-/// it is also the way when a file cannot be opened.
+/// 20 ms for a busybox pull's 53 fsyncs. Past [`SYNC_EACH_UP_TO`], one syncfs instead of
+/// thousands of calls; it is also the way when a file cannot be opened.
 pub fn sync_tree(root: &Path) -> Result<()> {
     match files_and_folders(root, SYNC_EACH_UP_TO) {
         Some(found) if found.iter().all(|path| fsync_path(path).is_ok()) => Ok(()),

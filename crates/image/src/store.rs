@@ -709,7 +709,10 @@ impl Store {
         let mut index = self.index()?;
         let (full, target) = self.lookup(&index, name)?;
         index.names.remove(&full);
-        if let (true, Ok(image)) = (refuse_used, self.load(&target.digest)) {
+        let image = refuse_used
+            .then(|| self.load(&target.digest).ok())
+            .flatten();
+        if let Some(image) = image {
             let kept = self
                 .referenced(&index)
                 .map(|r| r.snapshots)
