@@ -296,14 +296,17 @@ impl Cgroup {
 
     /// Removes this cgroup if nothing is in it (no process, no child cgroup), then so on up
     /// its `levels` nearest ancestors; stops at the first one still in use. Never kills.
-    pub fn remove_if_empty(&self, levels: usize) {
+    /// Whether this cgroup was removed by the call.
+    pub fn remove_if_empty(&self, levels: usize) -> bool {
         let mut current = Some(self.clone());
-        for _ in 0..=levels {
+        let mut removed_self = false;
+        for level in 0..=levels {
             let Some(cgroup) = current else { break };
             let mut in_use = false;
+            let mut removed = false;
             for dir in cgroup.unique_dirs() {
                 match std::fs::remove_dir(dir) {
-                    Ok(()) => {}
+                    Ok(()) => removed = true,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     // A process or another child is in it: it stays, and so does all above it.
                     Err(_) => in_use = true,
@@ -312,8 +315,12 @@ impl Cgroup {
             if in_use {
                 break;
             }
+            if level == 0 {
+                removed_self = removed;
+            }
             current = cgroup.parent();
         }
+        removed_self
     }
 
     /// Writes `value` to the controller's `file` in this cgroup.

@@ -83,55 +83,52 @@ impl NodeCgroups {
     }
 
     /// Every cgroup below podlab's root whose sandbox or container no longer exists: removed
-    /// (with what still runs there), then empty pod and QoS folders. Returns the removed
-    /// cgroups' paths.
+    /// (with what still runs there), then the folders above them that are left empty. The
+    /// whole root is walked, not only `kubepods`: a CRI client's `cgroup_parent` may name any
+    /// folder below it (`podlab-cri/<name>` when it names none). Returns the removed cgroups'
+    /// paths.
     pub fn sweep(&self, layout: &Layout) -> Result<Vec<String>> {
+        // `PODLAB_CGROUP_ROOT=/` would make the hierarchy's own root podlab's: walking that
+        // would reach every cgroup of the host.
+        if self.root.name.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut alive: BTreeSet<String> = BTreeSet::new();
         for sandbox in layout.sandbox_ids()? {
             let paths = layout.sandbox(&sandbox);
             alive.extend(paths.container_ids()?.iter().map(|c| c.to_string()));
             alive.insert(sandbox.to_string());
         }
-        let kubepods = self.hierarchy.cgroup(&self.root.kubepods());
-        let mut pods = Vec::new();
-        for child in kubepods.children()? {
-            if child.relative.ends_with("/burstable") || child.relative.ends_with("/besteffort") {
-                pods.extend(child.children()?);
-            } else {
-                pods.push(child);
-            }
-        }
+        let root = self.hierarchy.cgroup(&self.root.name);
         let mut removed = Vec::new();
-        for pod in pods {
-            for leaf in pod.children()? {
-                let name = leaf
-                    .relative
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_string();
-                if !alive.contains(&name) {
-                    leaf.remove()?;
-                    removed.push(leaf.relative.clone());
-                }
-            }
-            if pod.children()?.is_empty() {
-                pod.remove()?;
-                removed.push(pod.relative.clone());
-                if let Some(parent) = pod.parent() {
-                    parent.remove_if_empty(PRUNE_LEVELS - 1);
-                }
-            }
-        }
-        // A remover killed between its pod's rmdir and its ancestors' leaves empty folders
-        // with no pod below to prune them from: the QoS folders, kubepods and the root go
-        // here when empty (each stays while anything is in it).
-        for child in kubepods.children()? {
-            child.remove_if_empty(0);
-        }
-        kubepods.remove_if_empty(1);
+        sweep_below(&root, &alive, &mut removed)?;
+        root.remove_if_empty(0);
         Ok(removed)
     }
+}
+
+/// Below `folder`: a cgroup named by a sandbox or container id (64 hex digits) that is not
+/// alive is removed, with what runs in it; one that is alive stays, with all below it (its
+/// container may make its own). Other folders (a pod's, a QoS class's, a `cgroup_parent`'s)
+/// are walked, then removed when left empty with no process in them: a remover killed between
+/// its pod's rmdir and its ancestors' leaves such folders. Nothing else is killed, whatever a
+/// `PODLAB_CGROUP_ROOT` shared with others holds.
+fn sweep_below(folder: &Cgroup, alive: &BTreeSet<String>, removed: &mut Vec<String>) -> Result<()> {
+    for child in folder.children()? {
+        let name = child.relative.rsplit('/').next().unwrap_or_default();
+        if crate::id::is_full_id(name) {
+            if !alive.contains(name) {
+                child.remove()?;
+                removed.push(child.relative.clone());
+            }
+            continue;
+        }
+        sweep_below(&child, alive, removed)?;
+        if child.children()?.is_empty() && child.remove_if_empty(0) {
+            removed.push(child.relative.clone());
+        }
+    }
+    Ok(())
 }
 
 /// Removes a sandbox's or container's cgroup (killing what is left in it), then its pod's and

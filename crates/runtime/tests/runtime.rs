@@ -634,6 +634,69 @@ fn kill_9_of_the_shim_then_gc_leaves_nothing() {
     assert_nothing_left(&root, &pids);
 }
 
+/// Regression: after a `kill -9` of `podlab cri`, `podlab gc` swept cgroups only below
+/// `kubepods`, and a CRI client's `cgroup_parent` may be anywhere below podlab's root (the CRI
+/// server's own default is `podlab-cri/<name>`): the pod's folders stayed, with what ran in
+/// them.
+#[test]
+fn regression_gc_sweeps_the_cgroups_of_a_lost_sandbox_whatever_its_cgroup_parent() {
+    let root = TestRoot::new("cgparent");
+    let Some(node) = podlab_runtime::cgroups::NodeCgroups::detect(&root.state_dir()) else {
+        panic!("this test runs as root on a machine with cgroups");
+    };
+    let mut config = pod("lost");
+    config.linux.cgroup_parent = "tenants/team-a/pod-lost".into();
+    let sandbox = root.sandbox(&config);
+    let a = root.container(&sandbox, "a", &["sleep", "1000"]);
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let pids = [
+        status.shim_pid.unwrap(),
+        status.pause_pid.unwrap(),
+        pid_of(&root, &a),
+    ];
+    let pod = node.pod(&config.linux.cgroup_parent);
+    let container_cgroup = pod.child(a.as_str());
+    assert!(
+        container_cgroup.processes().unwrap().contains(&pids[2]),
+        "the container runs in {container_cgroup:?}"
+    );
+    // The records are lost (a state folder removed by hand, a server killed mid-removal): only
+    // the cgroups say what was there.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pids[0]), None);
+    podlab_ns::mnt::mounts_below(&root.state_dir())
+        .unwrap()
+        .iter()
+        .rev()
+        .for_each(|m| podlab_ns::mnt::unmount(&m.mount_point).unwrap());
+    std::fs::remove_dir_all(root.state_dir().join("sandboxes").join(sandbox.as_str())).unwrap();
+
+    let report = root.runtime.gc().unwrap();
+    let tenants = node.pod("tenants");
+    for cgroup in [
+        &container_cgroup,
+        &pod.child(sandbox.as_str()),
+        &pod,
+        &tenants,
+    ] {
+        let left: Vec<_> = cgroup
+            .unique_dirs()
+            .into_iter()
+            .filter(|d| d.exists())
+            .collect();
+        assert!(left.is_empty(), "{left:?} are left; gc said {report:?}");
+    }
+    assert!(
+        report.cgroups_removed.contains(&container_cgroup.relative),
+        "{report:?}"
+    );
+    assert_nothing_left(&root, &pids[1..]);
+}
+
 #[test]
 fn an_exported_bundle_runs_under_runc() {
     let root = TestRoot::new("bundle");
