@@ -115,7 +115,8 @@ impl PodlabNetwork {
         // A pod that joined a warm namespace keeps the CNI container id its ADD ran with.
         let container_id = warm::adopted_id(sandbox_dir);
         let container_id = container_id.as_deref().unwrap_or(pod.sandbox_id.as_str());
-        let mut attachment = Attachment::new(container_id, pod.netns, sandbox_dir).for_pod(
+        let netns = pod.netns_now.unwrap_or(pod.netns);
+        let mut attachment = Attachment::new(container_id, netns, sandbox_dir).for_pod(
             &pod.metadata.namespace,
             &pod.metadata.name,
             &pod.metadata.uid,
@@ -205,6 +206,11 @@ impl NetworkPlugin for PodlabNetwork {
         let attachment = Self::attachment(pod);
         let keep = self.keep_bridge || WARM_KEEPER_FOLLOWS.load(Ordering::SeqCst);
         self.del(&attachment, keep)
+    }
+
+    /// The CNI plugins are programs; the built-in network forks into the namespace.
+    fn sets_up_beside_start(&self) -> bool {
+        self.kind == "cni"
     }
 
     fn take_prepared(&self, pod: &PodNetwork<'_>) -> Option<podlab_runtime::PreparedNetwork> {

@@ -95,10 +95,23 @@ impl Runtime {
         if prepared.is_some() {
             trace.mark("warm network namespace taken");
         }
-        let prepared_path = prepared.as_ref().map(|p| {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
+        // Else, for a plugin that allows it, a namespace made here, whose ADD runs beside the
+        // shim's start (see crate::network).
+        let beside = match (&self.network, network_mode, &prepared) {
+            (Some(plugin), NetworkMode::Pod, None) if plugin.sets_up_beside_start() => {
+                Some((plugin, podlab_ns::net::new_held()?))
+            }
+            _ => None,
+        };
+        let held_path = |fd: &std::os::fd::OwnedFd| {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(fd);
             PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
-        });
+        };
+        let prepared_path = prepared
+            .as_ref()
+            .map(|p| held_path(&p.netns))
+            .or_else(|| beside.as_ref().map(|(_, fd)| held_path(fd)));
+        let pin = paths.ns(podlab_ns::NsKind::Net);
         let make_cgroups = || -> Result<()> {
             if let (Some(node), Some(_)) = (&self.cgroups, &pod_cgroup) {
                 // kubelet's values on the pod's, runc's device rules on the pause's.
@@ -108,52 +121,82 @@ impl Runtime {
             trace.mark("shim spawned, cgroups (pod, pause)");
             Ok(())
         };
-        let started = start_shim(
-            id,
-            paths,
-            &shim,
-            make_cgroups,
-            &ShimArgs {
-                sandbox_dir: paths.dir.clone(),
-                id: id.clone(),
-                pause,
-                hostname: config.hostname.clone(),
-                domainname: config.domainname.clone(),
-                share_pid: config.share_process_namespace && !config.host_pid,
-                host_network: config.host_network,
-                host_pid: config.host_pid,
-                host_ipc: config.host_ipc,
-                placement,
-                sysctls: config.linux.sysctls.clone(),
-                security: config.linux.security.clone(),
-                // The shim opens the caller's descriptor of it while the caller waits for it.
-                mount_template: self.mount_template.as_ref().map(|t| {
-                    let fd = std::os::fd::AsRawFd::as_raw_fd(&t.fd());
-                    PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
-                }),
-                // Always: a later command may trace the pod (`delete --trace`).
-                trace: Some(crate::trace::path(
-                    self.layout.root(),
-                    &config.metadata.namespace,
-                    &config.metadata.name,
-                )),
-                netns: prepared_path.clone(),
-            },
-        );
-        if let (Err(_), Some(plugin), Some(path)) = (&started, &self.network, &prepared_path) {
-            // No shim pinned it: the DEL goes to the namespace this process still holds.
-            let _ = plugin.tear_down(&pod_network(id, config, path), None);
+        let shim_args = ShimArgs {
+            sandbox_dir: paths.dir.clone(),
+            id: id.clone(),
+            pause,
+            hostname: config.hostname.clone(),
+            domainname: config.domainname.clone(),
+            share_pid: config.share_process_namespace && !config.host_pid,
+            host_network: config.host_network,
+            host_pid: config.host_pid,
+            host_ipc: config.host_ipc,
+            placement,
+            sysctls: config.linux.sysctls.clone(),
+            security: config.linux.security.clone(),
+            // The shim opens the caller's descriptor of it while the caller waits for it.
+            mount_template: self.mount_template.as_ref().map(|t| {
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&t.fd());
+                PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
+            }),
+            // Always: a later command may trace the pod (`delete --trace`).
+            trace: Some(crate::trace::path(
+                self.layout.root(),
+                &config.metadata.namespace,
+                &config.metadata.name,
+            )),
+            netns: prepared_path.clone(),
+        };
+        let (started, added_beside) = std::thread::scope(|scope| {
+            let add = beside
+                .as_ref()
+                .zip(prepared_path.as_ref())
+                .map(|((plugin, _), now)| {
+                    let (pin, trace) = (&pin, &trace);
+                    scope.spawn(move || {
+                        let pod = PodNetwork {
+                            netns_now: Some(now),
+                            ..pod_network(id, config, pin)
+                        };
+                        let added = plugin.set_up(&pod);
+                        trace.mark("CNI ADD, beside the shim");
+                        added
+                    })
+                });
+            let started = start_shim(id, paths, &shim, make_cgroups, &shim_args);
+            let added = add.map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+            (started, added)
+        });
+        if let (Err(_), Some(plugin), Some(now)) = (&started, &self.network, &prepared_path) {
+            // No shim pinned it: the DEL (after an ADD that ran, or failed) goes to the
+            // namespace this process still holds.
+            let pod = PodNetwork {
+                netns_now: Some(now),
+                ..pod_network(id, config, &pin)
+            };
+            let _ = plugin.tear_down(&pod, None);
         }
         started?;
         podlab_fault::point_reached("sandbox.after-shim");
-        let attachment = match (&self.network, network_mode, prepared) {
-            (Some(_), NetworkMode::Pod, Some(prepared)) => {
+        let attachment = match (&self.network, network_mode, prepared, added_beside) {
+            (Some(_), NetworkMode::Pod, Some(prepared), _) => {
                 trace.mark("CNI ADD (made ahead, joined)");
                 prepared.attachment
             }
-            (Some(plugin), NetworkMode::Pod, None) => {
-                let netns = paths.ns(podlab_ns::NsKind::Net);
-                let pod = pod_network(id, config, &netns);
+            (Some(plugin), NetworkMode::Pod, None, Some(added)) => {
+                // Its DEL, on failure, is the sandbox's undo: the shim has pinned the namespace.
+                added.map_err(|e| Error::Network {
+                    id: id.to_string(),
+                    phase: "set-up",
+                    message: format!("{}: {e}", plugin.name()),
+                })?
+            }
+            (Some(plugin), NetworkMode::Pod, None, None) => {
+                let pod = pod_network(id, config, &pin);
                 let attachment = plugin.set_up(&pod).map_err(|e| Error::Network {
                     id: id.to_string(),
                     phase: "set-up",
@@ -549,6 +592,7 @@ fn pod_network<'a>(
         sandbox_id: id,
         metadata: &config.metadata,
         netns,
+        netns_now: None,
         labels: &config.labels,
         annotations: &config.annotations,
         port_mappings: &config.port_mappings,

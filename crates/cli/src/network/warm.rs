@@ -709,7 +709,7 @@ impl Warm {
     /// A new network namespace with `lo` up, attached by the network's ADD; its folder records
     /// the keeper first, so that a keeper killed midway is found by `podlab gc`.
     fn make(network: &PodlabNetwork) -> Option<Warm> {
-        let netns = new_netns().ok()?;
+        let netns = podlab_ns::net::new_held().ok()?;
         let id = format!("warm{}", podlab_runtime::SandboxId::generate().as_str());
         let folder = network.net_root.join(WARM_DIR).join(&id);
         std::fs::create_dir_all(&folder).ok()?;
@@ -763,26 +763,6 @@ impl PodlabNetwork {
             .map(|_| ())
             .map_err(|e| format!("{e:#}").into())
     }
-}
-
-/// A new network namespace with `lo` up, held by the returned descriptor; the caller stays in
-/// its own.
-fn new_netns() -> Result<OwnedFd, String> {
-    use podlab_ns::NsKind;
-    let home = podlab_ns::ops::open(Path::new("/proc/thread-self/ns/net"), NsKind::Net)
-        .map_err(|e| e.to_string())?;
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("unshare(CLONE_NEWNET): {e}"))?;
-    let made = podlab_ns::ops::open(Path::new("/proc/thread-self/ns/net"), NsKind::Net)
-        .map_err(|e| e.to_string())
-        .and_then(|fd| {
-            podlab_ns::net::Netlink::open()
-                .and_then(|mut netlink| netlink.loopback_up())
-                .map_err(|e| e.to_string())?;
-            Ok(fd)
-        });
-    podlab_ns::ops::join(home.as_fd(), NsKind::Net).map_err(|e| e.to_string())?;
-    made
 }
 
 /// `podlab gc`'s part (and the node agent's stop): asks this network namespace's keeper to end

@@ -46,6 +46,26 @@ pub fn in_netns<R>(netns: BorrowedFd<'_>, f: impl FnOnce() -> R) -> Result<R> {
     }
 }
 
+/// A new network namespace with `lo` up, held only by the returned descriptor (never pinned):
+/// it goes when that closes, unless a process joined it or a pin holds it by then. A thread of
+/// its own makes it and ends in it (`unshare(2)` moves only the calling thread), so the caller
+/// never moves and a multi-threaded process may call this.
+pub fn new_held() -> Result<OwnedFd> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::unshare(CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| Error::sys("unshare(CLONE_NEWNET)", e))?;
+                let made = File::open(HOME)
+                    .map_err(|e| Error::io("open the new network namespace", HOME, e))?;
+                super::Netlink::open()?.loopback_up()?;
+                Ok(OwnedFd::from(made))
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// Makes a socket (`make`, e.g. a bind or a connect) inside the network namespace `netns` and
 /// returns it; the caller does not move. `call` names what `make` does, for its error.
 pub fn socket_in(
