@@ -479,12 +479,52 @@ fn seccomp(
     }
 }
 
+/// An image volume (the OCI volume source): the image is looked up, and the sub path
+/// checked in it, when the container is created; a read-write one fails there too.
+fn image_volume(
+    field: &str,
+    mount: &proto::Mount,
+    image: &proto::ImageSpec,
+) -> Result<Mount, Status> {
+    if mount.container_path.is_empty() {
+        return Err(invalid(
+            &format!("{field}.container_path"),
+            "must not be empty",
+        ));
+    }
+    if !mount.host_path.is_empty() {
+        return Err(invalid(
+            &format!("{field}.host_path"),
+            "must be empty when image is set (an image volume has no host path)",
+        ));
+    }
+    if image.image.is_empty() {
+        return Err(invalid(
+            &format!("{field}.image.image"),
+            "must not be empty",
+        ));
+    }
+    if mount.propagation != proto::MountPropagation::PropagationPrivate as i32 {
+        return Err(invalid(
+            &format!("{field}.propagation"),
+            "an image volume is private: nothing is mounted below it from either side",
+        ));
+    }
+    Ok(Mount {
+        container_path: PathBuf::from(&mount.container_path),
+        readonly: mount.readonly,
+        image: Some(podlab_runtime::ImageVolume {
+            image: image.image.clone(),
+            sub_path: mount.image_sub_path.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
 fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
-    if mount.image.is_some() {
-        // critest and kubelet read Unimplemented as "this runtime has no image volumes".
-        return Err(Status::unimplemented(format!(
-            "{field}.image: image volumes are not implemented by podlab cri yet"
-        )));
+    if let Some(image) = &mount.image {
+        return image_volume(field, mount, image);
     }
     if mount.container_path.is_empty() {
         return Err(invalid(
@@ -548,6 +588,7 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
         readonly: mount.readonly,
         propagation,
         recursive_readonly: mount.recursive_read_only,
+        image: None,
     })
 }
 

@@ -396,6 +396,21 @@ impl Cri {
             passwd,
         };
         let mut container = convert::container_config(config, &context)?;
+        for (index, mount) in container.mounts.iter_mut().enumerate() {
+            // An image volume names its image as the container's image is named (kubelet
+            // gives PullImage's image_ref): the store's name for it goes to the runtime.
+            if let Some(volume) = &mut mount.image {
+                let found = self.image_cache.find(self.store(), &volume.image)?;
+                let found = found.ok_or_else(|| {
+                    Status::not_found(format!(
+                        "failed to resolve the image of volume config.mounts[{index}] ({}): {:?} is not in podlab's store (pull it first)",
+                        mount.container_path.display(),
+                        volume.image
+                    ))
+                })?;
+                volume.image = found.name;
+            }
+        }
         if let Some(target) = convert::pid_target(config) {
             let id = self.container_id(
                 "config.linux.security_context.namespace_options.target_id",
@@ -466,6 +481,17 @@ impl Cri {
                         readonly: m.readonly,
                         propagation: convert::propagation_out(m.propagation),
                         recursive_read_only: m.recursive_readonly,
+                        // An image volume's image as asked for, and the id it resolved to.
+                        image: m.image.as_ref().map(|v| proto::ImageSpec {
+                            image: v.image.clone(),
+                            image_ref: v.image_id.clone(),
+                            ..Default::default()
+                        }),
+                        image_sub_path: m
+                            .image
+                            .as_ref()
+                            .map(|v| v.sub_path.clone())
+                            .unwrap_or_default(),
                         ..Default::default()
                     })
                     .collect()

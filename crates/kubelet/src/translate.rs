@@ -384,6 +384,7 @@ pub fn container_config_for(
                 readonly: *readonly || crate::volume::always_read_only(pod, volume),
                 propagation: *propagation,
                 recursive_readonly: false,
+                image: None,
             })
             .collect(),
         run_as_user: security.run_as_user.map(|u| u as u32),

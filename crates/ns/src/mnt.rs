@@ -430,13 +430,37 @@ pub fn overlay_options(
     work: &Path,
     userxattr: bool,
 ) -> Result<String> {
+    overlay_data(lowers, Some((upper, work)), userxattr)
+}
+
+/// The data string of a read-only overlay of `lowers` alone (no upper layer, so the kernel
+/// wants at least two of them).
+pub fn read_only_overlay_options(lowers: &[PathBuf], userxattr: bool) -> Result<String> {
+    if lowers.len() < 2 {
+        return Err(Error::Invalid(
+            "an overlay without an upper layer needs at least two lower directories".into(),
+        ));
+    }
+    overlay_data(lowers, None, userxattr)
+}
+
+fn overlay_data(
+    lowers: &[PathBuf],
+    upper_work: Option<(&Path, &Path)>,
+    userxattr: bool,
+) -> Result<String> {
     if lowers.is_empty() {
         return Err(Error::Invalid(
             "an overlay mount needs at least one lower directory".into(),
         ));
     }
     let mut lower_list = Vec::new();
-    for dir in lowers.iter().map(PathBuf::as_path).chain([upper, work]) {
+    let upper_work_dirs = upper_work.map(|(upper, work)| [upper, work]);
+    for dir in lowers
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(upper_work_dirs.into_iter().flatten())
+    {
         let text = dir.to_str().ok_or_else(|| {
             Error::Invalid(format!("overlay path {} is not UTF-8", dir.display()))
         })?;
@@ -449,12 +473,14 @@ pub fn overlay_options(
     for lower in lowers {
         lower_list.push(lower.display().to_string());
     }
-    let mut data = format!(
-        "lowerdir={},upperdir={},workdir={}",
-        lower_list.join(":"),
-        upper.display(),
-        work.display()
-    );
+    let mut data = format!("lowerdir={}", lower_list.join(":"));
+    if let Some((upper, work)) = upper_work {
+        data.push_str(&format!(
+            ",upperdir={},workdir={}",
+            upper.display(),
+            work.display()
+        ));
+    }
     if userxattr {
         data.push_str(",userxattr");
     }
@@ -819,6 +845,16 @@ mod tests {
         assert_eq!(data, "lowerdir=/l/top:/l/base,upperdir=/u,workdir=/w");
         let data = overlay_options(&lowers, Path::new("/u"), Path::new("/w"), true).unwrap();
         assert!(data.ends_with(",userxattr"), "{data}");
+    }
+
+    #[test]
+    fn a_read_only_overlay_has_lowers_alone_and_at_least_two() {
+        let lowers = [PathBuf::from("/l/top"), PathBuf::from("/l/base")];
+        assert_eq!(
+            read_only_overlay_options(&lowers, false).unwrap(),
+            "lowerdir=/l/top:/l/base"
+        );
+        assert!(read_only_overlay_options(&lowers[..1], false).is_err());
     }
 
     #[test]

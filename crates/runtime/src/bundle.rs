@@ -143,6 +143,10 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
     }
     let mut mounts = spec.mounts().clone().unwrap_or_default();
     for volume in &record.config.mounts {
+        if let Some(image) = &volume.image {
+            mounts.push(image_volume_mount(volume, image)?);
+            continue;
+        }
         let mut options = vec!["rbind".to_string(), "rprivate".to_string()];
         options.push(if volume.readonly { "ro" } else { "rw" }.to_string());
         if volume.recursive_readonly {
@@ -160,6 +164,43 @@ pub fn bundle_spec(record: &ContainerRecord, hostname: &str) -> Result<Spec> {
     }
     spec.set_mounts(Some(mounts));
     Ok(spec)
+}
+
+/// An image volume as runc mounts one: a read-only overlay of the image's layers (a read-only
+/// bind of its one layer). A sub path has no OCI form (containerd mounts the image itself and
+/// binds the folder), so such a container is refused.
+fn image_volume_mount(
+    volume: &crate::config::Mount,
+    image: &crate::config::ImageVolume,
+) -> Result<oci_spec::runtime::Mount> {
+    if !image.sub_path.is_empty() {
+        return Err(Error::Invalid(format!(
+            "the image volume at {} has a sub path ({:?}), which an OCI bundle cannot express",
+            volume.container_path.display(),
+            image.sub_path
+        )));
+    }
+    let built = match image.lowerdirs.as_slice() {
+        [one] => MountBuilder::default()
+            .destination(volume.container_path.clone())
+            .typ("bind")
+            .source(one.clone())
+            .options(vec!["rbind".into(), "rprivate".into(), "ro".into()])
+            .build(),
+        lowers => {
+            let lowerdir: Vec<String> = lowers.iter().map(|p| p.display().to_string()).collect();
+            MountBuilder::default()
+                .destination(volume.container_path.clone())
+                .typ("overlay")
+                .source("overlay")
+                .options(vec![
+                    format!("lowerdir={}", lowerdir.join(":")),
+                    "ro".into(),
+                ])
+                .build()
+        }
+    };
+    built.map_err(|e| Error::Invalid(format!("building config.json: {e}")))
 }
 
 /// In a forked child: the merged view of `lowers` mounted read-only at `mountpoint` in a mount

@@ -239,6 +239,27 @@ pub struct Mount {
     /// `readonly` and a private propagation go with it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recursive_readonly: bool,
+    /// An image's content instead of a host path (CRI `Mount.image`, Kubernetes' `image`
+    /// volume); `host_path` is then empty and `readonly` must be set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageVolume>,
+}
+
+/// An image volume: the layers of an image in the store, merged read-only (an overlay without
+/// an upper layer), or one folder of it, as containerd 2.1 mounts one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageVolume {
+    /// The image as the caller named it (kubelet gives the id PullImage answered).
+    pub image: String,
+    /// A path inside the image to mount instead of its root (CRI `image_sub_path`); it must
+    /// exist there. Resolved with the image as its root: its symlinks stay inside it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sub_path: String,
+    /// Set by CreateContainer: the image's id, and its layer folders, the top-most first.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lowerdirs: Vec<PathBuf>,
 }
 
 /// A container to create in a sandbox (CRI `ContainerConfig`).

@@ -70,6 +70,11 @@ impl Runtime {
         for mount in &config.mounts {
             check_propagation_source(mount).map_err(invalid)?;
         }
+        let mut config = config.clone();
+        for (index, mount) in config.mounts.iter_mut().enumerate() {
+            self.resolve_image_volume(index, mount).map_err(invalid)?;
+        }
+        let config = &config;
         let image = self.images.resolve(&config.image)?;
         let argv = process::resolve_argv(&config.command, &config.args, &image.process)
             .map_err(invalid)?;
@@ -513,6 +518,46 @@ fn log_path(
 /// A deadline helper for loops that wait on several things.
 pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+impl Runtime {
+    /// An image volume's image, resolved in the store now (its layers recorded with the
+    /// container, as its own image's are), and its sub path checked in it: containerd 2.1
+    /// fails CreateContainer when either is missing, and so does a read-write image volume.
+    fn resolve_image_volume(
+        &self,
+        index: usize,
+        mount: &mut crate::config::Mount,
+    ) -> std::result::Result<(), String> {
+        let Some(volume) = &mut mount.image else {
+            return Ok(());
+        };
+        let at = mount.container_path.display();
+        if !mount.readonly {
+            return Err(format!(
+                "mounts[{index}] ({at}): an image volume is read-only; readonly must be set"
+            ));
+        }
+        let image = self
+            .images
+            .resolve(&volume.image)
+            .map_err(|e| format!("mounts[{index}] ({at}): {e}"))?;
+        let merged = podlab_ns::mnt::detached::Detached::image(&image.lowerdirs)
+            .map_err(|e| format!("mounts[{index}] ({at}): image {}: {e}", volume.image))?;
+        if !volume.sub_path.is_empty() {
+            merged
+                .sub_tree(std::path::Path::new(&volume.sub_path))
+                .map_err(|e| {
+                    format!(
+                        "mounts[{index}] ({at}): sub path {:?} of image {}: {e}",
+                        volume.sub_path, volume.image
+                    )
+                })?;
+        }
+        volume.image_id = image.id;
+        volume.lowerdirs = image.lowerdirs;
+        Ok(())
+    }
 }
 
 /// containerd's `ensureShared` / `ensureSharedOrSlave`: an `rshared` volume needs a host path on

@@ -310,12 +310,14 @@ fn copy_node_namespace<'p>(
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
         let is_dir = mount.host_path.is_dir();
-        let source = if mount.propagation.is_private() {
-            Source::Tree(mount.host_path.clone())
+        let volume = if let Some(image) = &mount.image {
+            image_volume(image)?
+        } else if mount.propagation.is_private() {
+            (Source::Tree(mount.host_path.clone()), is_dir)
         } else {
-            detached_volume(mount)?
+            (detached_volume(mount)?, is_dir)
         };
-        volumes.push((source, mount, is_dir));
+        volumes.push((volume.0, mount, volume.1));
     }
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
@@ -380,8 +382,11 @@ fn enter_template<'p>(
     }
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
-        let is_dir = mount.host_path.is_dir();
-        volumes.push((detached_volume(mount)?, mount, is_dir));
+        let (source, is_dir) = match &mount.image {
+            Some(image) => image_volume(image)?,
+            None => (detached_volume(mount)?, mount.host_path.is_dir()),
+        };
+        volumes.push((source, mount, is_dir));
     }
     trace.lap("detached mounts");
     podlab_ns::ops::join(template, NsKind::Mnt)
@@ -416,6 +421,24 @@ fn detached_volume(mount: &Mount) -> Step<Source> {
                 e,
             )
         })
+}
+
+/// An image volume made detached: the image's layers merged read-only, or the folder (or
+/// file) of them at its sub path; and whether that is a folder.
+fn image_volume(volume: &crate::config::ImageVolume) -> Step<(Source, bool)> {
+    let at = Path::new(&volume.image);
+    let merged = Detached::image(&volume.lowerdirs)
+        .map_err(|e| ns_failure("make the image volume", Some(at), e))?;
+    let mount = if volume.sub_path.is_empty() {
+        merged
+    } else {
+        let sub = Path::new(&volume.sub_path);
+        merged
+            .sub_tree(sub)
+            .map_err(|e| ns_failure("open the image volume's sub path", Some(sub), e))?
+    };
+    let is_dir = mount.is_dir();
+    Ok((Source::Detached(mount), is_dir))
 }
 
 /// runc's order: the read-only paths, then the masked ones (a masked path below a read-only

@@ -100,8 +100,8 @@ pub mod tty;
 
 pub use attach::Attached;
 pub use config::{
-    ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, Mount,
-    PodSandboxConfig, PodSandboxMetadata, PortMapping, RuntimeConfig, SandboxSecurity,
+    ContainerConfig, ContainerMetadata, DnsConfig, EnvVar, HostAlias, HostsConfig, ImageVolume,
+    Mount, PodSandboxConfig, PodSandboxMetadata, PortMapping, RuntimeConfig, SandboxSecurity,
     SecurityConfig,
 };
 pub use error::{Error, InitFailure, Result};

@@ -19,8 +19,9 @@ use std::time::Duration;
 use podlab_ns::NsKind;
 use podlab_runtime::{
     ContainerConfig, ContainerFilter, ContainerId, ContainerMetadata, ContainerState, DnsConfig,
-    Error, HostsConfig, Mount, NetworkAttachment, NetworkMode, NetworkPlugin, PodNetwork,
-    PodSandboxConfig, PodSandboxMetadata, Runtime, RuntimeConfig, SandboxId, SandboxState,
+    Error, HostsConfig, ImageVolume, Mount, NetworkAttachment, NetworkMode, NetworkPlugin,
+    PodNetwork, PodSandboxConfig, PodSandboxMetadata, Runtime, RuntimeConfig, SandboxId,
+    SandboxState,
 };
 
 #[path = "runtime/security.rs"]
@@ -803,6 +804,102 @@ fn security_context_user_readonly_rootfs_and_volumes() {
     assert_eq!(shared, "shared\n");
     let (_, code) = root.exec(&reader, &["sh", "-c", "echo no > /data/other"]);
     assert_ne!(code, 0, "a read-only volume");
+}
+
+/// Image volumes (CRI `Mount.image`, the OCI volume source): the image's merged layers,
+/// read-only but executable, at the container path; with a sub path, that folder alone,
+/// resolved inside the image even through its absolute symlinks; a read-write one, and a sub
+/// path the image lacks, fail CreateContainer.
+#[test]
+fn an_image_volume_shows_the_merged_image_read_only_and_a_sub_path_alone() {
+    let root = TestRoot::new("imagevol");
+    let sandbox = root.sandbox(&pod("imagevol"));
+    let volume = |path: &str, sub: &str| Mount {
+        container_path: path.into(),
+        readonly: true,
+        image: Some(ImageVolume {
+            image: BUSYBOX.into(),
+            sub_path: sub.into(),
+            ..ImageVolume::default()
+        }),
+        ..Mount::default()
+    };
+    let mut config = container_config("reader", &["sleep", "1000"]);
+    config.mounts = vec![
+        volume("/mnt/image", ""),
+        volume("/mnt/etc", "etc"),
+        // An applet: a symlink to the absolute /bin/busybox, which the host has too.
+        volume("/mnt/sh", "bin/sh"),
+    ];
+    let id = root.runtime.create_container(&sandbox, &config).unwrap();
+    root.runtime.start_container(&id).unwrap();
+
+    assert_eq!(
+        root.exec(&id, &["/mnt/image/bin/busybox", "echo", "ran"]),
+        ("ran\n".to_string(), 0),
+        "the volume is not noexec"
+    );
+    let (_, code) = root.exec(&id, &["touch", "/mnt/image/written"]);
+    assert_ne!(code, 0, "an image volume is read-only");
+    // Both layers merged: passwd from the base, os-release from the top, issue whited out.
+    let (out, code) = root.exec(&id, &["cat", "/mnt/etc/passwd", "/mnt/etc/os-release"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("root:x:0:0:"), "{out}");
+    let (_, code) = root.exec(&id, &["ls", "/mnt/etc/issue"]);
+    assert_ne!(code, 0, "the top layer's whiteout hides etc/issue");
+    let (_, code) = root.exec(&id, &["ls", "/mnt/etc/etc"]);
+    assert_ne!(code, 0, "the sub path's folder is the mount's root");
+    let (mountinfo, _) = root.exec(&id, &["cat", "/proc/self/mountinfo"]);
+    for target in ["/mnt/image", "/mnt/etc", "/mnt/sh"] {
+        let line = mountinfo
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(target))
+            .unwrap_or_else(|| panic!("{target} is not a mount point:\n{mountinfo}"));
+        let options = line.split(' ').nth(5).unwrap();
+        assert!(options.split(',').any(|o| o == "ro"), "{line}");
+    }
+    // bin/sh resolved in the image, to the image's busybox, not the host's.
+    let store = podlab_image::Store::open(&root.dir.join("images")).unwrap();
+    let image = store.resolve(BUSYBOX).unwrap();
+    let in_image = store
+        .lowerdirs(&image)
+        .iter()
+        .map(|layer| layer.join("bin/busybox"))
+        .find(|path| path.exists())
+        .unwrap();
+    let (inode, _) = root.exec(&id, &["stat", "-c", "%i", "/mnt/sh"]);
+    assert_eq!(
+        inode.trim(),
+        std::fs::metadata(&in_image).unwrap().ino().to_string(),
+        "/mnt/sh is {} of the image",
+        in_image.display()
+    );
+
+    let mut writable = container_config("writable", &["true"]);
+    writable.mounts = vec![Mount {
+        readonly: false,
+        ..volume("/mnt/image", "")
+    }];
+    let err = root
+        .runtime
+        .create_container(&sandbox, &writable)
+        .unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    let mut missing = container_config("missing", &["true"]);
+    missing.mounts = vec![volume("/mnt/image", "not-existing")];
+    let err = root
+        .runtime
+        .create_container(&sandbox, &missing)
+        .unwrap_err();
+    assert!(err.to_string().contains("not-existing"), "{err}");
+    assert_eq!(
+        root.runtime
+            .list_containers(&ContainerFilter::default())
+            .unwrap()
+            .len(),
+        1,
+        "the refused containers left nothing"
+    );
 }
 
 #[test]

@@ -1063,6 +1063,68 @@ fn volumes_propagate_mounts_as_rprivate_rslave_and_rshared_say() {
     server.ok(&["rmp", "-f", &sandbox]);
 }
 
+/// An image volume (`Mount.image`, the OCI volume source) through crictl: the image named by
+/// the id PullImage answered, read-only, with its sub path; ContainerStatus reports the image's
+/// id (`image_ref`), as kubelet reads it; read-write and a missing sub path are refused.
+#[test]
+fn an_image_volume_mounts_the_pulled_image_read_only_and_reports_its_id() {
+    let Some(server) =
+        Server::start("cri::an_image_volume_mounts_the_pulled_image_read_only_and_reports_its_id")
+    else {
+        return;
+    };
+    // "Image is up to date for sha256:…"
+    let pulled = server.ok(&["pull", "busybox"]);
+    let image_ref = pulled
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(image_ref.starts_with("sha256:"), "{pulled}");
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "iv", "namespace": "default", "uid": "uid-iv", "attempt": 0}
+        }),
+    );
+    let with = |name: &str, readonly: bool, sub: &str| {
+        server.write(
+            &format!("{name}.json"),
+            serde_json::json!({
+                "metadata": {"name": name}, "image": {"image": "busybox"},
+                "command": ["sleep", "1000"],
+                "mounts": [{"container_path": "/mnt/iv", "readonly": readonly,
+                            "image": {"image": image_ref}, "image_sub_path": sub}]
+            }),
+        )
+    };
+    let sandbox = server.ok(&["runp", &pod]);
+    let (code, _, stderr) = server.crictl(&["create", &sandbox, &with("rw", false, ""), &pod]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("read-only"), "{stderr}");
+    let (code, _, stderr) = server.crictl(&[
+        "create",
+        &sandbox,
+        &with("lost", true, "not-existing"),
+        &pod,
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not-existing"), "{stderr}");
+
+    let id = server.ok(&["create", &sandbox, &with("reader", true, "etc"), &pod]);
+    server.ok(&["start", &id]);
+    let passwd = server.ok(&["exec", "-s", &id, "cat", "/mnt/iv/passwd"]);
+    assert!(passwd.starts_with("root:"), "{passwd}");
+    let (code, _, _) = server.crictl(&["exec", "-s", &id, "touch", "/mnt/iv/written"]);
+    assert_ne!(code, 0, "an image volume is read-only");
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+    let mount = &inspect["status"]["mounts"][0];
+    assert_eq!(mount["containerPath"], "/mnt/iv", "{inspect}");
+    assert_eq!(mount["image"]["imageRef"], image_ref.as_str(), "{inspect}");
+    assert_eq!(mount["imageSubPath"], "etc", "{inspect}");
+    server.ok(&["rmp", "-f", &sandbox]);
+}
+
 /// The server's open descriptors.
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -113,6 +113,73 @@ impl Detached {
     /// [`super::mount_overlay`] mounts it, but not yet anywhere.
     pub fn overlay(lowers: &[PathBuf], upper: &Path, work: &Path) -> Result<Detached> {
         let data = super::overlay_options(lowers, upper, work, !crate::user::in_initial_userns())?;
+        Detached::overlay_with(&data, upper)
+    }
+
+    /// An image's layers (the first is the top-most) as one read-only mount, not yet anywhere:
+    /// an overlay without an upper layer, or a read-only bind of its one layer (overlayfs
+    /// wants two lower layers when it has no upper one). An image volume's content.
+    pub fn image(lowers: &[PathBuf]) -> Result<Detached> {
+        let mount = match lowers {
+            [one] => Detached::bind(one, true)?,
+            _ => {
+                let userxattr = !crate::user::in_initial_userns();
+                let data = super::read_only_overlay_options(lowers, userxattr)?;
+                Detached::overlay_with(&data, lowers.first().map_or(Path::new(""), |p| p))?
+            }
+        };
+        mount.set_readonly()?;
+        Ok(mount)
+    }
+
+    /// A copy of the file or folder `relative` inside this mount, read-only if this one is,
+    /// not yet anywhere. `relative` is resolved with this mount as its root
+    /// (`openat2(RESOLVE_IN_ROOT)`), so that an image's symlinks, absolute ones included,
+    /// cannot lead out of it, as a subPath must not.
+    pub fn sub_tree(&self, relative: &Path) -> Result<Detached> {
+        let path = c_path(relative)?;
+        // SAFETY: `open_how` is plain integers, for which zero is valid.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+        how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_XDEV;
+        // SAFETY: a live descriptor, a NUL-terminated path and an `open_how` of the size given.
+        let found = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.fd.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        let found = owned(found, "openat2(RESOLVE_IN_ROOT)", relative)?;
+        // SAFETY: a live descriptor with an empty path; the kernel returns a new descriptor.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                found.as_raw_fd(),
+                c"".as_ptr(),
+                OPEN_TREE_CLONE | (libc::AT_EMPTY_PATH | libc::O_CLOEXEC) as libc::c_uint,
+            )
+        };
+        Ok(Detached {
+            fd: owned(fd, "open_tree(OPEN_TREE_CLONE)", relative)?,
+            what: self.what.join(relative),
+        })
+    }
+
+    /// Whether the mount's root is a folder (a bind of a file is not).
+    pub fn is_dir(&self) -> bool {
+        // SAFETY: fstat into a zeroed stat of a live descriptor.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::fstat(self.fd.as_raw_fd(), &mut stat) };
+        rc == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFDIR
+    }
+
+    /// An overlay made from its data string (`lowerdir=...[,upperdir=...,workdir=...]`);
+    /// `named` is the path its errors name.
+    fn overlay_with(data: &str, named: &Path) -> Result<Detached> {
+        let upper = named;
         let what = Path::new("overlay");
         // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
         let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };

@@ -231,6 +231,15 @@ pub fn container_config(
                 Propagation::Slave => proto::MountPropagation::PropagationHostToContainer,
                 Propagation::Shared => proto::MountPropagation::PropagationBidirectional,
             } as i32,
+            image: mount.image.as_ref().map(|volume| proto::ImageSpec {
+                image: volume.image.clone(),
+                ..Default::default()
+            }),
+            image_sub_path: mount
+                .image
+                .as_ref()
+                .map(|volume| volume.sub_path.clone())
+                .unwrap_or_default(),
             ..Default::default()
         });
     }
