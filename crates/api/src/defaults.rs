@@ -48,6 +48,12 @@ pub fn default_pod(pod: &mut Pod) {
 /// a downwardAPI `fieldRef` to `apiVersion: v1`.
 fn default_volume(volume: &mut Volume) {
     const DEFAULT_MODE: i32 = 0o644;
+    // An image volume's pullPolicy defaults as a container's does (from its reference's tag).
+    if let Some(source) = volume.image.as_mut() {
+        if source.pull_policy.is_none() {
+            source.pull_policy = Some(pull_policy_for(source.reference.as_deref()).to_string());
+        }
+    }
     if let Some(source) = volume.config_map.as_mut() {
         source.default_mode.get_or_insert(DEFAULT_MODE);
     }

@@ -62,6 +62,8 @@ const POD_FIELDS: &[&str] = &[
     "spec.volumes[*].emptyDir.medium",
     "spec.volumes[*].emptyDir.sizeLimit",
     "spec.volumes[*].emptyDir",
+    "spec.volumes[*].image.reference",
+    "spec.volumes[*].image.pullPolicy",
     "spec.volumes[*].hostPath.path",
     "spec.volumes[*].hostPath.type",
     "spec.volumes[*].configMap.name",

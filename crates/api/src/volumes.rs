@@ -1,5 +1,5 @@
 //! The API server's checks on `spec.volumes[*]` sources podlab implements (`emptyDir`,
-//! `hostPath`, `configMap`, `secret`, `downwardAPI`) and on `volumeMounts[*].subPath|subPathExpr`,
+//! `hostPath`, `configMap`, `secret`, `downwardAPI`, `image`) and on `volumeMounts[*].subPath|subPathExpr`,
 //! with its wording.
 
 use k8s_openapi::api::core::v1::{Volume, VolumeMount};
@@ -110,6 +110,22 @@ pub fn validate_source(volume: &Volume, path: &str, errors: &mut Vec<FieldError>
     if let Some(downward) = &volume.downward_api {
         sources.push("downwardAPI");
         validate_downward_api(downward, &format!("{path}.downwardAPI"), errors);
+    }
+    if let Some(image) = &volume.image {
+        sources.push("image");
+        if image.reference.as_deref().unwrap_or("").is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.image.reference"),
+                "Required value",
+            ));
+        }
+        let policy = image.pull_policy.as_deref().unwrap_or("");
+        if !["", "Always", "IfNotPresent", "Never"].contains(&policy) {
+            errors.push(FieldError::new(
+                format!("{path}.image.pullPolicy"),
+                format!("Unsupported value: {policy:?}: supported values: \"Always\", \"IfNotPresent\", \"Never\""),
+            ));
+        }
     }
     match sources.as_slice() {
         [] => errors.push(FieldError::new(
@@ -300,6 +316,21 @@ mod tests {
         let mut errors = Vec::new();
         validate_source(&volume, "spec.volumes[0]", &mut errors);
         errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn an_image_volume_needs_a_reference_and_a_known_pull_policy() {
+        assert!(
+            errors(serde_json::json!({"name": "v", "image": {"reference": "busybox"}})).is_empty()
+        );
+        let got = errors(serde_json::json!({"name": "v", "image": {"pullPolicy": "Sometimes"}}));
+        assert_eq!(
+            got,
+            [
+                "spec.volumes[0].image.reference: Required value",
+                "spec.volumes[0].image.pullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\"",
+            ]
+        );
     }
 
     #[test]

@@ -376,6 +376,19 @@ fn volumes(w: &mut Tabbed, spec: &PodSpec) {
                     w.line(3, format!("{} -> {}", r.resource, item.path));
                 }
             }
+        } else if let Some(image) = &v.image {
+            w.line(2, "Type:\tImage (a container image or OCI artifact)");
+            w.line(
+                2,
+                format!("Reference:\t{}", image.reference.as_deref().unwrap_or("")),
+            );
+            w.line(
+                2,
+                format!(
+                    "PullPolicy:\t{}",
+                    image.pull_policy.as_deref().unwrap_or("")
+                ),
+            );
         } else {
             w.line(2, "Type:\t<unknown>");
         }

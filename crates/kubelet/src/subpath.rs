@@ -96,6 +96,11 @@ pub fn prepare(
             Ok(None) => continue,
             Err(e) => return Err(refused(e)),
         };
+        if let Some(image) = &mut target.image {
+            // kubelet's `image_sub_path`: the runtime opens it inside the image.
+            image.sub_path = sub;
+            continue;
+        }
         let Some(volume) = crate::volume::host_path_of(pod, dirs, &mount.name) else {
             continue;
         };

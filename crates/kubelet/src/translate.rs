@@ -377,14 +377,29 @@ pub fn container_config_for(
         mounts: view
             .mounts
             .iter()
-            .map(|(volume, path, readonly, propagation)| Mount {
-                host_path: crate::volume::host_path_of(pod, dirs, volume)
-                    .unwrap_or_else(|| dirs.empty_dir(volume)),
-                container_path: PathBuf::from(path),
-                readonly: *readonly || crate::volume::always_read_only(pod, volume),
-                propagation: *propagation,
-                recursive_readonly: false,
-                image: None,
+            .map(|(volume, path, readonly, propagation)| {
+                match crate::volume::image_of(pod, volume) {
+                    // Read-only whatever the mount says; its subPath (`subpath::prepare`)
+                    // goes to the runtime, which opens it in the image.
+                    Some(reference) => Mount {
+                        container_path: PathBuf::from(path),
+                        readonly: true,
+                        image: Some(podlab_runtime::ImageVolume {
+                            image: reference.to_string(),
+                            ..Default::default()
+                        }),
+                        ..Mount::default()
+                    },
+                    None => Mount {
+                        host_path: crate::volume::host_path_of(pod, dirs, volume)
+                            .unwrap_or_else(|| dirs.empty_dir(volume)),
+                        container_path: PathBuf::from(path),
+                        readonly: *readonly || crate::volume::always_read_only(pod, volume),
+                        propagation: *propagation,
+                        recursive_readonly: false,
+                        image: None,
+                    },
+                }
             })
             .collect(),
         run_as_user: security.run_as_user.map(|u| u as u32),

@@ -471,7 +471,21 @@ pub fn always_read_only(pod: &Pod, name: &str) -> bool {
         .is_some_and(|v| v.config_map.is_some() || v.secret.is_some() || v.downward_api.is_some())
 }
 
-/// The host path of volume `name` of `pod` (None when the pod has no such volume).
+/// The image reference of volume `name` of `pod` when it is an image volume (the OCI volume
+/// source: the runtime mounts the image's content read-only).
+pub fn image_of<'p>(pod: &'p Pod, name: &str) -> Option<&'p str> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == name)?
+        .image
+        .as_ref()?
+        .reference
+        .as_deref()
+}
+
+/// The host path of volume `name` of `pod` (None when the pod has no such volume, or it is an
+/// image volume, which has none).
 pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
     let volume = pod
         .spec
@@ -482,6 +496,9 @@ pub fn host_path_of(pod: &Pod, dirs: &PodDirs, name: &str) -> Option<PathBuf> {
         .find(|v| v.name == name)?;
     if let Some(host_path) = &volume.host_path {
         return Some(PathBuf::from(&host_path.path));
+    }
+    if volume.image.is_some() {
+        return None;
     }
     if volume.config_map.is_some() {
         return Some(dirs.volumes.join(CONFIG_MAP_PLUGIN).join(name));

@@ -781,3 +781,75 @@ fn downward_api_volume_files_and_fs_group_ownership_as_kubelet_writes_them() {
     root.ok(&["delete", "pod", "facts"]);
     root.assert_nothing_left();
 }
+
+const IMAGE_VOLUME_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: tools}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - {name: tools, image: {reference: busybox, pullPolicy: IfNotPresent}}
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, "1000"]
+    volumeMounts:
+    - {name: tools, mountPath: /tools}
+    - {name: tools, mountPath: /tools-etc, subPath: etc}
+"#;
+
+/// The `image` volume source (KEP-4639): the image's content in the container, read-only
+/// whatever the mount says, its subPath alone where it has one; a manifest without a
+/// reference is refused at its field.
+#[test]
+fn an_image_volume_mounts_the_image_read_only_and_its_sub_path() {
+    let root = Root::new("vol-image");
+    let refused = root.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  volumes: [{name: t, image: {pullPolicy: Never}}]\n  containers: [{name: a, image: busybox}]\n",
+    );
+    assert_ne!(refused.code, Some(0));
+    assert!(
+        refused
+            .stderr
+            .contains("spec.volumes[0].image.reference: Required value"),
+        "{refused:?}"
+    );
+    let out = root.apply(IMAGE_VOLUME_POD);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    root.wait_pod("tools", "running", LIMIT, running);
+    let exec = |args: &[&str]| {
+        let mut full = vec!["exec", "tools", "--"];
+        full.extend_from_slice(args);
+        root.run(&full)
+    };
+    let ran = exec(&["/tools/bin/busybox", "echo", "from-the-volume"]);
+    assert_eq!(ran.stdout, "from-the-volume\n", "{ran:?}");
+    let written = exec(&["touch", "/tools/written"]);
+    assert_ne!(
+        written.code,
+        Some(0),
+        "an image volume is read-only: {written:?}"
+    );
+    let passwd = exec(&["cat", "/tools-etc/passwd"]);
+    assert!(passwd.stdout.starts_with("root:x:0:0:"), "{passwd:?}");
+    let container_pid = crate::pods::wait_for_running_container(&root, "tools");
+    let inside = podlab_ns::mnt::mounts_of(container_pid).unwrap();
+    for target in ["/tools", "/tools-etc"] {
+        let mount = inside
+            .iter()
+            .find(|m| m.mount_point == Path::new(target))
+            .unwrap_or_else(|| panic!("{target} is not in the container's mountinfo"));
+        assert!(
+            mount.options.split(',').any(|o| o == "ro"),
+            "{target}: {mount:?}"
+        );
+    }
+    let described = root.ok(&["describe", "pod", "tools"]);
+    assert!(
+        described.contains("Type:        Image (a container image or OCI artifact)"),
+        "{described}"
+    );
+    root.ok(&["delete", "pod", "tools"]);
+    root.assert_nothing_left();
+}

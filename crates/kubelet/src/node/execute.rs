@@ -415,6 +415,27 @@ impl Execution<'_> {
         let Some((image, policy)) = super::images::container_image(self.pod, name) else {
             return true;
         };
+        if !self.ensure_one_image(name, &image, policy, out) {
+            return false;
+        }
+        // kubelet pulls the image volumes a container mounts the same way, each with its
+        // volume's pullPolicy, and the container waits for them.
+        for (image, policy) in super::images::image_volumes(self.pod, name) {
+            if !self.ensure_one_image(name, &image, policy, out) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn ensure_one_image(
+        &mut self,
+        name: &str,
+        image: &str,
+        policy: Option<String>,
+        out: &mut Outcome,
+    ) -> bool {
+        let image = image.to_string();
         let images = &self.node.images;
         // podlab's own busybox is in this process's store only; a CRI runtime pulls it.
         if super::images::ImageManager::is_builtin(&image) && images.store().is_some() {
