@@ -213,6 +213,9 @@ impl PullError {
 /// (named, unpacked) or the pull failed.
 // The error is large (it carries the store's error) but made at most once per pull.
 #[allow(clippy::result_large_err)]
+/// How many times a pull fetches and commits when blobs it found went before its commit.
+const COMMIT_TRIES: u32 = 3;
+
 pub fn pull(
     store: &Store,
     reference: &Reference,
@@ -261,17 +264,6 @@ pub fn pull(
                 e,
             )))
         })?;
-    let fetched = runtime.block_on(fetch::fetch(&plan));
-    // Its blocking-pool threads (DNS lookups) end here, before the caller goes on.
-    drop(runtime);
-    let fetched = fetched.map_err(|(layer, kind)| PullError {
-        reference: name.clone(),
-        layer,
-        kind,
-    })?;
-    if let Some(progress) = &options.progress {
-        progress.report(&ProgressEvent::Unpacking);
-    }
     let stored_name = match (&reference.tag, &reference.digest) {
         (None, Some(digest)) => format!("{}@{digest}", reference.repository()),
         _ => {
@@ -280,13 +272,37 @@ pub fn pull(
             plain.to_string()
         }
     };
-    let summary = store
-        .commit_pulled(&fetched.blobs, &fetched.manifest, &stored_name)
-        .map_err(|(layer, e)| PullError {
-            reference: name.clone(),
-            layer,
-            kind: PullErrorKind::Store(e),
-        })?;
+    // A blob the fetch found in the store may be collected before the commit takes the
+    // store's lock (a garbage collection after the image's removal, which a CRI server runs
+    // after its answer: critest removes and pulls the same image back to back). The commit
+    // then finds it missing, and the fetch runs again: it downloads what is gone now.
+    let mut tries = 0;
+    let (fetched, summary) = loop {
+        tries += 1;
+        let fetched = runtime
+            .block_on(fetch::fetch(&plan))
+            .map_err(|(layer, kind)| PullError {
+                reference: name.clone(),
+                layer,
+                kind,
+            })?;
+        if let Some(progress) = &options.progress {
+            progress.report(&ProgressEvent::Unpacking);
+        }
+        match store.commit_pulled(&fetched.blobs, &fetched.manifest, &stored_name) {
+            Ok(summary) => break (fetched, summary),
+            Err((_, Error::BlobMissing { .. })) if tries < COMMIT_TRIES => continue,
+            Err((layer, e)) => {
+                return Err(PullError {
+                    reference: name.clone(),
+                    layer,
+                    kind: PullErrorKind::Store(e),
+                })
+            }
+        }
+    };
+    // Its blocking-pool threads (DNS lookups) end here, before the caller goes on.
+    drop(runtime);
     Ok(PulledImage {
         name: stored_name,
         manifest_digest: fetched.manifest,

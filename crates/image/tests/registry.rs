@@ -466,7 +466,67 @@ fn two_pulls_of_one_image_fetch_each_blob_once() {
     assert_consistent(&store);
 }
 
-/// Tells the test when the pull waits for `digest`.
+/// Regression: a pull found its blobs in the store, a garbage collection (after the image's
+/// other name was removed, as a CRI server runs one after RemoveImage's answer) took them before
+/// the pull's commit, and the pull failed with "blob … is missing". It fetches them again now.
+#[test]
+fn regression_a_pull_whose_blobs_are_collected_before_its_commit_fetches_them_again() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("one", b"1")], &[("two", b"2")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/collected:1");
+    registry.push(&layout, "t", "demo/collected:2");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let first = format!("{}/demo/collected:1", registry.host());
+    let second = format!("{}/demo/collected:2", registry.host());
+    pull(&store, &reference(&first), &options(&registry)).unwrap();
+    let mut racing = options(&registry);
+    racing.progress = Some(Arc::new(CollectBeforeCommit {
+        store: store.clone(),
+        name: first.clone(),
+        done: std::sync::atomic::AtomicBool::new(false),
+    }));
+    let pulled = pull(&store, &reference(&second), &racing).unwrap();
+    assert_eq!(
+        pulled.downloaded,
+        image.blob_sizes(),
+        "what the collection took was fetched again"
+    );
+    assert_eq!(read_in_image(&store, &second, "two").unwrap(), b"2");
+    assert!(store.resolve(&first).is_err());
+    assert_consistent(&store);
+}
+
+/// Removes the name `name` and collects the store's garbage when the pull has fetched what it
+/// needs (the first time only): what another process's RemoveImage would do then.
+struct CollectBeforeCommit {
+    store: Store,
+    name: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Progress for CollectBeforeCommit {
+    fn report(&self, event: &ProgressEvent) {
+        if matches!(event, ProgressEvent::Unpacking)
+            && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.store.untag(&self.name).unwrap();
+            self.store.gc().unwrap();
+        }
+    }
+}
+
+/// Tells the test when the pull waits for `digest`./// Tells the test when the pull waits for `digest`.
 struct Waiting(Mutex<mpsc::Sender<()>>, Digest);
 
 impl Progress for Waiting {
