@@ -79,6 +79,9 @@ struct CacheState {
     manifests: HashMap<Digest, Described>,
 }
 
+/// How many manifests' descriptions the cache keeps when no name points at them any more.
+const KEPT_MANIFESTS: usize = 256;
+
 /// What a manifest says, for its CRI image.
 #[derive(Debug, Clone)]
 struct Described {
@@ -163,10 +166,15 @@ impl ImageCache {
             image.repo_tags.sort();
             image.repo_digests.sort();
         }
-        // Manifests no name points at any more are forgotten.
-        state
-            .manifests
-            .retain(|digest, _| names.iter().any(|(_, d)| d == digest));
+        // A manifest's description never changes (its digest names its content), so it is
+        // kept after its last name goes: kubelet and critest pull an image again after removing
+        // it, and the store need not be read for it then. Past a bound, only what names point
+        // at is kept.
+        if state.manifests.len() > KEPT_MANIFESTS {
+            state
+                .manifests
+                .retain(|digest, _| names.iter().any(|(_, d)| d == digest));
+        }
         state.images = std::sync::Arc::new(by_id.into_values().collect());
         state.stamp = stamp;
         Ok(state.images.clone())
