@@ -245,8 +245,8 @@ pub struct Mount {
     pub image: Option<ImageVolume>,
 }
 
-/// An image volume: the layers of an image in the store, merged read-only (an overlay without
-/// an upper layer), or one folder of it, as containerd 2.1 mounts one.
+/// An image volume (the OCI volume source, KEP-4639): the layers of an image in the store,
+/// merged read-only (an overlay without an upper layer), or one folder of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageVolume {
     /// The image as the caller named it (kubelet gives the id PullImage answered).

@@ -522,8 +522,8 @@ pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
 
 impl Runtime {
     /// An image volume's image, resolved in the store now (its layers recorded with the
-    /// container, as its own image's are), and its sub path checked in it: containerd 2.1
-    /// fails CreateContainer when either is missing, and so does a read-write image volume.
+    /// container, as its own image's are), and its sub path checked in it: the CRI asks a
+    /// runtime to fail CreateContainer when either is missing, and to refuse a read-write one.
     fn resolve_image_volume(
         &self,
         index: usize,

@@ -309,15 +309,15 @@ fn copy_node_namespace<'p>(
     // the namespace below would be private, as runc's would under an `rprivate` root.
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
-        let is_dir = mount.host_path.is_dir();
-        let volume = if let Some(image) = &mount.image {
-            image_volume(image)?
-        } else if mount.propagation.is_private() {
-            (Source::Tree(mount.host_path.clone()), is_dir)
-        } else {
-            (detached_volume(mount)?, is_dir)
+        let (source, is_dir) = match &mount.image {
+            Some(image) => image_volume(image)?,
+            None if mount.propagation.is_private() => (
+                Source::Tree(mount.host_path.clone()),
+                mount.host_path.is_dir(),
+            ),
+            None => (detached_volume(mount)?, mount.host_path.is_dir()),
         };
-        volumes.push((volume.0, mount, volume.1));
+        volumes.push((source, mount, is_dir));
     }
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;

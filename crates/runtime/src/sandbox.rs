@@ -107,7 +107,9 @@ impl Runtime {
             let fd = std::os::fd::AsRawFd::as_raw_fd(fd);
             PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
         };
-        let prepared_path = prepared
+        // The namespace pause joins instead of making one, held by this process until the
+        // shim has pinned it.
+        let joined_netns = prepared
             .as_ref()
             .map(|p| held_path(&p.netns))
             .or_else(|| beside.as_ref().map(|(_, fd)| held_path(fd)));
@@ -145,12 +147,12 @@ impl Runtime {
                 &config.metadata.namespace,
                 &config.metadata.name,
             )),
-            netns: prepared_path.clone(),
+            netns: joined_netns.clone(),
         };
         let (started, added_beside) = std::thread::scope(|scope| {
             let add = beside
                 .as_ref()
-                .zip(prepared_path.as_ref())
+                .zip(joined_netns.as_ref())
                 .map(|((plugin, _), now)| {
                     let (pin, trace) = (&pin, &trace);
                     scope.spawn(move || {
@@ -171,7 +173,7 @@ impl Runtime {
             });
             (started, added)
         });
-        if let (Err(_), Some(plugin), Some(now)) = (&started, &self.network, &prepared_path) {
+        if let (Err(_), Some(plugin), Some(now)) = (&started, &self.network, &joined_netns) {
             // No shim pinned it: the DEL (after an ADD that ran, or failed) goes to the
             // namespace this process still holds.
             let pod = PodNetwork {
@@ -182,31 +184,28 @@ impl Runtime {
         }
         started?;
         podlab_fault::point_reached("sandbox.after-shim");
-        let attachment = match (&self.network, network_mode, prepared, added_beside) {
+        // A failed ADD's DEL is the sandbox's undo: the shim has pinned the namespace by now.
+        let added = match (&self.network, network_mode, prepared, added_beside) {
             (Some(_), NetworkMode::Pod, Some(prepared), _) => {
                 trace.mark("CNI ADD (made ahead, joined)");
-                prepared.attachment
+                Ok(prepared.attachment)
             }
-            (Some(plugin), NetworkMode::Pod, None, Some(added)) => {
-                // Its DEL, on failure, is the sandbox's undo: the shim has pinned the namespace.
-                added.map_err(|e| Error::Network {
-                    id: id.to_string(),
-                    phase: "set-up",
-                    message: format!("{}: {e}", plugin.name()),
-                })?
-            }
+            (Some(_), NetworkMode::Pod, None, Some(added)) => added,
             (Some(plugin), NetworkMode::Pod, None, None) => {
-                let pod = pod_network(id, config, &pin);
-                let attachment = plugin.set_up(&pod).map_err(|e| Error::Network {
-                    id: id.to_string(),
-                    phase: "set-up",
-                    message: format!("{}: {e}", plugin.name()),
-                })?;
+                let added = plugin.set_up(&pod_network(id, config, &pin));
                 trace.mark("CNI ADD");
-                attachment
+                added
             }
-            _ => NetworkAttachment::default(),
+            _ => Ok(NetworkAttachment::default()),
         };
+        let attachment = added.map_err(|e| Error::Network {
+            id: id.to_string(),
+            phase: "set-up",
+            message: format!(
+                "{}: {e}",
+                self.network.as_ref().map_or("", |plugin| plugin.name())
+            ),
+        })?;
         podlab_fault::point_reached("sandbox.after-network");
         if !attachment.ips.is_empty() {
             write_etc_files(paths, config, &attachment.ips)?;

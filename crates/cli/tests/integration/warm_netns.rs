@@ -238,11 +238,11 @@ fn the_next_run_rm_joins_the_warm_namespace_and_gc_removes_the_one_after() {
     let node = Node::new("warm-join");
     // A warm namespace that outlives any slowness of a loaded machine; gc ends it below.
     let lasting = [("PODLAB_WARM_NETNS", "600")];
-    let (first, first_addresses) = node.run_rm("one", &lasting);
+    let (_, first_addresses) = node.run_rm("one", &lasting);
     assert_eq!(first_addresses.len(), 1, "eth0 has an address");
-    // The pod is gone; what stays is the keeper's namespace, another one than the pod's.
+    // The pod is gone; what stays is the keeper's namespace. (Its inode number may be the
+    // first pod's: the kernel gives a destroyed namespace's number to the next one made.)
     let (_, warm) = ready_warm_keeper(&node);
-    assert_ne!(warm, first);
     let (second, addresses) = node.run_rm("two", &lasting);
     assert_eq!(second, warm, "the second pod runs in the warm namespace");
     assert_eq!(addresses.len(), 1, "{addresses:?}");

@@ -179,7 +179,6 @@ impl Detached {
     /// An overlay made from its data string (`lowerdir=...[,upperdir=...,workdir=...]`);
     /// `named` is the path its errors name.
     fn overlay_with(data: &str, named: &Path) -> Result<Detached> {
-        let upper = named;
         let what = Path::new("overlay");
         // SAFETY: a NUL-terminated name; the kernel returns a new descriptor.
         let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
@@ -222,12 +221,12 @@ impl Detached {
                 0,
             )
         };
-        check(rc, "fsconfig(FSCONFIG_CMD_CREATE overlay)", upper)?;
+        check(rc, "fsconfig(FSCONFIG_CMD_CREATE overlay)", named)?;
         drop(held);
         // SAFETY: a created fs context; the kernel returns a new mount descriptor.
         let fd = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
         Ok(Detached {
-            fd: owned(fd, "fsmount(overlay)", upper)?,
+            fd: owned(fd, "fsmount(overlay)", named)?,
             what: what.to_owned(),
         })
     }
