@@ -449,6 +449,15 @@ impl Cri {
         status: &ContainerStatus,
     ) -> proto::ContainerStatus {
         let record = self.runtime.container_record(&status.id).ok();
+        self.container_status_proto_of(status, record.as_ref())
+    }
+
+    /// [`Self::container_status_proto`] with the record the status was read from.
+    pub(crate) fn container_status_proto_of(
+        &self,
+        status: &ContainerStatus,
+        record: Option<&podlab_runtime::state::ContainerRecord>,
+    ) -> proto::ContainerStatus {
         let image = self
             .image_cache
             .find(self.store(), &status.image_id)
@@ -470,7 +479,6 @@ impl Cri {
             None => (status.image.clone(), status.image_id.clone()),
         };
         let mounts = record
-            .as_ref()
             .map(|r| {
                 r.config
                     .mounts
@@ -497,7 +505,7 @@ impl Cri {
                     .collect()
             })
             .unwrap_or_default();
-        let resources = record.as_ref().map(|r| proto::ContainerResources {
+        let resources = record.map(|r| proto::ContainerResources {
             linux: Some(convert::resources_out(&r.config.resources)),
             windows: None,
         });
@@ -507,7 +515,7 @@ impl Cri {
             .user
             .clone()
             .or_else(|| {
-                record.as_ref().map(|r| podlab_runtime::process::LinuxUser {
+                record.map(|r| podlab_runtime::process::LinuxUser {
                     uid: r.process.uid,
                     gid: r.process.gid,
                     supplemental_groups: r.process.additional_gids.clone(),
@@ -1103,7 +1111,11 @@ impl RuntimeService for Runtimes {
         let id = req.container_id.clone();
         self.0.call("ContainerStatus", &id, || {
             let id = self.0.container_id("container_id", &req.container_id)?;
-            let status = self.0.runtime.container_status(&id).map_err(from_runtime)?;
+            let (status, record) = self
+                .0
+                .runtime
+                .container_status_and_record(&id)
+                .map_err(from_runtime)?;
             let mut info = std::collections::HashMap::new();
             if req.verbose {
                 let detail = serde_json::json!({
@@ -1116,7 +1128,7 @@ impl RuntimeService for Runtimes {
                 info.insert("info".to_string(), detail.to_string());
             }
             Ok(proto::ContainerStatusResponse {
-                status: Some(self.0.container_status_proto(&status)),
+                status: Some(self.0.container_status_proto_of(&status, Some(&record))),
                 info,
             })
         })

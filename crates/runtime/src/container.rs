@@ -392,6 +392,16 @@ impl Runtime {
 
     /// ContainerStatus. A container recorded as running whose shim is gone is Unknown.
     pub fn container_status(&self, id: &ContainerId) -> Result<ContainerStatus> {
+        self.container_status_and_record(id)
+            .map(|(status, _)| status)
+    }
+
+    /// [`Runtime::container_status`] and the record it was read from, for a caller that
+    /// reports the record's parts too (CRI ContainerStatus: mounts, resources, user).
+    pub fn container_status_and_record(
+        &self,
+        id: &ContainerId,
+    ) -> Result<(ContainerStatus, std::sync::Arc<ContainerRecord>)> {
         let sandbox = self.sandbox_of(id)?;
         let paths = self.layout.sandbox(&sandbox);
         let record = self
@@ -400,7 +410,7 @@ impl Runtime {
             .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
         let shim_alive =
             record.state == ContainerState::Running && self.live_shim(&paths)?.is_some();
-        Ok(container_status(&record, shim_alive))
+        Ok((container_status(&record, shim_alive), record))
     }
 
     pub fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<ContainerStatus>> {
