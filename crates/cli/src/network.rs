@@ -208,11 +208,6 @@ impl NetworkPlugin for PodlabNetwork {
         self.del(&attachment, keep)
     }
 
-    /// The CNI plugins are programs; the built-in network forks into the namespace.
-    fn sets_up_beside_start(&self) -> bool {
-        self.kind == "cni"
-    }
-
     fn take_prepared(&self, pod: &PodNetwork<'_>) -> Option<podlab_runtime::PreparedNetwork> {
         warm::take(self, pod)
     }

@@ -11,13 +11,6 @@
 //! ([`NetworkPlugin::take_prepared`], a warm one): then pause joins that namespace instead of
 //! making one, the ADD's result is the attachment's, and the teardown is the same as for a pod
 //! attached on the way.
-//!
-//! A plugin that only runs programs (CNI's) may instead be called beside the shim's start
-//! ([`NetworkPlugin::sets_up_beside_start`]): RunPodSandbox makes the namespace itself, as
-//! containerd makes and pins one before its CNI setup, and pause joins it. The ADD (two Go
-//! programs' starts for `bridge` and `host-local`) then runs on one core while the shim, pause
-//! and the cgroups are made on the other, and `set_up` sees the namespace at
-//! [`PodNetwork::netns_now`], not pinned yet.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -35,9 +28,9 @@ pub struct PodNetwork<'a> {
     pub metadata: &'a PodSandboxMetadata,
     /// The pinned network namespace (`<sandbox>/ns/net`), for `CNI_NETNS`.
     pub netns: &'a Path,
-    /// Where the namespace is for this call when it is not pinned yet: a `/proc/PID/fd/N` of
-    /// the caller, which holds it (a set-up beside the shim's start, the DEL after a failed
-    /// start). `netns` still names the sandbox's pin, and so its folder.
+    /// Where the namespace is for this call when it is not pinned: a `/proc/PID/fd/N` of the
+    /// caller, which holds it (the DEL of a warm namespace after a failed shim start). `netns`
+    /// still names the sandbox's pin, and so its folder.
     pub netns_now: Option<&'a Path>,
     pub labels: &'a BTreeMap<String, String>,
     pub annotations: &'a BTreeMap<String, String>,
@@ -76,14 +69,6 @@ pub trait NetworkPlugin: Send + Sync {
         pod: &PodNetwork<'_>,
         result: Option<&serde_json::Value>,
     ) -> Result<(), PluginError>;
-
-    /// Whether `set_up` may run on a second thread while the shim starts, on a namespace the
-    /// caller made and holds (`pod.netns_now`). A plugin that only starts programs may; one
-    /// that forks into the namespace (the built-in network) must not, as a forked child of a
-    /// multi-threaded process may only exec.
-    fn sets_up_beside_start(&self) -> bool {
-        false
-    }
 
     /// A namespace attached ahead of time for `pod`, if the plugin has one ready; the plugin
     /// has recorded by then whatever its `tear_down` of `pod` needs. `pod.netns` is where the

@@ -95,24 +95,12 @@ impl Runtime {
         if prepared.is_some() {
             trace.mark("warm network namespace taken");
         }
-        // Else, for a plugin that allows it, a namespace made here, whose ADD runs beside the
-        // shim's start (see crate::network).
-        let beside = match (&self.network, network_mode, &prepared) {
-            (Some(plugin), NetworkMode::Pod, None) if plugin.sets_up_beside_start() => {
-                Some((plugin, podlab_ns::net::new_held()?))
-            }
-            _ => None,
-        };
-        let held_path = |fd: &std::os::fd::OwnedFd| {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(fd);
-            PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
-        };
         // The namespace pause joins instead of making one, held by this process until the
         // shim has pinned it.
-        let joined_netns = prepared
-            .as_ref()
-            .map(|p| held_path(&p.netns))
-            .or_else(|| beside.as_ref().map(|(_, fd)| held_path(fd)));
+        let joined_netns = prepared.as_ref().map(|p| {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
+            PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
+        });
         let pin = paths.ns(podlab_ns::NsKind::Net);
         let make_cgroups = || -> Result<()> {
             if let (Some(node), Some(_)) = (&self.cgroups, &pod_cgroup) {
@@ -149,33 +137,10 @@ impl Runtime {
             )),
             netns: joined_netns.clone(),
         };
-        let (started, added_beside) = std::thread::scope(|scope| {
-            let add = beside
-                .as_ref()
-                .zip(joined_netns.as_ref())
-                .map(|((plugin, _), now)| {
-                    let (pin, trace) = (&pin, &trace);
-                    scope.spawn(move || {
-                        let pod = PodNetwork {
-                            netns_now: Some(now),
-                            ..pod_network(id, config, pin)
-                        };
-                        let added = plugin.set_up(&pod);
-                        trace.mark("CNI ADD, beside the shim");
-                        added
-                    })
-                });
-            let started = start_shim(id, paths, &shim, make_cgroups, &shim_args);
-            let added = add.map(|thread| {
-                thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            });
-            (started, added)
-        });
+        let started = start_shim(id, paths, &shim, make_cgroups, &shim_args);
         if let (Err(_), Some(plugin), Some(now)) = (&started, &self.network, &joined_netns) {
-            // No shim pinned it: the DEL (after an ADD that ran, or failed) goes to the
-            // namespace this process still holds.
+            // No shim pinned it: the DEL goes to the namespace this process still holds (and
+            // its ADD's record to the sandbox's folder, which the pin names).
             let pod = PodNetwork {
                 netns_now: Some(now),
                 ..pod_network(id, config, &pin)
@@ -185,13 +150,12 @@ impl Runtime {
         started?;
         podlab_fault::point_reached("sandbox.after-shim");
         // A failed ADD's DEL is the sandbox's undo: the shim has pinned the namespace by now.
-        let added = match (&self.network, network_mode, prepared, added_beside) {
-            (Some(_), NetworkMode::Pod, Some(prepared), _) => {
+        let added = match (&self.network, network_mode, prepared) {
+            (Some(_), NetworkMode::Pod, Some(prepared)) => {
                 trace.mark("CNI ADD (made ahead, joined)");
                 Ok(prepared.attachment)
             }
-            (Some(_), NetworkMode::Pod, None, Some(added)) => added,
-            (Some(plugin), NetworkMode::Pod, None, None) => {
+            (Some(plugin), NetworkMode::Pod, None) => {
                 let added = plugin.set_up(&pod_network(id, config, &pin));
                 trace.mark("CNI ADD");
                 added
