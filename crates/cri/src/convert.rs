@@ -592,6 +592,22 @@ fn container_mount(field: &str, mount: &proto::Mount) -> Result<Mount, Status> {
     })
 }
 
+/// An image volume as the CRI's `Mount` carries it: the image as named, the id it resolved to
+/// (`image_ref`, once CreateContainer has resolved it), and the sub path. Empty for others.
+pub fn image_volume_out(mount: &Mount) -> (Option<proto::ImageSpec>, String) {
+    match &mount.image {
+        Some(volume) => (
+            Some(proto::ImageSpec {
+                image: volume.image.clone(),
+                image_ref: volume.image_id.clone(),
+                ..Default::default()
+            }),
+            volume.sub_path.clone(),
+        ),
+        None => (None, String::new()),
+    }
+}
+
 /// A volume's propagation as ContainerStatus reports it.
 pub fn propagation_out(propagation: Propagation) -> i32 {
     (match propagation {

@@ -483,24 +483,18 @@ impl Cri {
                 r.config
                     .mounts
                     .iter()
-                    .map(|m| proto::Mount {
-                        container_path: m.container_path.display().to_string(),
-                        host_path: m.host_path.display().to_string(),
-                        readonly: m.readonly,
-                        propagation: convert::propagation_out(m.propagation),
-                        recursive_read_only: m.recursive_readonly,
-                        // An image volume's image as asked for, and the id it resolved to.
-                        image: m.image.as_ref().map(|v| proto::ImageSpec {
-                            image: v.image.clone(),
-                            image_ref: v.image_id.clone(),
+                    .map(|m| {
+                        let (image, image_sub_path) = convert::image_volume_out(m);
+                        proto::Mount {
+                            container_path: m.container_path.display().to_string(),
+                            host_path: m.host_path.display().to_string(),
+                            readonly: m.readonly,
+                            propagation: convert::propagation_out(m.propagation),
+                            recursive_read_only: m.recursive_readonly,
+                            image,
+                            image_sub_path,
                             ..Default::default()
-                        }),
-                        image_sub_path: m
-                            .image
-                            .as_ref()
-                            .map(|v| v.sub_path.clone())
-                            .unwrap_or_default(),
-                        ..Default::default()
+                        }
                     })
                     .collect()
             })

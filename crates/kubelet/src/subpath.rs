@@ -116,7 +116,7 @@ pub fn prepare(
 }
 
 /// The container's volumeMounts, in the order `translate` made its mounts.
-fn volume_mounts(pod: &Pod, name: &str) -> Vec<VolumeMount> {
+pub(crate) fn volume_mounts(pod: &Pod, name: &str) -> Vec<VolumeMount> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };

@@ -378,7 +378,7 @@ pub fn container_config_for(
             .mounts
             .iter()
             .map(|(volume, path, readonly, propagation)| {
-                match crate::volume::image_of(pod, volume) {
+                match crate::volume::image_of(pod, volume).and_then(|s| s.reference.as_deref()) {
                     // Read-only whatever the mount says; its subPath (`subpath::prepare`)
                     // goes to the runtime, which opens it in the image.
                     Some(reference) => Mount {

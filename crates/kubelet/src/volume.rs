@@ -16,7 +16,7 @@
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::{ImageVolumeSource, Pod, Volume};
 
 use crate::translate::PodDirs;
 
@@ -471,17 +471,15 @@ pub fn always_read_only(pod: &Pod, name: &str) -> bool {
         .is_some_and(|v| v.config_map.is_some() || v.secret.is_some() || v.downward_api.is_some())
 }
 
-/// The image reference of volume `name` of `pod` when it is an image volume (the OCI volume
-/// source: the runtime mounts the image's content read-only).
-pub fn image_of<'p>(pod: &'p Pod, name: &str) -> Option<&'p str> {
+/// Volume `name` of `pod`'s image source when it is an image volume (the OCI volume source:
+/// the runtime mounts the image's content read-only).
+pub fn image_of<'p>(pod: &'p Pod, name: &str) -> Option<&'p ImageVolumeSource> {
     pod.spec
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
         .find(|v| v.name == name)?
         .image
-        .as_ref()?
-        .reference
-        .as_deref()
+        .as_ref()
 }
 
 /// The host path of volume `name` of `pod` (None when the pod has no such volume, or it is an

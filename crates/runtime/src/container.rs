@@ -552,10 +552,11 @@ impl Runtime {
             .images
             .resolve(&volume.image)
             .map_err(|e| format!("mounts[{index}] ({at}): {e}"))?;
-        let merged = podlab_ns::mnt::detached::Detached::image(&image.lowerdirs)
-            .map_err(|e| format!("mounts[{index}] ({at}): image {}: {e}", volume.image))?;
+        // The sub path is looked for as the start will open it, in the image made a mount;
+        // without one the mount is first made at the start.
         if !volume.sub_path.is_empty() {
-            merged
+            podlab_ns::mnt::detached::Detached::image(&image.lowerdirs)
+                .map_err(|e| format!("mounts[{index}] ({at}): image {}: {e}", volume.image))?
                 .sub_tree(std::path::Path::new(&volume.sub_path))
                 .map_err(|e| {
                     format!(

@@ -435,7 +435,6 @@ impl Execution<'_> {
         policy: Option<String>,
         out: &mut Outcome,
     ) -> bool {
-        let image = image.to_string();
         let images = &self.node.images;
         // podlab's own busybox is in this process's store only; a CRI runtime pulls it.
         if super::images::ImageManager::is_builtin(&image) && images.store().is_some() {

@@ -387,34 +387,14 @@ pub fn container_image(pod: &Pod, name: &str) -> Option<(String, Option<String>)
 /// The image volumes container `name` of `pod` mounts: each volume's reference and
 /// `pullPolicy`, in the order of its volumeMounts.
 pub fn image_volumes(pod: &Pod, name: &str) -> Vec<(String, Option<String>)> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Vec::new();
-    };
-    let mounts = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-        .map(|c| c.volume_mounts.iter().flatten().collect::<Vec<_>>())
-        .or_else(|| {
-            spec.ephemeral_containers
-                .iter()
-                .flatten()
-                .find(|c| c.name == name)
-                .map(|c| c.volume_mounts.iter().flatten().collect())
-        })
-        .unwrap_or_default();
     let mut images: Vec<(String, Option<String>)> = Vec::new();
-    for mount in mounts {
-        let source = spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == mount.name)
-            .and_then(|v| v.image.as_ref());
-        if let Some(reference) = source.and_then(|s| s.reference.clone()) {
-            if !images.iter().any(|(r, _)| *r == reference) {
-                images.push((reference, source.and_then(|s| s.pull_policy.clone())));
+    for mount in crate::subpath::volume_mounts(pod, name) {
+        let Some(source) = crate::volume::image_of(pod, &mount.name) else {
+            continue;
+        };
+        if let Some(reference) = &source.reference {
+            if !images.iter().any(|(r, _)| r == reference) {
+                images.push((reference.clone(), source.pull_policy.clone()));
             }
         }
     }

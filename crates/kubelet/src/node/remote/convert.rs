@@ -222,6 +222,7 @@ pub fn container_config(
     };
     let mut mounts = Vec::with_capacity(config.mounts.len());
     for mount in &config.mounts {
+        let (image, image_sub_path) = podlab_cri::convert::image_volume_out(mount);
         mounts.push(proto::Mount {
             container_path: mount.container_path.display().to_string(),
             host_path: mount.host_path.display().to_string(),
@@ -231,15 +232,8 @@ pub fn container_config(
                 Propagation::Slave => proto::MountPropagation::PropagationHostToContainer,
                 Propagation::Shared => proto::MountPropagation::PropagationBidirectional,
             } as i32,
-            image: mount.image.as_ref().map(|volume| proto::ImageSpec {
-                image: volume.image.clone(),
-                ..Default::default()
-            }),
-            image_sub_path: mount
-                .image
-                .as_ref()
-                .map(|volume| volume.sub_path.clone())
-                .unwrap_or_default(),
+            image,
+            image_sub_path,
             ..Default::default()
         });
     }
