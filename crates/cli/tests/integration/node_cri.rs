@@ -189,6 +189,15 @@ fn delete_both(root: &Root) {
     delete_pods(root, &["once", "web"]);
 }
 
+/// Waits (bounded) for the agent to remove deleted pods' folders: as kubelet's housekeeping,
+/// it does so after their sandboxes, once `delete` has returned.
+fn pod_folders_gone(root: &Root) {
+    let empty = |folder: &str| {
+        std::fs::read_dir(root.dir.join(folder)).map_or(true, |mut d| d.next().is_none())
+    };
+    wait_until(LIMIT, || empty("pods") && empty("logs"));
+}
+
 fn delete_pods(root: &Root, names: &[&str]) {
     for name in names {
         let out = root.run(&["delete", "pod", name, "--grace-period=1"]);
@@ -282,6 +291,8 @@ fn the_agent_runs_the_same_pods_through_podlab_cri_as_in_process() {
             || crate::pods::is_zombie(pid)),
         "web's container still runs"
     );
+    pod_folders_gone(&remote);
+    pod_folders_gone(&local);
     remote.assert_nothing_left();
     local.assert_nothing_left();
 }
@@ -540,6 +551,7 @@ fn exec_i_t_and_attach_stream_through_podlab_cri() {
         "the server still has sandboxes: {:?}",
         runtime.list_pod_sandboxes()
     );
+    pod_folders_gone(&root);
     root.assert_nothing_left();
 }
 
@@ -974,6 +986,7 @@ fn the_agent_runs_the_same_pods_through_containerds_cri() {
         "containerd still has sandboxes: {:?}",
         remote.list_pod_sandboxes()
     );
+    pod_folders_gone(&root);
     root.assert_nothing_left();
 }
 
