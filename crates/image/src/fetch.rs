@@ -443,6 +443,10 @@ fn check_platform(plan: &Plan<'_>, config: &Digest, from_index: bool) -> Result<
         #[serde(default)]
         architecture: String,
     }
+    // Another pull of the same image may be committing its config now, moving it from ingest
+    // into the store under the store's lock: a shared hold of that lock sees it in one place.
+    let settled = StoreLock::acquire(&plan.store_lock, false)
+        .map_err(|e| (Some(config.clone()), PullErrorKind::Store(e)))?;
     let path = [&plan.ingest, &plan.store_blobs]
         .iter()
         .map(|dir| dir.join(config.hex()))
@@ -450,6 +454,7 @@ fn check_platform(plan: &Plan<'_>, config: &Digest, from_index: bool) -> Result<
         .unwrap_or_else(|| plan.ingest.join(config.hex()));
     let bytes =
         fs::read(&path).map_err(|e| (Some(config.clone()), ingest_io("reading", &path, e)))?;
+    drop(settled);
     let found: ConfigPlatform = serde_json::from_slice(&bytes).map_err(|e| {
         (
             Some(config.clone()),
