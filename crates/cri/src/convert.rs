@@ -144,20 +144,54 @@ pub fn sandbox_config(
                         ))
                     }
                 }
-                if ns
-                    .userns_options
-                    .as_ref()
-                    .is_some_and(|u| u.mode == proto::NamespaceMode::Pod as i32)
-                {
-                    return Err(unsupported(
-                        &format!("{field}.userns_options"),
-                        "a user namespace",
-                    ));
+                if let Some(user) = &ns.userns_options {
+                    out.linux.security.user_namespace =
+                        user_namespace(&format!("{field}.userns_options"), user)?;
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// A pod's `userns_options`: mode POD with its maps, or NODE (the node's, as without any);
+/// containerd's checks (one mapping each, the pod's root in it) come with the runtime's
+/// [`podlab_runtime::config::UserNamespace::check`].
+pub(crate) fn user_namespace(
+    field: &str,
+    user: &proto::UserNamespace,
+) -> Result<Option<podlab_runtime::config::UserNamespace>, Status> {
+    match mode(user.mode) {
+        proto::NamespaceMode::Node => return Ok(None),
+        proto::NamespaceMode::Pod => {}
+        other => {
+            return Err(invalid(
+                &format!("{field}.mode"),
+                format!(
+                    "{} is not a mode of a pod's user namespace (POD or NODE)",
+                    other.as_str_name()
+                ),
+            ))
+        }
+    }
+    let maps = |mappings: &[proto::IdMapping]| {
+        mappings
+            .iter()
+            .map(|m| podlab_ns::user::IdMapping {
+                inside: m.container_id,
+                outside: m.host_id,
+                count: m.length,
+            })
+            .collect()
+    };
+    let namespace = podlab_runtime::config::UserNamespace {
+        uids: maps(&user.uids),
+        gids: maps(&user.gids),
+    };
+    namespace
+        .check()
+        .map_err(|message| invalid(field, message))?;
+    Ok(Some(namespace))
 }
 
 /// The mappings with a host port, as CNI's `portMappings` (containerd's `toCNIPortMappings`:
@@ -224,6 +258,7 @@ fn sandbox_security(
         run_as_group: id("run_as_group", security.run_as_group.as_ref())?,
         supplemental_groups: groups,
         privileged: security.privileged,
+        user_namespace: None,
     })
 }
 
@@ -757,6 +792,28 @@ pub fn namespace_options(
         } else {
             proto::NamespaceMode::Pod
         } as i32,
+        userns_options: Some(match &config.linux.security.user_namespace {
+            Some(user) => {
+                let maps = |map: &[podlab_ns::user::IdMapping]| {
+                    map.iter()
+                        .map(|m| proto::IdMapping {
+                            container_id: m.inside,
+                            host_id: m.outside,
+                            length: m.count,
+                        })
+                        .collect()
+                };
+                proto::UserNamespace {
+                    mode: proto::NamespaceMode::Pod as i32,
+                    uids: maps(&user.uids),
+                    gids: maps(&user.gids),
+                }
+            }
+            None => proto::UserNamespace {
+                mode: proto::NamespaceMode::Node as i32,
+                ..Default::default()
+            },
+        }),
         ..Default::default()
     }
 }

@@ -32,6 +32,9 @@ pub struct Cri {
     network_ready: bool,
     streams: crate::streaming::Streams,
     events: crate::events::Hub,
+    /// Whether pods may have user namespaces here, probed once (see
+    /// [`Cri::user_namespaces_supported`]).
+    user_namespaces: std::sync::OnceLock<bool>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -62,7 +65,17 @@ impl Cri {
             network_ready,
             streams: Default::default(),
             events: Default::default(),
+            user_namespaces: Default::default(),
         }
+    }
+
+    /// The runtime handler's `user_namespaces` feature: the kernel makes user namespaces and
+    /// idmaps mounts of the filesystem the image layers are on (a pod's rootfs is made of
+    /// idmapped layers), tried once with a namespace made for the probe.
+    fn user_namespaces_supported(&self) -> bool {
+        *self
+            .user_namespaces
+            .get_or_init(|| podlab_ns::mnt::detached::idmap_supported(self.store().root()))
     }
 
     /// Prints each RPC, its outcome and its time on stderr.
@@ -1336,7 +1349,7 @@ impl RuntimeService for Runtimes {
                     name: String::new(),
                     features: Some(proto::RuntimeHandlerFeatures {
                         recursive_read_only_mounts: podlab_ns::mnt::recursive_readonly_supported(),
-                        user_namespaces: false,
+                        user_namespaces: self.0.user_namespaces_supported(),
                     }),
                 }],
                 features: Some(proto::RuntimeFeatures {

@@ -287,6 +287,7 @@ pub fn for_sandbox(pod: &Pod, node: &NodeSecurity) -> SandboxSecurity {
         run_as_group: id(context.and_then(|c| c.run_as_group)),
         supplemental_groups,
         privileged,
+        user_namespace: None,
     }
 }
 

@@ -530,7 +530,7 @@ pub fn mount_dev(rootfs: &Path) -> Result<()> {
         .into_iter()
         .map(|(name, host)| (name, detached::Source::Path(host)))
         .collect();
-    mount_dev_from(rootfs, devices)
+    mount_dev_from(rootfs, devices, None)
 }
 
 /// The host's device files of [`HOST_DEVICES`] that exist, by name.
@@ -542,11 +542,21 @@ pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
-/// [`mount_dev`] with the device files taken from `devices` (bound by path, or attached).
-pub fn mount_dev_from(rootfs: &Path, devices: Vec<(&str, detached::Source)>) -> Result<()> {
+/// [`mount_dev`] with the device files taken from `devices` (bound by path, or attached), the
+/// tmpfs owned by `owner` (uid, gid as the node numbers them; root when None): a container in a
+/// user namespace of its own has its root own its `/dev`, as runc gives it.
+pub fn mount_dev_from(
+    rootfs: &Path,
+    devices: Vec<(&str, detached::Source)>,
+    owner: Option<(u32, u32)>,
+) -> Result<()> {
     let dev = rootfs.join("dev");
     create_dir(&dev)?;
-    mount_tmpfs(&dev, "nosuid,strictatime,mode=755,size=65536k")?;
+    let mut options = String::from("nosuid,strictatime,mode=755,size=65536k");
+    if let Some((uid, gid)) = owner {
+        options.push_str(&format!(",uid={uid},gid={gid}"));
+    }
+    mount_tmpfs(&dev, &options)?;
     for (name, source) in devices {
         let node = dev.join(name);
         std::fs::OpenOptions::new()

@@ -83,6 +83,73 @@ pub fn in_initial_userns() -> bool {
         .unwrap_or(true)
 }
 
+/// The text of a uid_map or gid_map file for `map`.
+pub fn id_map_text(map: &[IdMapping]) -> String {
+    map.iter()
+        .map(|line| format!("{} {} {}\n", line.inside, line.outside, line.count))
+        .collect()
+}
+
+/// A new user namespace with these maps, held by the returned descriptor alone: what a pod's
+/// `userns_options` (Kubernetes' `hostUsers: false`) gets, before anything joins it.
+///
+/// A child made for it unshares `CLONE_NEWUSER` and waits; the caller, privileged in its own
+/// namespace, writes both maps (setgroups stays allowed: the pod's processes set their
+/// supplementary groups), opens `/proc/CHILD/ns/user` and lets the child go. The caller needs
+/// no thread of its own to be alone: only the forked child enters the namespace.
+pub fn new_mapped(uid_map: &[IdMapping], gid_map: &[IdMapping]) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let pipe =
+        || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2", e));
+    let (ready_r, ready_w) = pipe()?;
+    let (go_r, go_w) = pipe()?;
+    // SAFETY: the child makes raw system calls only, then `_exit`s.
+    let child = match unsafe { nix::unistd::fork() }.map_err(|e| Error::sys("fork", e))? {
+        nix::unistd::ForkResult::Child => {
+            drop(ready_r);
+            drop(go_w);
+            // SAFETY: unshare, write and read of this child's own descriptors, then _exit.
+            unsafe {
+                // 0, or the errno (all fit in a byte).
+                let status = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                    0u8
+                } else {
+                    nix::Error::last_raw() as u8
+                };
+                libc::write(ready_w.as_raw_fd(), [status].as_ptr().cast(), 1);
+                let mut byte = [0u8; 1];
+                libc::read(go_r.as_raw_fd(), byte.as_mut_ptr().cast(), 1);
+                libc::_exit(0)
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    drop(ready_w);
+    drop(go_r);
+    let made = (|| {
+        let mut status = [0u8; 1];
+        let read = nix::unistd::read(&ready_r, &mut status).map_err(|e| Error::sys("read", e))?;
+        let errno = match (read, status[0]) {
+            (1, 0) => None,
+            (1, errno) => Some(nix::Error::from_raw(errno.into())),
+            _ => Some(nix::Error::ECHILD),
+        };
+        if let Some(errno) = errno {
+            return Err(Error::sys_on("unshare(CLONE_NEWUSER)", NsKind::User, errno));
+        }
+        write_id_maps(
+            child.as_raw(),
+            &id_map_text(uid_map),
+            &id_map_text(gid_map),
+            false,
+        )?;
+        crate::ops::open(&proc_path(child.as_raw(), "ns/user"), NsKind::User)
+    })();
+    drop(go_w);
+    let _ = crate::child::wait_for(child);
+    made
+}
+
 /// Enters a new user namespace in which the calling (single-threaded) process's uid and gid are
 /// mapped to root, as `unshare --user --map-root-user` does.
 pub fn become_root_in_new_userns() -> Result<()> {

@@ -188,6 +188,91 @@ pub struct SandboxSecurity {
     /// kubelet's `HasPrivilegedContainer`: every capability and no seccomp filter, as
     /// containerd gives a privileged sandbox.
     pub privileged: bool,
+    /// A user namespace of the pod's own (CRI `userns_options` in mode POD, Kubernetes'
+    /// `hostUsers: false`); None: the node's.
+    pub user_namespace: Option<UserNamespace>,
+}
+
+/// The id the kernel shows for one a user namespace does not map (`/proc/sys/kernel/overflowuid`).
+const OVERFLOW_ID: u32 = 65534;
+
+/// A pod's user namespace: how its uids and gids are numbered on the node. The pod's root is
+/// an unprivileged user of the node (kubelet gives each pod 65536 ids of its own), root only
+/// over the pod's namespaces and files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserNamespace {
+    pub uids: Vec<podlab_ns::user::IdMapping>,
+    pub gids: Vec<podlab_ns::user::IdMapping>,
+}
+
+impl UserNamespace {
+    /// What containerd accepts: one mapping of each kind (both the same length), with the
+    /// pod's root (id 0) in it; `Err` says what is wrong, in the CRI's words
+    /// (`container_id`, `host_id`, `length`).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (kind, map) in [("uids", &self.uids), ("gids", &self.gids)] {
+            let [mapping] = map.as_slice() else {
+                return Err(format!(
+                    "{kind}: exactly one mapping is supported, {} given",
+                    map.len()
+                ));
+            };
+            if mapping.count == 0 {
+                return Err(format!("{kind}: the mapping's length is 0"));
+            }
+            if mapping.inside != 0 {
+                return Err(format!(
+                    "{kind}: container id 0 must be mapped (the mapping starts at container id {})",
+                    mapping.inside
+                ));
+            }
+            if mapping.outside.checked_add(mapping.count - 1).is_none() {
+                return Err(format!("{kind}: host ids past 2^32 - 1"));
+            }
+        }
+        if self.uids[0].count != self.gids[0].count {
+            return Err("uids and gids: the mappings must have the same length".into());
+        }
+        Ok(())
+    }
+
+    /// The node's uid of `uid` in the pod.
+    pub fn host_uid(&self, uid: u32) -> Option<u32> {
+        podlab_ns::user::map_to_outside(&self.uids, uid)
+    }
+
+    /// The node's gid of `gid` in the pod.
+    pub fn host_gid(&self, gid: u32) -> Option<u32> {
+        podlab_ns::user::map_to_outside(&self.gids, gid)
+    }
+
+    /// `user` (as the node numbers it: what `/proc/PID/status` shows the node) as the pod
+    /// numbers it; an id outside the maps is the kernel's overflow id, 65534.
+    pub fn inside(&self, user: crate::process::LinuxUser) -> crate::process::LinuxUser {
+        let back = |map: &[podlab_ns::user::IdMapping], host: u32| {
+            map.iter()
+                .find_map(|m| {
+                    let offset = host.checked_sub(m.outside)?;
+                    (offset < m.count).then(|| m.inside + offset)
+                })
+                .unwrap_or(OVERFLOW_ID)
+        };
+        crate::process::LinuxUser {
+            uid: back(&self.uids, user.uid),
+            gid: back(&self.gids, user.gid),
+            supplemental_groups: user
+                .supplemental_groups
+                .iter()
+                .map(|g| back(&self.gids, *g))
+                .collect(),
+        }
+    }
+
+    /// The node's uid and gid of the pod's root: the owner of what the pod must own on the
+    /// node (its rootfs's upper folder, its /etc files).
+    pub fn host_root(&self) -> (u32, u32) {
+        (self.host_uid(0).unwrap_or(0), self.host_gid(0).unwrap_or(0))
+    }
 }
 
 /// A container's resources (CRI `LinuxContainerResources`): its cgroup's values and its
@@ -350,5 +435,59 @@ impl SecurityConfig {
         self.readonly_paths
             .clone()
             .unwrap_or_else(crate::masked_paths::default_readonly)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use podlab_ns::user::IdMapping;
+
+    fn map(inside: u32, outside: u32, count: u32) -> Vec<IdMapping> {
+        vec![IdMapping {
+            inside,
+            outside,
+            count,
+        }]
+    }
+
+    fn user(uids: Vec<IdMapping>, gids: Vec<IdMapping>) -> UserNamespace {
+        UserNamespace { uids, gids }
+    }
+
+    #[test]
+    fn a_user_namespace_has_one_mapping_of_each_kind_with_root_in_it() {
+        let good = user(map(0, 65536, 65536), map(0, 65536, 65536));
+        assert_eq!(good.check(), Ok(()));
+        assert_eq!(good.host_root(), (65536, 65536));
+        assert_eq!(good.host_uid(65535), Some(131071));
+        assert_eq!(good.host_uid(65536), None);
+        let mut two = good.clone();
+        two.gids.push(two.gids[0]);
+        assert!(two
+            .check()
+            .unwrap_err()
+            .contains("gids: exactly one mapping"));
+        let no_root = user(map(1, 65536, 65536), map(0, 65536, 65536));
+        assert!(no_root.check().unwrap_err().contains("container id 0"));
+        let empty = user(map(0, 65536, 0), map(0, 65536, 0));
+        assert!(empty.check().unwrap_err().contains("length is 0"));
+        let past_the_end = user(map(0, u32::MAX, 2), map(0, 0, 2));
+        assert!(past_the_end.check().unwrap_err().contains("2^32"));
+        let uneven = user(map(0, 65536, 65536), map(0, 65536, 1000));
+        assert!(uneven.check().unwrap_err().contains("same length"));
+    }
+
+    #[test]
+    fn ids_the_node_shows_are_given_back_as_the_pod_numbers_them() {
+        let namespace = user(map(0, 100_000, 65536), map(0, 200_000, 65536));
+        let seen = crate::process::LinuxUser {
+            uid: 101_000,
+            gid: 200_005,
+            supplemental_groups: vec![200_000, 7],
+        };
+        let inside = namespace.inside(seen);
+        assert_eq!((inside.uid, inside.gid), (1000, 5));
+        assert_eq!(inside.supplemental_groups, [0, OVERFLOW_ID]);
     }
 }

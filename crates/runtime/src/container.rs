@@ -134,6 +134,25 @@ impl Runtime {
         ] {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", dir, e))?;
         }
+        if let Some(user) = &sandbox.config.linux.security.user_namespace {
+            // The rootfs's own files (the upper layer, and the work folder overlayfs keeps
+            // beside it) belong to the pod's root; its lower layers are idmapped at start.
+            let (uid, gid) = user.host_root();
+            for dir in [container.upper(), container.work()] {
+                let owner = (
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                );
+                if let Err(errno) = nix::unistd::chown(&dir, owner.0, owner.1) {
+                    let _ = remove_tree(&container.dir);
+                    return Err(Error::Sys {
+                        call: "chown",
+                        target: dir.display().to_string(),
+                        errno,
+                    });
+                }
+            }
+        }
         // runc makes the cgroup at create; its values are the container's from here on.
         let cgroup = match &sandbox.cgroup {
             Some(pod) => {
@@ -555,7 +574,7 @@ impl Runtime {
         // The sub path is looked for as the start will open it, in the image made a mount;
         // without one the mount is first made at the start.
         if !volume.sub_path.is_empty() {
-            podlab_ns::mnt::detached::Detached::image(&image.lowerdirs)
+            podlab_ns::mnt::detached::Detached::image(&image.lowerdirs, None)
                 .map_err(|e| format!("mounts[{index}] ({at}): image {}: {e}", volume.image))?
                 .sub_tree(std::path::Path::new(&volume.sub_path))
                 .map_err(|e| {

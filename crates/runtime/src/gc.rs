@@ -223,7 +223,7 @@ fn kill_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers> {
     if let Some(shim) = &shim {
         inodes.extend(shim.namespaces.iter().map(|ns| (ns.kind, ns.inode)));
     }
-    for kind in [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid] {
+    for kind in crate::shim::PINNED_KINDS {
         let pin = paths.ns(kind);
         if podlab_ns::ops::is_pinned(&pin) {
             if let Ok(meta) = std::fs::metadata(&pin) {
@@ -272,7 +272,7 @@ fn kill_sandbox_leftovers(paths: &SandboxPaths) -> Result<Leftovers> {
 fn detach_sandbox_leftovers(paths: &SandboxPaths, leftovers: &mut Leftovers) -> Result<()> {
     if paths.dir.exists() {
         crate::runtime::detach_mounts_below(&paths.dir, &mut leftovers.unmounted)?;
-        for kind in [NsKind::Uts, NsKind::Ipc, NsKind::Net, NsKind::Pid] {
+        for kind in crate::shim::PINNED_KINDS {
             podlab_ns::ops::unpin(&paths.ns(kind))?;
         }
         for file in [paths.shim_record(), paths.shim_pid(), paths.socket()] {

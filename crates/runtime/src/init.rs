@@ -9,6 +9,11 @@
 //! Both then [`finish`]: drop to containerd's capability set, switch to the container's user,
 //! `chdir`, `execve`.
 //!
+//! In a pod with a user namespace of its own, every mount above is made first, as the node's
+//! root in a mount namespace the node's root owns (the container's root cannot undo or change
+//! any of them), from layers idmapped to the pod's namespace; [`finish`] then enters the user
+//! namespace before it drops to the container's user, whose ids are the pod's.
+//!
 //! The process is a fork of the single-threaded shim, so it may allocate. The pid namespace was
 //! chosen by the shim before the fork (`setns(CLONE_NEWPID)` only affects children). Whatever
 //! fails before `execve` is written as an [`InitFailure`] to a close-on-exec pipe: the shim
@@ -58,6 +63,15 @@ pub struct ContainerPlan<'a> {
     pub mount_template: Option<BorrowedFd<'a>>,
     /// Its cgroup and oom_score_adj, taken before anything else.
     pub placement: crate::cgroups::Placement,
+    /// The pod's user namespace, entered once the mounts are made.
+    pub user: Option<JoinUser<'a>>,
+}
+
+/// A user namespace to enter last, and its maps (to give the node's ids of the pod's).
+#[derive(Debug, Clone, Copy)]
+pub struct JoinUser<'a> {
+    pub fd: BorrowedFd<'a>,
+    pub map: &'a crate::config::UserNamespace,
 }
 
 /// The three descriptors the process gets as 0, 1 and 2, or a console made for it.
@@ -115,7 +129,7 @@ pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) ->
         plan.placement.enter()?;
         trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;
-        finish(&plan.process, stdio.console, trace)
+        finish(&plan.process, stdio.console, plan.user, trace)
     })
 }
 
@@ -124,6 +138,7 @@ pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) ->
 pub fn run_exec(
     placement: &crate::cgroups::Placement,
     join: &[(BorrowedFd<'_>, NsKind)],
+    user: Option<JoinUser<'_>>,
     process: &ProcessSpec,
     stdio: Stdio,
     report: OwnedFd,
@@ -132,7 +147,7 @@ pub fn run_exec(
         placement.enter()?;
         join_all(join)?;
         trace.lap("join the container's namespaces");
-        finish(process, stdio.console, trace)
+        finish(process, stdio.console, user, trace)
     })
 }
 
@@ -212,7 +227,8 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     mnt::mount_proc(&proc).map_err(|e| ns_failure("mount /proc", Some(&proc), e))?;
     trace.lap("/proc");
     target_in(rootfs, Path::new("/dev"), true)?;
-    mnt::mount_dev_from(rootfs, sources.devices)
+    let dev_owner = plan.user.map(|user| user.map.host_root());
+    mnt::mount_dev_from(rootfs, sources.devices, dev_owner)
         .map_err(|e| ns_failure("mount /dev", Some(&rootfs.join("dev")), e))?;
     for (relative, source) in sources.host_devices {
         // What the container's /dev has of its own (ptmx, its devpts) stays.
@@ -310,23 +326,33 @@ fn copy_node_namespace<'p>(
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
         let (source, is_dir) = match &mount.image {
-            Some(image) => image_volume(image)?,
-            None if mount.propagation.is_private() => (
+            Some(image) => image_volume(image, plan.user)?,
+            None if mount.propagation.is_private() && plan.user.is_none() => (
                 Source::Tree(mount.host_path.clone()),
                 mount.host_path.is_dir(),
             ),
-            None => (detached_volume(mount)?, mount.host_path.is_dir()),
+            None => (detached_volume(mount, plan.user)?, mount.host_path.is_dir()),
         };
         volumes.push((source, mount, is_dir));
     }
+    // Idmapped layers are made detached, here, before the copy of the namespace.
+    let idmapped_rootfs = plan
+        .user
+        .map(|user| idmapped_overlay(plan, user))
+        .transpose()?;
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| sys_failure("unshare the mount namespace", None, e))?;
     let root = Path::new("/");
     mnt::make_rprivate(root).map_err(|e| ns_failure("make / rprivate", Some(root), e))?;
     trace.lap("own mount namespace, / private");
     let rootfs = &plan.rootfs;
-    mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
-        .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?;
+    match idmapped_rootfs {
+        Some(overlay) => overlay
+            .attach(rootfs)
+            .map_err(|e| ns_failure("attach the overlay rootfs", Some(rootfs), e))?,
+        None => mnt::mount_overlay(&plan.lowerdirs, &plan.upper, &plan.work, rootfs)
+            .map_err(|e| ns_failure("mount the overlay rootfs", Some(rootfs), e))?,
+    }
     trace.lap("overlay rootfs");
     let sources = Sources {
         devices: mnt::host_devices()
@@ -361,8 +387,11 @@ fn enter_template<'p>(
             .map(Source::Detached)
             .map_err(|e| ns_failure("open_tree (a detached bind mount)", Some(path), e))
     };
-    let rootfs = Detached::overlay(&plan.lowerdirs, &plan.upper, &plan.work)
-        .map_err(|e| ns_failure("make the overlay rootfs", Some(&plan.rootfs), e))?;
+    let rootfs = match plan.user {
+        Some(user) => idmapped_overlay(plan, user)?,
+        None => Detached::overlay(&plan.lowerdirs, &plan.upper, &plan.work)
+            .map_err(|e| ns_failure("make the overlay rootfs", Some(&plan.rootfs), e))?,
+    };
     let mut devices = Vec::new();
     for (name, host) in mnt::host_devices() {
         devices.push((name, detached(&host, false)?));
@@ -383,8 +412,8 @@ fn enter_template<'p>(
     let mut volumes = Vec::new();
     for mount in &plan.mounts {
         let (source, is_dir) = match &mount.image {
-            Some(image) => image_volume(image)?,
-            None => (detached_volume(mount)?, mount.host_path.is_dir()),
+            Some(image) => image_volume(image, plan.user)?,
+            None => (detached_volume(mount, plan.user)?, mount.host_path.is_dir()),
         };
         volumes.push((source, mount, is_dir));
     }
@@ -411,23 +440,40 @@ fn enter_template<'p>(
 /// A volume made detached in the caller's namespace: a copy of the host path with the mounts
 /// below it (kubelet's and containerd's rbind), read-only on its own mount only, each mount a
 /// peer of the one it copies until its propagation is set where it is placed.
-fn detached_volume(mount: &Mount) -> Step<Source> {
-    Detached::rbind(&mount.host_path, mount.readonly)
-        .map(Source::Detached)
-        .map_err(|e| {
-            ns_failure(
-                "open_tree (a detached bind mount)",
-                Some(&mount.host_path),
-                e,
-            )
-        })
+///
+/// In a pod with a user namespace, the volume is idmapped to it, as containerd gives such a
+/// pod its volumes: a file the node's root owns is the pod's root's inside.
+fn detached_volume(mount: &Mount, user: Option<JoinUser<'_>>) -> Step<Source> {
+    let path = Some(mount.host_path.as_path());
+    let volume = Detached::rbind(&mount.host_path, mount.readonly)
+        .map_err(|e| ns_failure("open_tree (a detached bind mount)", path, e))?;
+    if let Some(user) = user {
+        volume
+            .set_idmap(user.fd)
+            .map_err(|e| ns_failure("idmap the volume to the pod's user namespace", path, e))?;
+    }
+    Ok(Source::Detached(volume))
+}
+
+/// The overlay rootfs from layers idmapped to the pod's user namespace.
+fn idmapped_overlay(plan: &ContainerPlan<'_>, user: JoinUser<'_>) -> Step<Detached> {
+    Detached::overlay_idmapped(&plan.lowerdirs, &plan.upper, &plan.work, user.fd).map_err(|e| {
+        ns_failure(
+            "make the overlay rootfs of idmapped layers",
+            Some(&plan.rootfs),
+            e,
+        )
+    })
 }
 
 /// An image volume made detached: the image's layers merged read-only, or the folder (or
 /// file) of them at its sub path; and whether that is a folder.
-fn image_volume(volume: &crate::config::ImageVolume) -> Step<(Source, bool)> {
+fn image_volume(
+    volume: &crate::config::ImageVolume,
+    user: Option<JoinUser<'_>>,
+) -> Step<(Source, bool)> {
     let at = Path::new(&volume.image);
-    let merged = Detached::image(&volume.lowerdirs)
+    let merged = Detached::image(&volume.lowerdirs, user.map(|u| u.fd))
         .map_err(|e| ns_failure("make the image volume", Some(at), e))?;
     let mount = if volume.sub_path.is_empty() {
         merged
@@ -583,14 +629,34 @@ fn io_failure(step: &str, path: &Path, err: std::io::Error) -> InitFailure {
 pub fn finish(
     process: &ProcessSpec,
     console: Option<Console>,
+    user: Option<JoinUser<'_>>,
     trace: &mut Trace,
 ) -> Step<Infallible> {
     let exec = ExecPlan::new(process)?;
     if let Some(console) = console {
-        // In the container's mount namespace already: /dev/ptmx is its own devpts's.
-        crate::tty::open_console(console.socket, process.uid, console.size)
+        // In the container's mount namespace already: /dev/ptmx is its own devpts's. Its
+        // owner is given as the node numbers the user: this process is still the node's root.
+        let owner = match user {
+            Some(user) => user
+                .map
+                .host_uid(process.uid)
+                .ok_or_else(|| unmapped(process))?,
+            None => process.uid,
+        };
+        crate::tty::open_console(console.socket, owner, console.size)
             .map_err(|(step, errno)| sys_failure(step, None, errno))?;
         trace.lap("console");
+    }
+    if let Some(user) = user {
+        // Last, with every mount made: from here on this process is root of the pod's user
+        // namespace only, and its ids are the pod's. (setns is refused to a process sharing
+        // its fs_struct or with other threads: a fork of the shim has neither.)
+        podlab_ns::ops::join(user.fd, NsKind::User)
+            .map_err(|e| ns_failure("join the pod's user namespace", None, e))?;
+        if user.map.host_uid(process.uid).is_none() || user.map.host_gid(process.gid).is_none() {
+            return Err(unmapped(process));
+        }
+        trace.lap("the pod's user namespace");
     }
     let keep = crate::capabilities::keep_set(process.capabilities.as_deref());
     let filters = match &process.seccomp {
@@ -625,6 +691,14 @@ pub fn finish(
     )
     .map_err(|e| sys_failure(&format!("setgid {}", process.gid), None, e))?;
     if process.uid == 0 {
+        if user.is_some() {
+            // Still the node's root, which the pod's namespace does not map: its root now
+            // (the kernel keeps the capabilities on this switch, as it leads to the
+            // namespace's root).
+            let root = nix::unistd::Uid::from_raw(0);
+            nix::unistd::setresuid(root, root, root)
+                .map_err(|e| sys_failure("setuid 0", None, e))?;
+        }
         crate::capabilities::limit_root_sets(&keep)
             .map_err(|e| failure("set capabilities", None, None, e))?;
     } else {
@@ -661,6 +735,19 @@ pub fn finish(
         )
     };
     Err(exec.exec())
+}
+
+/// The process's user or group is outside the pod's user namespace's maps.
+fn unmapped(process: &ProcessSpec) -> InitFailure {
+    failure(
+        "switch to the container's user",
+        None,
+        Some(nix::Error::EINVAL),
+        format!(
+            "user {} or group {} is not mapped in the pod's user namespace",
+            process.uid, process.gid
+        ),
+    )
 }
 
 /// The shim blocks the signals it reads from a signalfd, and Rust ignores SIGPIPE: neither may

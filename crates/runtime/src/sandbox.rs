@@ -28,6 +28,7 @@ impl Runtime {
     /// network plugin's attachment, the /etc files. A failure at any step removes everything
     /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
     pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
+        check_user_namespace(config)?;
         let id = SandboxId::generate();
         let paths = self.layout.sandbox(&id);
         std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
@@ -564,9 +565,52 @@ fn pod_network<'a>(
 
 /// `hostname`, `hosts` and `resolv.conf` in the sandbox folder, as kubelet and containerd
 /// write them. Plain writes: they are rewritten whole before any container can see them.
+/// A user namespace of the pod's own is refused where the pod shares one of the node's
+/// namespaces (Kubernetes' validation of `hostUsers: false`: the node's network, pids or ipc
+/// belong to the node's root, not the pod's), or where its maps are not what containerd takes.
+fn check_user_namespace(config: &PodSandboxConfig) -> Result<()> {
+    let Some(user) = &config.linux.security.user_namespace else {
+        return Ok(());
+    };
+    let invalid = |message: String| Error::InvalidConfig {
+        name: config.metadata.name.clone(),
+        message: format!("user namespace: {message}"),
+    };
+    user.check().map_err(invalid)?;
+    for (shared, what) in [
+        (config.host_network, "the node's network"),
+        (config.host_pid, "the node's pid namespace"),
+        (config.host_ipc, "the node's ipc namespace"),
+    ] {
+        if shared {
+            return Err(invalid(format!(
+                "a pod with a user namespace of its own cannot share {what}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[String]) -> Result<()> {
+    // With a user namespace of the pod's own, its root owns them, as the node's root owns a
+    // pod's without one (containerd's chown of them).
+    let owner = config.linux.security.user_namespace.as_ref().map(|user| {
+        let (uid, gid) = user.host_root();
+        (
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+    });
     let write = |path: std::path::PathBuf, text: String| {
-        std::fs::write(&path, text).map_err(|e| Error::io("writing", path, e))
+        std::fs::write(&path, text).map_err(|e| Error::io("writing", &path, e))?;
+        match owner {
+            Some((uid, gid)) => nix::unistd::chown(&path, uid, gid).map_err(|errno| Error::Sys {
+                call: "chown",
+                target: path.display().to_string(),
+                errno,
+            }),
+            None => Ok(()),
+        }
     };
     let hostname = if config.host_network {
         podlab_ns::uts::hostname()?

@@ -26,6 +26,8 @@ use podlab_runtime::{
 
 #[path = "runtime/security.rs"]
 mod security;
+#[path = "runtime/userns.rs"]
+mod userns;
 
 const BUSYBOX: &str = "busybox";
 const WAIT: Option<Duration> = Some(Duration::from_secs(20));

@@ -1585,6 +1585,13 @@ fn host_port_rules_go_with_podlab_gc_after_the_server_is_killed_and_after_the_re
     assert!(!rules.contains("CNI-"), "{rules}");
 }
 
+/// A feature of the default runtime handler, as `crictl info` shows it.
+fn handler_feature(server: &Server, feature: &str) -> serde_json::Value {
+    let info: serde_json::Value =
+        serde_json::from_str(&server.ok(&["info", "-o", "json"])).unwrap();
+    info["runtimeHandlers"][0]["features"][feature].clone()
+}
+
 #[test]
 fn a_recursive_read_only_volume_is_read_only_down_to_its_submounts() {
     let test = "cri::a_recursive_read_only_volume_is_read_only_down_to_its_submounts";
@@ -1592,12 +1599,7 @@ fn a_recursive_read_only_volume_is_read_only_down_to_its_submounts() {
         return;
     };
     // The runtime says it can (mount_setattr), as critest asks before its specs.
-    let info: serde_json::Value =
-        serde_json::from_str(&server.ok(&["info", "-o", "json"])).unwrap();
-    assert_eq!(
-        info["runtimeHandlers"][0]["features"]["recursive_read_only_mounts"], true,
-        "{info}"
-    );
+    assert_eq!(handler_feature(&server, "recursive_read_only_mounts"), true);
     server.ok(&["pull", "busybox"]);
     // critest's host path: a folder with a tmpfs mounted in it.
     let host = server.dir.path().join("volume");
@@ -1797,4 +1799,85 @@ fn stopp_answers_before_the_cni_del_and_the_cleaner_releases_the_lease_after() {
     let (sandbox, ip) = started();
     server.ok(&["rmp", "--force", &sandbox]);
     released(&ip);
+}
+
+#[test]
+fn a_pod_with_userns_options_is_root_inside_and_a_user_of_the_node_outside() {
+    let test = "cri::a_pod_with_userns_options_is_root_inside_and_a_user_of_the_node_outside";
+    let Some(server) = Server::start(test) else {
+        return;
+    };
+    // The runtime handler says it can, as critest and kubelet ask before they try.
+    assert_eq!(handler_feature(&server, "user_namespaces"), true);
+    server.ok(&["pull", "busybox"]);
+    // NamespaceMode as crictl reads it: 0 POD, 1 CONTAINER, 2 NODE, 3 TARGET.
+    let pod_with = |name: &str, userns: serde_json::Value| {
+        server.write(
+            &format!("{name}.json"),
+            serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "attempt": 0},
+                "linux": {"security_context": {"namespace_options": {"userns_options": userns}}}
+            }),
+        )
+    };
+    let mapping = serde_json::json!([{"container_id": 0, "host_id": 300000, "length": 65536}]);
+    let pod = pod_with(
+        "userns",
+        serde_json::json!({"mode": 0, "uids": mapping, "gids": mapping}),
+    );
+    let container = server.write(
+        "container.json",
+        serde_json::json!({
+            "metadata": {"name": "app"}, "image": {"image": "busybox"},
+            "command": ["sleep", "1000"], "linux": {}
+        }),
+    );
+    let sandbox = server.ok(&["runp", &pod]);
+    let id = server.ok(&["create", &sandbox, &container, &pod]);
+    server.ok(&["start", &id]);
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+    let pid = inspect["info"]["pid"].to_string();
+    // The kernel's word: the pod's map, root inside, the node's 300000 outside.
+    let uid_map = std::fs::read_to_string(format!("/proc/{pid}/uid_map")).unwrap();
+    let numbers: Vec<&str> = uid_map.split_whitespace().collect();
+    assert_eq!(numbers, ["0", "300000", "65536"], "{uid_map}");
+    assert_eq!(server.ok(&["exec", "-s", &id, "id", "-u"]), "0");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t300000\t")),
+        "{status}"
+    );
+    assert_ne!(ns_inode(&pid, "user"), ns_inode("self", "user"));
+    // PodSandboxStatus reports the options back.
+    let pods: serde_json::Value =
+        serde_json::from_str(&server.ok(&["inspectp", &sandbox])).unwrap();
+    let options = &pods["status"]["linux"]["namespaces"]["options"]["usernsOptions"];
+    assert_eq!(options["uids"][0]["hostId"], 300000, "{pods}");
+
+    // containerd's refusals, each an InvalidArgument naming the field.
+    for (name, userns, words) in [
+        (
+            "container-mode",
+            serde_json::json!({"mode": 1}),
+            "is not a mode of a pod's user namespace",
+        ),
+        (
+            "unmapped-root",
+            serde_json::json!({"mode": 0,
+                "uids": [{"container_id": 1, "host_id": 300000, "length": 65536}],
+                "gids": mapping}),
+            "container id 0 must be mapped",
+        ),
+    ] {
+        let config = pod_with(name, userns);
+        let (code, _, stderr) = server.crictl(&["runp", &config]);
+        assert_ne!(code, 0, "{name}");
+        assert!(stderr.contains("InvalidArgument"), "{name}: {stderr}");
+        assert!(stderr.contains(words), "{name}: {stderr}");
+    }
+    server.ok(&["stop", "--timeout", "0", &id]);
+    server.ok(&["stopp", &sandbox]);
+    server.ok(&["rmp", &sandbox]);
+    assert!(!server.root().join("sandboxes").join(&sandbox).exists());
+    assert_eq!(server.ok(&["pods", "-q"]), "");
 }

@@ -14,10 +14,11 @@
 //! when the detached mount is made, in the namespace the caller is in at that moment.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::user::IdMapping;
 use crate::{Error, Result};
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -28,6 +29,7 @@ const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
 pub(super) const MOUNT_ATTR_RDONLY: u64 = 1;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `struct mount_attr` of mount_setattr(2).
 #[repr(C)]
@@ -116,16 +118,75 @@ impl Detached {
         Detached::overlay_with(&data, upper)
     }
 
+    /// [`Detached::overlay`] for a container in the user namespace `userns`, as containerd's
+    /// overlay snapshotter makes it: overlayfs itself cannot be idmapped, its layers can. Each
+    /// lower layer is a copy idmapped to `userns` (a file the image gives to root is root's
+    /// inside), named to the kernel as `/proc/self/fd/N` while the overlay is made. The upper
+    /// and work folders are not: they must belong to the namespace's root already.
+    pub fn overlay_idmapped(
+        lowers: &[PathBuf],
+        upper: &Path,
+        work: &Path,
+        userns: BorrowedFd<'_>,
+    ) -> Result<Detached> {
+        let (named, held) = idmapped_layers(lowers, userns)?;
+        let data = super::overlay_options(&named, upper, work, false)?;
+        let overlay = Detached::overlay_with(&data, upper);
+        drop(held);
+        overlay
+    }
+
+    /// Idmaps this mount to `userns` (`mount_setattr(MOUNT_ATTR_IDMAP)`, Linux 5.12, and a
+    /// filesystem that allows it: ext4, xfs, btrfs, tmpfs since 6.3; not overlayfs): a file of
+    /// uid N on disk is seen, through this mount, as the uid that N is inside `userns`.
+    pub fn set_idmap(&self, userns: BorrowedFd<'_>) -> Result<()> {
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_IDMAP,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: userns.as_raw_fd() as u64,
+        };
+        // SAFETY: a live mount descriptor, an empty path and a correctly sized mount_attr.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                self.fd.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH as libc::c_uint,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        };
+        check(rc, "mount_setattr(MOUNT_ATTR_IDMAP)", &self.what)
+    }
+
     /// An image's layers (the first is the top-most) as one read-only mount, not yet anywhere:
     /// an overlay without an upper layer, or a read-only bind of its one layer (overlayfs
     /// wants two lower layers when it has no upper one). An image volume's content.
-    pub fn image(lowers: &[PathBuf]) -> Result<Detached> {
-        let mount = match lowers {
-            [one] => Detached::bind(one, true)?,
-            _ => {
+    ///
+    /// With `userns`, its files are seen as that user namespace numbers them: the one layer's
+    /// bind idmapped, or each layer of the overlay (see [`Detached::overlay_idmapped`]).
+    pub fn image(lowers: &[PathBuf], userns: Option<BorrowedFd<'_>>) -> Result<Detached> {
+        let mount = match (lowers, userns) {
+            ([one], userns) => {
+                let bind = Detached::bind(one, true)?;
+                if let Some(userns) = userns {
+                    bind.set_idmap(userns)?;
+                }
+                bind
+            }
+            (_, None) => {
                 let userxattr = !crate::user::in_initial_userns();
                 let data = super::read_only_overlay_options(lowers, userxattr)?;
                 Detached::overlay_with(&data, lowers.first().map_or(Path::new(""), |p| p))?
+            }
+            (_, Some(userns)) => {
+                let (named, held) = idmapped_layers(lowers, userns)?;
+                let data = super::read_only_overlay_options(&named, false)?;
+                let overlay =
+                    Detached::overlay_with(&data, lowers.first().map_or(Path::new(""), |p| p));
+                drop(held);
+                overlay?
             }
         };
         mount.set_readonly()?;
@@ -268,6 +329,41 @@ pub fn supported() -> Result<()> {
     drop(owned(fs, "fsopen(tmpfs)", Path::new("tmpfs"))?);
     drop(Detached::bind(Path::new("/"), false)?);
     Ok(())
+}
+
+/// A copy of each layer idmapped to `userns`, and the names an overlay made while they are
+/// held takes them by (`/proc/self/fd/N`).
+fn idmapped_layers(
+    lowers: &[PathBuf],
+    userns: BorrowedFd<'_>,
+) -> Result<(Vec<PathBuf>, Vec<Detached>)> {
+    let mut held = Vec::with_capacity(lowers.len());
+    let mut named = Vec::with_capacity(lowers.len());
+    for lower in lowers {
+        let copy = Detached::bind(lower, false)?;
+        copy.set_idmap(userns)?;
+        named.push(PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            copy.fd.as_raw_fd()
+        )));
+        held.push(copy);
+    }
+    Ok((named, held))
+}
+
+/// Whether a copy of the mount at `path` can be idmapped to a new user namespace (the kernel
+/// makes user namespaces, has `mount_setattr(2)`, and the filesystem there allows idmapped
+/// mounts), tried with a namespace made for it.
+pub fn idmap_supported(path: &Path) -> bool {
+    let probe = IdMapping {
+        inside: 0,
+        outside: 65_536,
+        count: 65_536,
+    };
+    let Ok(userns) = crate::user::new_mapped(&[probe], &[probe]) else {
+        return false;
+    };
+    Detached::bind(path, false).is_ok_and(|copy| copy.set_idmap(userns.as_fd()).is_ok())
 }
 
 fn c_path(path: &Path) -> Result<CString> {

@@ -277,6 +277,7 @@ impl Shim {
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
             placement: placement_of(&record),
+            user: self.namespaces.user(),
         };
         let stdio = Stdio {
             stdin: stdin_pipe
@@ -334,7 +335,12 @@ impl Shim {
         record.namespaces = ops::inspect(pid.as_raw()).unwrap_or_default();
         // Its report pipe closed at its execve, and it is not reaped before this: the kernel
         // still holds its credentials, even if it has exited already.
-        record.user = crate::process::LinuxUser::of_process(pid.as_raw()).ok();
+        record.user = crate::process::LinuxUser::of_process(pid.as_raw())
+            .ok()
+            .map(|user| match &self.namespaces.user {
+                Some((_, map)) => map.inside(user),
+                None => user,
+            });
         save(&paths.record(), &record);
         let started_at = record.started_at;
         let live = Live {
@@ -669,10 +675,11 @@ impl Shim {
                 }),
             },
         };
+        let user = self.namespaces.user();
         let child = fork_in(
             self.own_pid_ns(),
             PidNamespace::Join(pid_ns.as_fd()),
-            || init::run_exec(&placement, &join, &process, stdio, report_w),
+            || init::run_exec(&placement, &join, user, &process, stdio, report_w),
         )?;
         drop(stdio_fds);
         match crate::report::read_report(report_r).failure {

@@ -22,6 +22,7 @@ mod memory;
 
 pub(crate) use memory::tunables_without_thread_cache;
 mod sandbox;
+pub(crate) use sandbox::PINNED_KINDS;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;

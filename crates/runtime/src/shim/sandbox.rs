@@ -15,6 +15,12 @@
 //! With a network namespace made and attached ahead of time (`--netns`, a warm one: see
 //! [`crate::network::PreparedNetwork`]), pause joins that one instead of unsharing a new one;
 //! it is the pod's alone from then on, pinned and torn down as a new one would be.
+//!
+//! A pod with a user namespace of its own (`userns_options`, `hostUsers: false`) has it made
+//! first, by a child of the shim's that the shim gives its maps ([`podlab_ns::user::new_mapped`]).
+//! Pause and every container make their namespaces and mounts as the node's root, then enter
+//! it last (see [`init::finish`]): the pod's root owns none of the pod's other namespaces, so
+//! it can change neither the hostname nor the mounts nor the network it was given.
 
 use std::convert::Infallible;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -30,6 +36,7 @@ use podlab_ns::mnt::{
 use podlab_ns::{ops, NsKind};
 
 use super::ShimArgs;
+use crate::config::UserNamespace;
 use crate::init::{self, ns_failure, sys_failure, Stdio, Step};
 use crate::liveness::ProcessIdentity;
 use crate::process::ProcessSpec;
@@ -46,6 +53,8 @@ pub(crate) struct PodNamespaces {
     pub ipc: Option<OwnedFd>,
     pub uts: Option<OwnedFd>,
     pub pid: Option<OwnedFd>,
+    /// The pod's user namespace and its maps, joined last (see [`init::finish`]).
+    pub user: Option<(OwnedFd, UserNamespace)>,
     own_pid: OwnedFd,
 }
 
@@ -64,7 +73,24 @@ impl PodNamespaces {
         }
         join
     }
+
+    /// The pod's user namespace, for a process to enter once its mounts are made.
+    pub fn user(&self) -> Option<init::JoinUser<'_>> {
+        self.user.as_ref().map(|(fd, map)| init::JoinUser {
+            fd: fd.as_fd(),
+            map,
+        })
+    }
 }
+
+/// Every kind of namespace a sandbox may pin under `ns/`.
+pub(crate) const PINNED_KINDS: [NsKind; 5] = [
+    NsKind::Uts,
+    NsKind::Ipc,
+    NsKind::Net,
+    NsKind::Pid,
+    NsKind::User,
+];
 
 /// Which pid namespace a forked child is born in.
 pub(crate) enum PidNamespace<'a> {
@@ -128,7 +154,21 @@ pub(crate) fn start(
 ) -> Result<(ProcessIdentity, PodNamespaces, ShimRecord), String> {
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
-    let pause_pid = start_pause(args, own_pid.as_fd(), cgroups_made)?;
+    // The pod's user namespace, made first: pause enters it once its mounts are made.
+    let userns = match &args.security.user_namespace {
+        Some(map) => Some(
+            podlab_ns::user::new_mapped(&map.uids, &map.gids)
+                .map_err(|e| format!("making the pod's user namespace: {e}"))?,
+        ),
+        None => None,
+    };
+    let pause_pid = start_pause(
+        args,
+        own_pid.as_fd(),
+        cgroups_made,
+        userns.as_ref().map(|fd| fd.as_fd()),
+    )?;
+    drop(userns);
     podlab_fault::point_reached("shim.after-pause");
     let pause = match ProcessIdentity::of(pause_pid.as_raw()) {
         Ok(identity) => identity,
@@ -167,6 +207,10 @@ pub(crate) fn start(
                 .then(|| open(NsKind::Uts))
                 .transpose()?,
             pid: args.share_pid.then(|| open(NsKind::Pid)).transpose()?,
+            user: match &args.security.user_namespace {
+                Some(map) => Some((open(NsKind::User)?, map.clone())),
+                None => None,
+            },
             own_pid,
         })
     })();
@@ -252,6 +296,7 @@ fn start_pause(
     args: &ShimArgs,
     own_pid: BorrowedFd<'_>,
     cgroups_made: Option<OwnedFd>,
+    userns: Option<BorrowedFd<'_>>,
 ) -> Result<Pid, String> {
     let process = pause_process(args)?;
     let template = match &args.mount_template {
@@ -296,7 +341,18 @@ fn start_pause(
     let cgroups_made_fd = cgroups_made.as_ref().map(|fd| fd.as_raw_fd());
     let pid = fork_in(own_pid, pid_ns, || {
         init::run_child(stdio, report_w, |trace| {
-            pause_child(args, &process, template, netns, cgroups_made_fd, trace)
+            let user = userns
+                .zip(args.security.user_namespace.as_ref())
+                .map(|(fd, map)| init::JoinUser { fd, map });
+            pause_child(
+                args,
+                &process,
+                template,
+                netns,
+                cgroups_made_fd,
+                user,
+                trace,
+            )
         })
     })?;
     drop(null);
@@ -318,6 +374,7 @@ fn pause_child(
     template: Option<BorrowedFd<'_>>,
     netns: Option<BorrowedFd<'_>>,
     cgroups_made: Option<RawFd>,
+    user: Option<init::JoinUser<'_>>,
     trace: &mut Trace,
 ) -> Step<Infallible> {
     if let Some(placement) = &args.placement {
@@ -358,7 +415,7 @@ fn pause_child(
     }
     enter_pause_root(args, template)?;
     trace.lap("own mount namespace, read-only root");
-    init::finish(process, None, trace)
+    init::finish(process, None, user, trace)
 }
 
 /// In the pause child: waits for the caller's byte saying the cgroups are made (see
@@ -462,7 +519,11 @@ fn pin_all(
 ) -> Result<(), String> {
     std::fs::create_dir_all(paths.ns_dir())
         .map_err(|e| format!("creating {}: {e}", paths.ns_dir().display()))?;
-    for kind in pod_kinds(args.host_network, args.host_ipc, args.share_pid) {
+    let mut kinds = pod_kinds(args.host_network, args.host_ipc, args.share_pid);
+    if args.security.user_namespace.is_some() {
+        kinds.push(NsKind::User);
+    }
+    for kind in kinds {
         let path = paths.ns(kind);
         ops::pin(pause, kind, &path).map_err(|e| e.to_string())?;
         let inode = ops::ns_inode(pause, kind).map_err(|e| e.to_string())?;
