@@ -207,6 +207,18 @@ spec:
     }
 
     #[test]
+    fn host_users_false_is_taken_and_refused_beside_the_nodes_network() {
+        let own = GOOD.replace("spec:\n", "spec:\n  hostUsers: false\n");
+        let pod = decode_pod(&own, "pod.yaml").unwrap();
+        assert_eq!(pod.spec.unwrap().host_users, Some(false));
+        let e = err(&own.replace("spec:\n", "spec:\n  hostNetwork: true\n"));
+        assert!(
+            e.contains("spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn yaml_syntax_error_names_the_line() {
         let e = err("apiVersion: v1\nkind: Pod\nmetadata: [\n");
         assert!(e.contains("YAML syntax") && e.contains("line"), "{e}");

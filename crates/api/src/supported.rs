@@ -26,6 +26,7 @@ const POD_FIELDS: &[&str] = &[
     "spec.restartPolicy",
     "spec.shareProcessNamespace",
     "spec.hostNetwork",
+    "spec.hostUsers",
     "spec.hostname",
     "spec.subdomain",
     "spec.terminationGracePeriodSeconds",

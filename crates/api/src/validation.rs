@@ -116,6 +116,14 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             &mut errors,
         );
     }
+    // The API server's validateHostUsers: a pod in a user namespace of its own shares none
+    // of the node's namespaces.
+    if spec.host_users == Some(false) && spec.host_network == Some(true) {
+        errors.push(FieldError::new(
+            "spec.hostNetwork",
+            "Forbidden: when `pod.Spec.HostUsers` is false",
+        ));
+    }
     for (i, container) in spec.ephemeral_containers.iter().flatten().enumerate() {
         let path = format!("spec.ephemeralContainers[{i}]");
         if container.name.is_empty() {

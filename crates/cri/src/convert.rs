@@ -792,29 +792,36 @@ pub fn namespace_options(
         } else {
             proto::NamespaceMode::Pod
         } as i32,
-        userns_options: Some(match &config.linux.security.user_namespace {
-            Some(user) => {
-                let maps = |map: &[podlab_ns::user::IdMapping]| {
-                    map.iter()
-                        .map(|m| proto::IdMapping {
-                            container_id: m.inside,
-                            host_id: m.outside,
-                            length: m.count,
-                        })
-                        .collect()
-                };
-                proto::UserNamespace {
-                    mode: proto::NamespaceMode::Pod as i32,
-                    uids: maps(&user.uids),
-                    gids: maps(&user.gids),
-                }
-            }
-            None => proto::UserNamespace {
-                mode: proto::NamespaceMode::Node as i32,
-                ..Default::default()
-            },
-        }),
+        userns_options: Some(user_namespace_out(
+            config.linux.security.user_namespace.as_ref(),
+        )),
         ..Default::default()
+    }
+}
+
+/// A pod's user namespace as `userns_options`: POD with its maps, or NODE.
+pub fn user_namespace_out(
+    user: Option<&podlab_runtime::config::UserNamespace>,
+) -> proto::UserNamespace {
+    let Some(user) = user else {
+        return proto::UserNamespace {
+            mode: proto::NamespaceMode::Node as i32,
+            ..Default::default()
+        };
+    };
+    let maps = |map: &[podlab_ns::user::IdMapping]| {
+        map.iter()
+            .map(|m| proto::IdMapping {
+                container_id: m.inside,
+                host_id: m.outside,
+                length: m.count,
+            })
+            .collect()
+    };
+    proto::UserNamespace {
+        mode: proto::NamespaceMode::Pod as i32,
+        uids: maps(&user.uids),
+        gids: maps(&user.gids),
     }
 }
 

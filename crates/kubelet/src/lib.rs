@@ -49,6 +49,7 @@ pub mod sysctl;
 #[cfg(test)]
 mod testkit;
 pub mod translate;
+pub mod userns;
 pub mod volume;
 
 pub use error::Error;

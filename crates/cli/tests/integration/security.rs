@@ -467,3 +467,43 @@ fn selinux_options_are_accepted_and_ignored_without_selinux_but_a_bad_level_is_r
     root.ok(&["delete", "pod", "labelled", "badlevel"]);
     root.assert_nothing_left();
 }
+
+#[test]
+fn host_users_false_makes_the_pod_root_inside_and_a_range_of_the_nodes_ids_outside() {
+    let root = Root::new("host-users");
+    let manifest = |name: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostUsers: false\n  containers:\n  - {{name: app, image: busybox, command: [sleep, '1000']}}\n")
+    };
+    for name in ["first", "second"] {
+        let out = root.apply(&manifest(name));
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let mut ranges = Vec::new();
+    for name in ["first", "second"] {
+        let pod = root.wait_pod(name, "running", LIMIT, running);
+        let pid = root.record(&container(&pod, "app")).pid.unwrap();
+        // The kernel's word: one map line, the pod's 65536 ids at a range of the node's.
+        let (uid_map, _) = podlab_ns::user::id_maps(pid).unwrap();
+        let map = podlab_ns::user::parse_id_map(&uid_map).unwrap();
+        assert_eq!(map.len(), 1, "{uid_map}");
+        assert_eq!((map[0].inside, map[0].count), (0, 65536), "{uid_map}");
+        assert!(map[0].outside >= 65536, "{uid_map}");
+        let outside = map[0].outside.to_string();
+        assert_eq!(
+            status_field(pid, "Uid"),
+            [outside.as_str(); 4].join("\t"),
+            "root inside is the range's first id outside"
+        );
+        // Pause is in the same user namespace.
+        let pause = root.pause_pid(&pod);
+        assert_eq!(
+            podlab_ns::ops::ns_inode(pause, podlab_ns::NsKind::User).unwrap(),
+            podlab_ns::ops::ns_inode(pid, podlab_ns::NsKind::User).unwrap()
+        );
+        assert_eq!(root.ok(&["exec", name, "--", "id", "-u"]).trim(), "0");
+        ranges.push(map[0].outside);
+    }
+    assert_ne!(ranges[0], ranges[1], "two pods, two ranges");
+    root.ok(&["delete", "pod", "first", "second"]);
+    root.assert_nothing_left();
+}

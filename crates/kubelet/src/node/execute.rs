@@ -313,7 +313,10 @@ impl Execution<'_> {
             .iter()
             .find(|s| &s.id == sandbox)
             .map_or(new_attempt, |s| s.metadata.attempt);
-        let sandbox_config = translate::sandbox_config_for(self.pod, self.dirs, attempt, security);
+        let mut sandbox_config =
+            translate::sandbox_config_for(self.pod, self.dirs, attempt, security);
+        sandbox_config.linux.security.user_namespace =
+            crate::userns::for_pod(self.pod, self.dirs).ok().flatten();
         let id = match self
             .node
             .runtime
@@ -663,9 +666,16 @@ impl Execution<'_> {
             out.wake(at);
             return None;
         }
-        let config =
+        let mut config =
             translate::sandbox_config_for(self.pod, self.dirs, attempt, &self.node.config.security);
-        match self.node.runtime.run_pod_sandbox(&config) {
+        // `hostUsers: false`: the pod's range of the node's ids, taken at its first sandbox.
+        let made = crate::userns::for_pod(self.pod, self.dirs)
+            .map_err(|message| podlab_runtime::Error::Invalid(format!("user namespace: {message}")))
+            .and_then(|user| {
+                config.linux.security.user_namespace = user;
+                self.node.runtime.run_pod_sandbox(&config)
+            });
+        match made {
             Ok(id) => {
                 self.trace
                     .say(|| format!("RunPodSandbox: sandbox {id} (attempt {attempt}) is ready"));

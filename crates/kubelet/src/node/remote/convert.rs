@@ -61,7 +61,7 @@ fn mode(mode: proto::NamespaceMode) -> i32 {
 
 /// kubelet's `namespacesForPod`: the node's network, pid and ipc namespaces for `hostNetwork`,
 /// `hostPID`, `hostIPC`; one pid namespace for the pod with `shareProcessNamespace`, else one
-/// per container.
+/// per container; the pod's user namespace with `hostUsers: false`.
 fn pod_namespaces(config: &PodSandboxConfig) -> proto::NamespaceOption {
     use proto::NamespaceMode::{Container, Node, Pod};
     proto::NamespaceOption {
@@ -74,6 +74,9 @@ fn pod_namespaces(config: &PodSandboxConfig) -> proto::NamespaceOption {
             Container
         }),
         ipc: mode(if config.host_ipc { Node } else { Pod }),
+        userns_options: Some(podlab_cri::convert::user_namespace_out(
+            config.linux.security.user_namespace.as_ref(),
+        )),
         ..Default::default()
     }
 }
