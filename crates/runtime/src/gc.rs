@@ -15,7 +15,9 @@
 //! namespace is handed to the network plugin for a teardown (CNI DEL, which releases the IP
 //! lease, whether the built-in IPAM or host-local holds it), as StopPodSandbox would have done.
 //! A teardown that fails keeps the namespace pinned and the sandbox in place, so that the next
-//! gc tries the DEL again: CNI wants a DEL for every ADD.
+//! gc tries the DEL again: CNI wants a DEL for every ADD. Before the DEL, the plugins still
+//! running for the sandbox (an ADD its killed maker had started) are killed and waited for, so
+//! that none writes a lease after the DEL.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
@@ -107,6 +109,7 @@ impl Runtime {
                 .flatten();
             let ready = record.as_ref().filter(|r| r.state == SandboxState::Ready);
             if let Some(ready) = ready.or(unfinished.as_ref()) {
+                leftovers.killed.extend(kill_network_plugins(&id)?);
                 match self.tear_down_network(ready, &paths) {
                     Ok(true) => report.networks_released.push(id.clone()),
                     Ok(false) => {}
@@ -280,6 +283,34 @@ fn detach_sandbox_leftovers(paths: &SandboxPaths, leftovers: &mut Leftovers) -> 
         }
     }
     Ok(())
+}
+
+/// The network plugins still running for sandbox `id`, killed and waited for: an ADD that
+/// its maker started before it was killed would otherwise go on, and write its lease after
+/// gc's DEL has released what there was then: the lease would stay. A CNI plugin is known by
+/// the `CNI_CONTAINERID` of its environment (the spec's; podlab's is the sandbox id), checked
+/// again once its pidfd is open, so a pid reused in between is not hit.
+fn kill_network_plugins(id: &SandboxId) -> Result<Vec<i32>> {
+    let wanted = format!("CNI_CONTAINERID={id}");
+    let is_plugin = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == wanted.as_bytes()))
+    };
+    let mut pidfds = Vec::new();
+    for pid in all_pids() {
+        if is_plugin(pid) {
+            if let Ok(pidfd) = Pidfd::open(pid) {
+                if is_plugin(pid) {
+                    pidfds.push(pidfd);
+                }
+            }
+        }
+    }
+    for pidfd in &pidfds {
+        pidfd.signal(libc::SIGKILL)?;
+    }
+    finish_kills(&pidfds);
+    Ok(pidfds.iter().map(|p| p.pid()).collect())
 }
 
 /// Every process (but this one) that is in one of `inodes`' namespaces, as pidfds. The

@@ -1107,6 +1107,46 @@ fn gc_removes_a_sandbox_whose_maker_died_before_recording_it() {
     assert_nothing_left(&root, &pids);
 }
 
+/// Regression: a `kill -9` of the node agent while a CNI plugin ran its ADD left the plugin
+/// running; gc's DEL came first, the plugin wrote its lease after, and the lease stayed. gc
+/// now kills and waits for the plugins of the sandbox (found by their `CNI_CONTAINERID`)
+/// before its DEL.
+#[test]
+fn regression_gc_kills_a_network_plugin_still_adding_for_a_lost_sandbox() {
+    let mut root = TestRoot::new("inflight-add");
+    let plugin = Arc::new(FakeNetwork::default());
+    root.runtime.set_network_plugin(plugin.clone());
+    let sandbox = root.sandbox(&pod("adding"));
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let mut pids = vec![status.shim_pid.unwrap(), status.pause_pid.unwrap()];
+    // What the killed maker leaves: no record yet, and a plugin of its ADD still at work
+    // (a stand-in with the environment the CNI spec gives a plugin).
+    let dir = root.state_dir().join("sandboxes").join(sandbox.as_str());
+    std::fs::remove_file(dir.join("sandbox.json")).unwrap();
+    let adding = std::process::Command::new("sleep")
+        .arg("1000")
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", sandbox.as_str())
+        .spawn()
+        .unwrap();
+    let plugin_pid = adding.id() as i32;
+    pids.push(plugin_pid);
+    let report = root.runtime.gc().unwrap();
+    assert!(
+        report.processes_killed.contains(&plugin_pid),
+        "the plugin was not killed: {report:?}"
+    );
+    assert_eq!(report.sandboxes_removed, vec![sandbox]);
+    // And the DEL ran, once nothing of the ADD could write any more.
+    let calls = plugin.calls.lock().unwrap().clone();
+    assert!(
+        calls.iter().any(|c| c.starts_with("tear_down")),
+        "{calls:?}"
+    );
+    assert_nothing_left(&root, &pids);
+    drop(adding);
+}
+
 #[test]
 fn gc_keeps_a_cleanly_stopped_sandbox_and_a_live_one() {
     let root = TestRoot::new("gckeeps");
