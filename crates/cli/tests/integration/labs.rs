@@ -325,6 +325,11 @@ fn lab_16_security() {
 }
 
 #[test]
+fn lab_19_userns() {
+    LabRun::new("userns", false).cycle(|| {});
+}
+
+#[test]
 fn lab_17_oom() {
     let run = LabRun::new("oom", false);
     let memory_cgroup = run.root.runtime().cgroups().is_some_and(|node| {

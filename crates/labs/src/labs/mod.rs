@@ -16,6 +16,7 @@ mod resize;
 mod sandbox;
 mod security;
 mod templates;
+mod userns;
 mod uts;
 mod veth_bridge;
 
@@ -45,4 +46,5 @@ pub static ALL: &[&Lab] = &[
     &security::LAB,
     &oom::LAB,
     &resize::LAB,
+    &userns::LAB,
 ];
