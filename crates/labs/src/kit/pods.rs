@@ -86,6 +86,33 @@ pub fn container_pid(env: &Env, pod: &Pod, name: &str) -> Result<Option<i32>> {
         .filter(|pid| crate::kit::procs::read(*pid).is_some_and(|p| !p.is_zombie())))
 }
 
+/// The pid of the pod's running container `name`; when it does not run, `verdict` says so
+/// (with its restarts and where to read why) and None.
+pub fn running_pid_or_say(
+    env: &Env,
+    pod: &Pod,
+    name: &str,
+    verdict: &mut crate::Verdict,
+) -> Result<Option<i32>> {
+    let pid = container_pid(env, pod, name)?;
+    if pid.is_none() {
+        let restarts = container(pod, name).map_or(0, |c| c.restart_count);
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        verdict.missing(format!(
+            "{name} does not run (restarted {restarts} times): see `podlab logs {pod_name} --previous`"
+        ));
+    }
+    Ok(pid)
+}
+
+/// Waits (a minute at most) until the pod's container `name` has restarted at least once:
+/// what a lab's mistake that makes it crash shows.
+pub fn wait_restarted(env: &Env, pod: &str, name: &str) -> Result<Pod> {
+    wait(env, pod, "failing", Duration::from_secs(60), |p| {
+        container(p, name).is_some_and(|c| c.restart_count >= 1)
+    })
+}
+
 /// Every sandbox the runtime has for the pod, oldest first.
 pub fn sandboxes(env: &Env, pod: &Pod) -> Result<Vec<SandboxStatus>> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();

@@ -149,3 +149,20 @@ pub fn kill_tagged(lab: &str) -> usize {
     kill_all(&pids);
     pids.len()
 }
+
+/// The real and effective uid of the process, as the node numbers them (`/proc/PID/status`).
+pub fn uids(pid: i32) -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    let mut ids = line.split_whitespace().skip(1).map(|n| n.parse().ok());
+    Some((ids.next()??, ids.next()??))
+}
+
+/// Whether the file at `path` was written (its mtime set) less than `within` ago.
+pub fn written_within(path: &std::path::Path, within: Duration) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age < within)
+}

@@ -3,12 +3,12 @@
 //! writable place. The check reads the container process's uids in `/proc/PID/status`, its
 //! root mount's options in `/proc/PID/mountinfo`, and the file the app keeps writing.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::env::Env;
-use crate::kit::pods;
+use crate::kit::{pods, procs};
 use crate::{Lab, Level, Verdict};
 
 const POD: &str = "secure";
@@ -83,14 +83,6 @@ fn scene(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// The real and effective uid of the process, from `/proc/PID/status`.
-fn uids(pid: i32) -> Option<(u32, u32)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    let mut ids = line.split_whitespace().skip(1).map(|n| n.parse().ok());
-    Some((ids.next()??, ids.next()??))
-}
-
 /// The mount options of `/` as the process sees it.
 fn root_options(pid: i32) -> Option<String> {
     let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
@@ -125,14 +117,10 @@ fn check(env: &Env) -> Result<Verdict> {
         "the pod says runAsNonRoot: true",
         "the pod does not say runAsNonRoot: true",
     );
-    let Some(pid) = pods::container_pid(env, &pod, "app")? else {
-        let restarts = pods::container(&pod, "app").map_or(0, |c| c.restart_count);
-        verdict.missing(format!(
-            "app does not run (restarted {restarts} times): see `podlab logs {POD} --previous`"
-        ));
+    let Some(pid) = pods::running_pid_or_say(env, &pod, "app", &mut verdict)? else {
         return Ok(verdict);
     };
-    let (real, effective) = uids(pid).unwrap_or((0, 0));
+    let (real, effective) = procs::uids(pid).unwrap_or((0, 0));
     verdict.part(
         real == UID && effective == UID,
         format!("app (pid {pid}) runs as uid {UID}"),
@@ -144,11 +132,8 @@ fn check(env: &Env) -> Result<Verdict> {
         "app's root filesystem is mounted read-only",
         format!("app's root filesystem is mounted {options}"),
     );
-    let fresh = std::fs::metadata(format!("/proc/{pid}/root/tmp/heartbeat"))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|age| age < Duration::from_secs(5));
+    let file = format!("/proc/{pid}/root/tmp/heartbeat");
+    let fresh = procs::written_within(std::path::Path::new(&file), Duration::from_secs(5));
     verdict.part(
         fresh,
         "app keeps writing /tmp/heartbeat",
@@ -173,9 +158,7 @@ fn solve(env: &Env) -> Result<()> {
 
 fn mistake(env: &Env) -> Result<()> {
     remake(env, false)?;
-    pods::wait(env, POD, "failing", Duration::from_secs(60), |p| {
-        pods::container(p, "app").is_some_and(|c| c.restart_count >= 1)
-    })?;
+    pods::wait_restarted(env, POD, "app")?;
     Ok(())
 }
 

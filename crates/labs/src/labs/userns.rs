@@ -4,12 +4,12 @@
 //! break the app. The check reads the app's uids as the node sees them (`/proc/PID/status`),
 //! its user namespace's map (`/proc/PID/uid_map`) and the file the app keeps chowning.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::env::Env;
-use crate::kit::pods;
+use crate::kit::{pods, procs};
 use crate::{Lab, Level, Verdict};
 
 const POD: &str = "rooty";
@@ -80,14 +80,6 @@ fn scene(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// The real and effective uid of the process, as the node numbers them.
-fn node_uids(pid: i32) -> Option<(u32, u32)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    let mut ids = line.split_whitespace().skip(1).map(|n| n.parse().ok());
-    Some((ids.next()??, ids.next()??))
-}
-
 /// The uid `node_uid` has inside the process's user namespace, from its `uid_map`.
 fn uid_inside(pid: i32, node_uid: u32) -> Option<u32> {
     let (uid_map, _) = podlab_ns::user::id_maps(pid).ok()?;
@@ -106,14 +98,10 @@ fn check(env: &Env) -> Result<Verdict> {
         verdict.missing(format!("there is no pod {POD}"));
         return Ok(verdict);
     };
-    let Some(pid) = pods::container_pid(env, &pod, "app")? else {
-        let restarts = pods::container(&pod, "app").map_or(0, |c| c.restart_count);
-        verdict.missing(format!(
-            "app does not run (restarted {restarts} times): see `podlab logs {POD} --previous`"
-        ));
+    let Some(pid) = pods::running_pid_or_say(env, &pod, "app", &mut verdict)? else {
         return Ok(verdict);
     };
-    let (_, on_node) = node_uids(pid).unwrap_or((0, 0));
+    let (_, on_node) = procs::uids(pid).unwrap_or((0, 0));
     verdict.part(
         on_node != 0,
         format!("app (pid {pid}) is uid {on_node} on the node, not root"),
@@ -128,11 +116,8 @@ fn check(env: &Env) -> Result<Verdict> {
             None => format!("app's uid {on_node} has no number in its pod"),
         },
     );
-    let fresh = std::fs::metadata(format!("/proc/{pid}/root/tmp/owned"))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|age| age < Duration::from_secs(5));
+    let file = format!("/proc/{pid}/root/tmp/owned");
+    let fresh = procs::written_within(std::path::Path::new(&file), Duration::from_secs(5));
     verdict.part(
         fresh,
         "app keeps chowning /tmp/owned",
@@ -157,9 +142,7 @@ fn solve(env: &Env) -> Result<()> {
 
 fn mistake(env: &Env) -> Result<()> {
     remake(env, false, Some(1000))?;
-    pods::wait(env, POD, "failing", Duration::from_secs(60), |p| {
-        pods::container(p, "app").is_some_and(|c| c.restart_count >= 1)
-    })?;
+    pods::wait_restarted(env, POD, "app")?;
     Ok(())
 }
 
