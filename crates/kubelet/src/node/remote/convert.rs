@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use podlab_cri::convert::{resources_out, sandbox_state_in};
 use podlab_cri::proto;
-use podlab_runtime::config::{ContainerConfig, ContainerResources, PodSandboxConfig, Propagation};
+use podlab_runtime::config::{ContainerConfig, ContainerResources, PodSandboxConfig};
 use podlab_runtime::seccomp::SeccompProfile;
 use podlab_runtime::{
     ContainerFilter, ContainerId, ContainerMetadata, ContainerState, ContainerStatus, Error,
@@ -230,11 +230,7 @@ pub fn container_config(
             container_path: mount.container_path.display().to_string(),
             host_path: mount.host_path.display().to_string(),
             readonly: mount.readonly,
-            propagation: match mount.propagation {
-                Propagation::Private => proto::MountPropagation::PropagationPrivate,
-                Propagation::Slave => proto::MountPropagation::PropagationHostToContainer,
-                Propagation::Shared => proto::MountPropagation::PropagationBidirectional,
-            } as i32,
+            propagation: podlab_cri::convert::propagation_out(mount.propagation),
             image,
             image_sub_path,
             ..Default::default()
