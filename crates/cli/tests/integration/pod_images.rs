@@ -417,6 +417,13 @@ fn image_gc_removes_least_recently_used_unused_images_above_the_high_threshold()
         names_in(tmpfs.path()),
         root.agent_log()
     );
+    // The agent says so once the whole collection has returned, after the blob went: what
+    // follows is read then.
+    assert!(
+        wait_until(LIMIT, || root.agent_log().contains("high threshold 85%")),
+        "{}",
+        root.agent_log()
+    );
     let names = names_in(tmpfs.path());
     assert!(!names.iter().any(|n| n.contains("gc/old")), "{names:?}");
     assert!(
@@ -428,11 +435,6 @@ fn image_gc_removes_least_recently_used_unused_images_above_the_high_threshold()
     assert!(
         100 - after * 100 / capacity < 80,
         "{after} of {capacity} free"
-    );
-    assert!(
-        root.agent_log().contains("high threshold 85%"),
-        "{}",
-        root.agent_log()
     );
 
     // Fill to 95 %: the one unused image is not enough, which is FreeDiskSpaceFailed; the
