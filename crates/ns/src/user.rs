@@ -35,6 +35,12 @@ impl IdMapping {
         let offset = inside.checked_sub(self.inside)?;
         (offset < self.count).then(|| self.outside + offset)
     }
+
+    /// The inside id of `outside`, if this line maps it.
+    pub fn to_inside(&self, outside: u32) -> Option<u32> {
+        let offset = outside.checked_sub(self.outside)?;
+        (offset < self.count).then(|| self.inside + offset)
+    }
 }
 
 /// Parses the text of a uid_map or gid_map file.
@@ -64,6 +70,12 @@ pub fn parse_id_map(text: &str) -> Result<Vec<IdMapping>> {
 /// The outside id that `inside` maps to under `map`, if any.
 pub fn map_to_outside(map: &[IdMapping], inside: u32) -> Option<u32> {
     map.iter().find_map(|line| line.to_outside(inside))
+}
+
+/// The inside id that `outside` is under `map` (what a process of the namespace sees of an id
+/// of the parent's), if any.
+pub fn map_to_inside(map: &[IdMapping], outside: u32) -> Option<u32> {
+    map.iter().find_map(|line| line.to_inside(outside))
 }
 
 /// Whether `map` is the initial user namespace's: every id mapped to itself.
@@ -328,6 +340,9 @@ mod tests {
         assert_eq!(map_to_outside(&map, 0), Some(65534));
         assert_eq!(map_to_outside(&map, 2), Some(100001));
         assert_eq!(map_to_outside(&map, 65537), None);
+        assert_eq!(map_to_inside(&map, 100001), Some(2));
+        assert_eq!(map_to_inside(&map, 65534), Some(0));
+        assert_eq!(map_to_inside(&map, 0), None);
     }
 
     #[test]

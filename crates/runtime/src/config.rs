@@ -250,12 +250,7 @@ impl UserNamespace {
     /// numbers it; an id outside the maps is the kernel's overflow id, 65534.
     pub fn inside(&self, user: crate::process::LinuxUser) -> crate::process::LinuxUser {
         let back = |map: &[podlab_ns::user::IdMapping], host: u32| {
-            map.iter()
-                .find_map(|m| {
-                    let offset = host.checked_sub(m.outside)?;
-                    (offset < m.count).then(|| m.inside + offset)
-                })
-                .unwrap_or(OVERFLOW_ID)
+            podlab_ns::user::map_to_inside(map, host).unwrap_or(OVERFLOW_ID)
         };
         crate::process::LinuxUser {
             uid: back(&self.uids, user.uid),

@@ -83,13 +83,7 @@ fn scene(env: &Env) -> Result<()> {
 /// The uid `node_uid` has inside the process's user namespace, from its `uid_map`.
 fn uid_inside(pid: i32, node_uid: u32) -> Option<u32> {
     let (uid_map, _) = podlab_ns::user::id_maps(pid).ok()?;
-    podlab_ns::user::parse_id_map(&uid_map)
-        .ok()?
-        .iter()
-        .find_map(|line| {
-            let offset = node_uid.checked_sub(line.outside)?;
-            (offset < line.count).then(|| line.inside + offset)
-        })
+    podlab_ns::user::map_to_inside(&podlab_ns::user::parse_id_map(&uid_map).ok()?, node_uid)
 }
 
 fn check(env: &Env) -> Result<Verdict> {
