@@ -225,9 +225,12 @@ fn find_in(images: &[CriImage], reference: &str) -> Option<CriImage> {
 /// RemoveImage: every name of the image goes (containerd removes all its references).
 /// RemoveImage's first half: each of the image's names removed (its content is left to the
 /// store's garbage collection).
+///
+/// The names' removal is made durable by the garbage collection that must follow (see
+/// [`Store::untag_until_collected`]): one folder fsync fewer before RemoveImage's answer.
 pub fn untag(store: &Store, image: &CriImage) -> Result<(), Status> {
     for name in &image.names {
-        match store.untag(name) {
+        match store.untag_until_collected(name) {
             Ok(()) | Err(podlab_image::Error::NotFound { .. }) => {}
             Err(e) => return Err(from_image(e)),
         }

@@ -850,7 +850,8 @@ impl Cri {
         };
         images::untag(self.store(), &image)?;
         // The content goes after the answer when the server has a cleaner (containerd's
-        // garbage collector runs after its RemoveImage too).
+        // garbage collector runs after its RemoveImage too); the collection first makes the
+        // names' removal durable.
         if !self.runtime.defer_task() {
             self.store().gc().map_err(crate::status::from_image)?;
         }

@@ -12,6 +12,14 @@ use crate::error::{Error, Result};
 
 /// Replaces `path` with `bytes`: write a temporary sibling, fsync it, rename, fsync the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes)?;
+    sync_parent(path)
+}
+
+/// [`write_atomic`] but for the folder's fsync: the new file is whole on disk, and its name
+/// there is the old file's or the new one's until the caller (or a later writer) fsyncs the
+/// folder. For a change that may be lost at a power cut as long as nothing built on it is kept.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -29,8 +37,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::rename(&tmp, path).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         Error::io("renaming into place", path, e)
-    })?;
-    sync_parent(path)
+    })
 }
 
 /// Makes a rename or unlink inside `path`'s folder durable.

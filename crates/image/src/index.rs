@@ -80,6 +80,16 @@ impl NameIndex {
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
+        durable::write_atomic(path, &self.to_bytes())
+    }
+
+    /// [`NameIndex::save`] without the folder's fsync (see [`durable::replace`]).
+    pub fn save_unsynced(&self, path: &Path) -> Result<()> {
+        durable::replace(path, &self.to_bytes())
+    }
+
+    /// The index as an OCI `index.json`, each name in containerd's and OCI's annotations.
+    fn to_bytes(&self) -> Vec<u8> {
         let manifests = self
             .names
             .iter()
@@ -99,8 +109,7 @@ impl NameIndex {
             media_type: Some(INDEX_MEDIA_TYPE.to_owned()),
             manifests,
         };
-        let bytes = serde_json::to_vec_pretty(&file).expect("an index always serialises");
-        durable::write_atomic(path, &bytes)
+        serde_json::to_vec_pretty(&file).expect("an index always serialises")
     }
 
     /// All names of one manifest, sorted.

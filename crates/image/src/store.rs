@@ -699,11 +699,21 @@ impl Store {
     /// for as long as an overlay has it mounted. So no walk of every process's mount table is
     /// needed here.
     pub fn untag(&self, name: &str) -> Result<()> {
+        self.untag_unless_used(name, false)?;
+        durable::sync_parent(&self.index_path)
+    }
+
+    /// [`Store::untag`], made durable by the next garbage collection rather than now: it
+    /// fsyncs the index's folder before it deletes anything, so a power cut before then can
+    /// bring the name back but never leave it naming deleted content. For a caller that runs
+    /// (or has a cleaner run) [`Store::gc`] next, as a CRI server's RemoveImage does.
+    pub fn untag_until_collected(&self, name: &str) -> Result<()> {
         self.untag_unless_used(name, false)
     }
 
     /// Removes the name `name`; with `refuse_used`, refused as [`Store::remove`] is while a
     /// snapshot no other name needs is a lower folder of a mounted overlay.
+    /// The index is written whole, its folder not fsynced: see the callers.
     fn untag_unless_used(&self, name: &str, refuse_used: bool) -> Result<()> {
         let _lock = self.lock(true)?;
         let mut index = self.index()?;
@@ -729,7 +739,7 @@ impl Store {
                 }
             }
         }
-        index.save(&self.index_path)
+        index.save_unsynced(&self.index_path)
     }
 
     /// Deletes every blob and snapshot that no name needs (except snapshots still mounted).
@@ -740,6 +750,9 @@ impl Store {
     }
 
     fn collect_garbage(&self, index: &NameIndex) -> Result<GcReport> {
+        // A name removed without its folder's fsync (`untag_until_collected`) is made durable
+        // before the content it named goes.
+        durable::sync_parent(&self.index_path)?;
         let mut report = GcReport::default();
         let keep = match self.referenced(index) {
             Ok(keep) => keep,

@@ -707,8 +707,9 @@ fn an_overlay_of_the_busybox_snapshots_is_its_root_filesystem() {
     );
 }
 
-/// The CRI's RemoveImage (`Store::untag`) is not refused while a container uses the image, as
-/// containerd's is not; the garbage collection after it keeps what an overlay has mounted.
+/// The CRI's RemoveImage (`Store::untag_until_collected`, the collection after it making the
+/// name's removal durable) is not refused while a container uses the image, as containerd's is
+/// not; the garbage collection after it keeps what an overlay has mounted.
 #[test]
 fn untag_of_a_mounted_image_leaves_its_snapshots_to_gc_until_unmounted() {
     let dir = TempDir::new().unwrap();
@@ -720,7 +721,9 @@ fn untag_of_a_mounted_image_leaves_its_snapshots_to_gc_until_unmounted() {
     fs::create_dir_all(&work).unwrap();
 
     let (untagged, kept_while_mounted) = in_overlay(&work, &lowers, |_merged| {
-        let untagged = store.untag("busybox").map_err(|e| e.to_string());
+        let untagged = store
+            .untag_until_collected("busybox")
+            .map_err(|e| e.to_string());
         let gc = store.gc().map(|_| ()).map_err(|e| e.to_string());
         (untagged.and(gc), lowers.iter().all(|lower| lower.is_dir()))
     });
