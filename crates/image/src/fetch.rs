@@ -447,11 +447,20 @@ fn check_platform(plan: &Plan<'_>, config: &Digest, from_index: bool) -> Result<
     // into the store under the store's lock: a shared hold of that lock sees it in one place.
     let settled = StoreLock::acquire(&plan.store_lock, false)
         .map_err(|e| (Some(config.clone()), PullErrorKind::Store(e)))?;
+    // Found in neither when a garbage collection took it from the store after the fetch saw
+    // it there: missing, which the pull answers by fetching again.
     let path = [&plan.ingest, &plan.store_blobs]
         .iter()
         .map(|dir| dir.join(config.hex()))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| plan.ingest.join(config.hex()));
+        .ok_or_else(|| {
+            let path = plan.store_blobs.join(config.hex());
+            let missing = Error::BlobMissing {
+                digest: config.clone(),
+                path,
+            };
+            (Some(config.clone()), PullErrorKind::Store(missing))
+        })?;
     let bytes =
         fs::read(&path).map_err(|e| (Some(config.clone()), ingest_io("reading", &path, e)))?;
     drop(settled);

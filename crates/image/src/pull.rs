@@ -272,20 +272,26 @@ pub fn pull(
             plain.to_string()
         }
     };
-    // A blob the fetch found in the store may be collected before the commit takes the
-    // store's lock (a garbage collection after the image's removal, which a CRI server runs
-    // after its answer: critest removes and pulls the same image back to back). The commit
-    // then finds it missing, and the fetch runs again: it downloads what is gone now.
+    // A blob the fetch found in the store may be collected before the pull is done with it
+    // (a garbage collection after the image's removal, which a CRI server runs after its
+    // answer: critest removes and pulls the same image back to back). The platform check or
+    // the commit then finds it missing, and the fetch runs again: it downloads what is gone now.
     let mut tries = 0;
     let (fetched, summary) = loop {
         tries += 1;
-        let fetched = runtime
-            .block_on(fetch::fetch(&plan))
-            .map_err(|(layer, kind)| PullError {
-                reference: name.clone(),
-                layer,
-                kind,
-            })?;
+        let fetched = match runtime.block_on(fetch::fetch(&plan)) {
+            Ok(fetched) => fetched,
+            Err((_, PullErrorKind::Store(Error::BlobMissing { .. }))) if tries < COMMIT_TRIES => {
+                continue
+            }
+            Err((layer, kind)) => {
+                return Err(PullError {
+                    reference: name.clone(),
+                    layer,
+                    kind,
+                })
+            }
+        };
         if let Some(progress) = &options.progress {
             progress.report(&ProgressEvent::Unpacking);
         }

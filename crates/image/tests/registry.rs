@@ -495,6 +495,7 @@ fn regression_a_pull_whose_blobs_are_collected_before_its_commit_fetches_them_ag
         store: store.clone(),
         name: first.clone(),
         done: std::sync::atomic::AtomicBool::new(false),
+        when: Box::new(|event| matches!(event, ProgressEvent::Unpacking)),
     }));
     let pulled = pull(&store, &reference(&second), &racing).unwrap();
     assert_eq!(
@@ -507,19 +508,59 @@ fn regression_a_pull_whose_blobs_are_collected_before_its_commit_fetches_them_ag
     assert_consistent(&store);
 }
 
-/// Removes the name `name` and collects the store's garbage when the pull has fetched what it
-/// needs (the first time only): what another process's RemoveImage would do then.
+/// Regression: critest's image benchmark (RemoveImage, then the same pull at once) failed with
+/// "reading …/ingest/<config>: No such file or directory": the pull found the config in the
+/// store, the collection after the RemoveImage took it, and the platform check, reading it
+/// next, found it nowhere. It is missing now, and the pull fetches it again.
+#[test]
+fn regression_a_pull_whose_config_is_collected_before_its_platform_check_fetches_it_again() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(&[&[("one", b"1")]], Compression::Gzip, "amd64");
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/config:1");
+    registry.push(&layout, "t", "demo/config:2");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let first = format!("{}/demo/config:1", registry.host());
+    let second = format!("{}/demo/config:2", registry.host());
+    pull(&store, &reference(&first), &options(&registry)).unwrap();
+    let layers = image.layers.clone();
+    let mut racing = options(&registry);
+    racing.progress = Some(Arc::new(CollectBeforeCommit {
+        store: store.clone(),
+        name: first.clone(),
+        done: std::sync::atomic::AtomicBool::new(false),
+        when: Box::new(move |event| {
+            matches!(event, ProgressEvent::BlobDone { digest, fetched: false, .. }
+                if !layers.contains(digest))
+        }),
+    }));
+    let pulled = pull(&store, &reference(&second), &racing).unwrap();
+    assert!(
+        pulled.downloaded > 0,
+        "what the collection took was fetched again"
+    );
+    assert_eq!(read_in_image(&store, &second, "one").unwrap(), b"1");
+    assert_consistent(&store);
+}
+
+/// Removes the name `name` and collects the store's garbage at the first event `when` takes
+/// (the first time only): what another process's RemoveImage would do then.
 struct CollectBeforeCommit {
     store: Store,
     name: String,
     done: std::sync::atomic::AtomicBool,
+    when: Box<dyn Fn(&ProgressEvent) -> bool + Send + Sync>,
 }
 
 impl Progress for CollectBeforeCommit {
     fn report(&self, event: &ProgressEvent) {
-        if matches!(event, ProgressEvent::Unpacking)
-            && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if (self.when)(event) && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             self.store.untag(&self.name).unwrap();
             self.store.gc().unwrap();
         }
