@@ -272,10 +272,13 @@ pub fn pull(
             plain.to_string()
         }
     };
-    // A blob the fetch found in the store may be collected before the pull is done with it
-    // (a garbage collection after the image's removal, which a CRI server runs after its
-    // answer: critest removes and pulls the same image back to back). The platform check or
-    // the commit then finds it missing, and the fetch runs again: it downloads what is gone now.
+    // A blob the fetch found in the store may still be deleted before the pull is done with
+    // it: a collection waits for the pull (`hold_for_pull`), but a commit that moved a tag to
+    // another image, or a `podlab image rm`, collects at once. The platform check or the
+    // commit then finds it missing, and the fetch runs again: it downloads what is gone now.
+    let _pulling = store
+        .hold_for_pull()
+        .map_err(|e| fail(PullErrorKind::Store(e)))?;
     let mut tries = 0;
     let (fetched, summary) = loop {
         tries += 1;

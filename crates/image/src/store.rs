@@ -176,6 +176,15 @@ impl Store {
         self.lock_path.clone()
     }
 
+    /// Held (shared) by a pull from its first look at the store to its commit: a garbage
+    /// collection ([`Store::gc`]) takes it exclusive, so it never deletes what a pull in
+    /// progress found in the store and counts on (containerd protects a pull's content with a
+    /// lease the same way). A collection waits for the pulls in progress; a pull, for a
+    /// collection in progress.
+    pub(crate) fn hold_for_pull(&self) -> Result<StoreLock> {
+        StoreLock::acquire(&self.root.join("pulls.lock"), false)
+    }
+
     fn lock(&self, exclusive: bool) -> Result<StoreLock> {
         StoreLock::acquire(&self.lock_path, exclusive)
     }
@@ -742,8 +751,10 @@ impl Store {
         index.save_unsynced(&self.index_path)
     }
 
-    /// Deletes every blob and snapshot that no name needs (except snapshots still mounted).
+    /// Deletes every blob and snapshot that no name needs (except snapshots still mounted),
+    /// once no pull is in progress (see [`Store::hold_for_pull`]).
     pub fn gc(&self) -> Result<GcReport> {
+        let _no_pull = StoreLock::acquire(&self.root.join("pulls.lock"), true)?;
         let _lock = self.lock(true)?;
         self.remove_stale_staging();
         self.collect_garbage(&self.index()?)

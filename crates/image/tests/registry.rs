@@ -475,21 +475,9 @@ fn regression_a_pull_whose_blobs_are_collected_before_its_commit_fetches_them_ag
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(
-        &[&[("one", b"1")], &[("two", b"2")]],
-        Compression::Gzip,
-        "amd64",
-    );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/collected:1");
-    registry.push(&layout, "t", "demo/collected:2");
     let store_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(store_dir.path()).unwrap();
-    let first = format!("{}/demo/collected:1", registry.host());
-    let second = format!("{}/demo/collected:2", registry.host());
-    pull(&store, &reference(&first), &options(&registry)).unwrap();
+    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "collected", 2);
+    let (image, store, first, second) = (two.image, two.store, two.first, two.second);
     let mut racing = options(&registry);
     racing.progress = Some(Arc::new(CollectBeforeCommit {
         store: store.clone(),
@@ -518,18 +506,10 @@ fn regression_a_pull_whose_config_is_collected_before_its_platform_check_fetches
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(&[&[("one", b"1")]], Compression::Gzip, "amd64");
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/config:1");
-    registry.push(&layout, "t", "demo/config:2");
     let store_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(store_dir.path()).unwrap();
-    let first = format!("{}/demo/config:1", registry.host());
-    let second = format!("{}/demo/config:2", registry.host());
-    pull(&store, &reference(&first), &options(&registry)).unwrap();
-    let layers = image.layers.clone();
+    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "config", 1);
+    let (store, first, second) = (two.store, two.first, two.second);
+    let layers = two.image.layers.clone();
     let mut racing = options(&registry);
     racing.progress = Some(Arc::new(CollectBeforeCommit {
         store: store.clone(),
@@ -549,8 +529,106 @@ fn regression_a_pull_whose_config_is_collected_before_its_platform_check_fetches
     assert_consistent(&store);
 }
 
-/// Removes the name `name` and collects the store's garbage at the first event `when` takes
-/// (the first time only): what another process's RemoveImage would do then.
+/// A garbage collection after RemoveImage (a CRI server's cleaner runs one right after the
+/// answer, while the client pulls again) waits for the pull in progress, so it never deletes
+/// what the pull found in the store: the pull reuses it all, and the collection takes nothing
+/// the pulled image needs.
+#[test]
+fn a_collection_waits_for_the_pull_in_progress_and_takes_nothing_it_found() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "waits", 2);
+    let (store, first, second) = (two.store, two.first, two.second);
+    let collector = Arc::new(Mutex::new(None));
+    let mut racing = options(&registry);
+    racing.progress = Some(Arc::new(CollectAside {
+        store: store.clone(),
+        name: first.clone(),
+        collector: collector.clone(),
+    }));
+    let pulled = pull(&store, &reference(&second), &racing).unwrap();
+    assert_eq!(pulled.downloaded, 0, "the pull reused what it found");
+    let collected = collector
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the collection was started")
+        .join()
+        .unwrap();
+    assert_eq!(collected.blobs_removed, 0, "{collected:?}");
+    assert!(store.resolve(&first).is_err());
+    assert_eq!(read_in_image(&store, &second, "two").unwrap(), b"2");
+    assert_consistent(&store);
+}
+
+/// Removes the name `name` and starts a garbage collection on a thread of its own once the
+/// pull has resolved its reference, as another process's RemoveImage and its cleaner would.
+struct CollectAside {
+    store: Store,
+    name: String,
+    collector: Arc<Mutex<Option<std::thread::JoinHandle<podlab_image::GcReport>>>>,
+}
+
+impl Progress for CollectAside {
+    fn report(&self, event: &ProgressEvent) {
+        let mut collector = self.collector.lock().unwrap();
+        if matches!(event, ProgressEvent::Resolved { .. }) && collector.is_none() {
+            self.store.untag(&self.name).unwrap();
+            let store = self.store.clone();
+            *collector = Some(std::thread::spawn(move || store.gc().unwrap()));
+        }
+    }
+}
+
+/// One image pushed as `demo/REPO:1` and `demo/REPO:2`, the first pulled into a new store:
+/// the scene of a RemoveImage of one name racing a pull of the other.
+struct TwoNames {
+    image: kit::Written,
+    store: Store,
+    first: String,
+    second: String,
+}
+
+impl TwoNames {
+    /// Its layers hold the files `one`, `two`, … (`layers` of them) with contents "1", "2", ….
+    fn pulled_once(
+        registry: &Registry,
+        dir: &std::path::Path,
+        store_dir: &std::path::Path,
+        repo: &str,
+        layers: usize,
+    ) -> TwoNames {
+        let files = [("one", b"1"), ("two", b"2")];
+        let layer_files: Vec<[(&str, &[u8]); 1]> = files[..layers]
+            .iter()
+            .map(|(name, data)| [(*name, &data[..])])
+            .collect();
+        let layer_refs: Vec<&[(&str, &[u8])]> = layer_files.iter().map(|l| &l[..]).collect();
+        let mut layout = Layout::new(&dir.join("layout"));
+        let image = layout.image(&layer_refs, Compression::Gzip, "amd64");
+        layout.tag(&image, "t");
+        layout.save();
+        registry.push(&layout, "t", &format!("demo/{repo}:1"));
+        registry.push(&layout, "t", &format!("demo/{repo}:2"));
+        let store = Store::open(store_dir).unwrap();
+        let first = format!("{}/demo/{repo}:1", registry.host());
+        let second = format!("{}/demo/{repo}:2", registry.host());
+        pull(&store, &reference(&first), &options(registry)).unwrap();
+        TwoNames {
+            image,
+            store,
+            first,
+            second,
+        }
+    }
+}
+
+/// Removes the image `name` with its content at the first event `when` takes (the first time
+/// only): what another process's `podlab image rm` does then. (A garbage collection would wait
+/// for the pull: see the next test.)
 struct CollectBeforeCommit {
     store: Store,
     name: String,
@@ -561,8 +639,7 @@ struct CollectBeforeCommit {
 impl Progress for CollectBeforeCommit {
     fn report(&self, event: &ProgressEvent) {
         if (self.when)(event) && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.store.untag(&self.name).unwrap();
-            self.store.gc().unwrap();
+            self.store.remove(&self.name).unwrap();
         }
     }
 }
