@@ -182,7 +182,11 @@ impl Store {
     /// lease the same way). A collection waits for the pulls in progress; a pull, for a
     /// collection in progress.
     pub(crate) fn hold_for_pull(&self) -> Result<StoreLock> {
-        StoreLock::acquire(&self.root.join("pulls.lock"), false)
+        StoreLock::acquire(&self.pulls_lock_path(), false)
+    }
+
+    fn pulls_lock_path(&self) -> PathBuf {
+        self.root.join("pulls.lock")
     }
 
     fn lock(&self, exclusive: bool) -> Result<StoreLock> {
@@ -754,7 +758,7 @@ impl Store {
     /// Deletes every blob and snapshot that no name needs (except snapshots still mounted),
     /// once no pull is in progress (see [`Store::hold_for_pull`]).
     pub fn gc(&self) -> Result<GcReport> {
-        let _no_pull = StoreLock::acquire(&self.root.join("pulls.lock"), true)?;
+        let _no_pull = StoreLock::acquire(&self.pulls_lock_path(), true)?;
         let _lock = self.lock(true)?;
         self.remove_stale_staging();
         self.collect_garbage(&self.index()?)

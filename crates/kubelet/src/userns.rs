@@ -6,9 +6,9 @@
 //! one when its sandbox is first made. The choice is kept in the pod's folder,
 //! `<root>/pods/<uid>/userns`, in kubelet's format, so that every sandbox of the pod gets the
 //! same range (its files stay its own), and it is free again once that folder goes with the
-//! pod. A lock file beside the pods' folders keeps two pods from taking one range.
+//! pod. A lock on the pods' folder keeps two pods from taking one range.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use podlab_ns::user::IdMapping;
@@ -80,7 +80,9 @@ pub fn for_pod(pod: &Pod, dirs: &PodDirs) -> Result<Option<UserNamespace>, Strin
         gid_mappings: vec![one],
     };
     make_private_dir(pod_dir)?;
-    write(&path, &record)?;
+    // Written whole, readable by root alone, as the runtime's records are.
+    let bytes = serde_json::to_vec(&record).expect("a record serializes");
+    podlab_runtime::state::write_atomic(&path, &bytes).map_err(|e| e.to_string())?;
     Ok(Some(namespace_of(&record)))
 }
 
@@ -102,7 +104,7 @@ fn namespace_of(record: &Record) -> UserNamespace {
 }
 
 fn read(path: &Path) -> Option<Record> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    podlab_runtime::state::read_record(path).ok().flatten()
 }
 
 /// The range indexes the pods' `userns` files below `pods` hold.
@@ -125,25 +127,6 @@ fn make_private_dir(dir: &Path) -> Result<(), String> {
         .mode(crate::volume::POD_DIR_MODE)
         .create(dir)
         .map_err(|e| format!("creating {}: {e}", dir.display()))
-}
-
-/// Written whole (a new file renamed over none), readable by root alone.
-fn write(path: &Path, record: &Record) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let partial: PathBuf = path.with_extension("partial");
-    let failed = |e: std::io::Error| format!("writing {}: {e}", path.display());
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .map_err(failed)?;
-    file.write_all(&serde_json::to_vec(record).expect("a record serializes"))
-        .and_then(|()| file.sync_all())
-        .map_err(failed)?;
-    std::fs::rename(&partial, path).map_err(failed)
 }
 
 /// An exclusive `flock` on the folder `path` itself (no lock file to leave behind), held
@@ -180,7 +163,7 @@ mod tests {
     }
 
     /// A folder of the test's own, removed even when it fails.
-    struct Scratch(PathBuf);
+    struct Scratch(std::path::PathBuf);
 
     impl Scratch {
         fn new(name: &str) -> Scratch {

@@ -138,12 +138,12 @@ impl Runtime {
             // The rootfs's own files (the upper layer, and the work folder overlayfs keeps
             // beside it) belong to the pod's root; its lower layers are idmapped at start.
             let (uid, gid) = user.host_root();
+            let (uid, gid) = (
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            );
             for dir in [container.upper(), container.work()] {
-                let owner = (
-                    Some(nix::unistd::Uid::from_raw(uid)),
-                    Some(nix::unistd::Gid::from_raw(gid)),
-                );
-                if let Err(errno) = nix::unistd::chown(&dir, owner.0, owner.1) {
+                if let Err(errno) = nix::unistd::chown(&dir, uid, gid) {
                     let _ = remove_tree(&container.dir);
                     return Err(Error::Sys {
                         call: "chown",
