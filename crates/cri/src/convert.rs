@@ -430,6 +430,15 @@ pub fn container_config(
         out.run_as_user = Some(uid);
     }
     out.readonly_rootfs = security.readonly_rootfs;
+    let userns_options = security
+        .namespace_options
+        .as_ref()
+        .and_then(|ns| ns.userns_options.as_ref());
+    same_user_namespace(
+        &format!("{field}.namespace_options.userns_options"),
+        userns_options,
+        context.sandbox.linux.security.user_namespace.as_ref(),
+    )?;
     if let Some(ns) = &security.namespace_options {
         match mode(ns.pid) {
             proto::NamespaceMode::Container | proto::NamespaceMode::Target => {}
@@ -452,6 +461,44 @@ pub fn container_config(
         }
     }
     Ok(out)
+}
+
+/// A container lives in its pod's user namespace: its `userns_options` (absent is the node's,
+/// as NODE) must say what the sandbox's said, as containerd checks ("user namespace config for
+/// sandbox is different from container").
+fn same_user_namespace(
+    field: &str,
+    container: Option<&proto::UserNamespace>,
+    sandbox: Option<&podlab_runtime::config::UserNamespace>,
+) -> Result<(), Status> {
+    let container = match container {
+        Some(options) => user_namespace(field, options)?,
+        None => None,
+    };
+    if container.as_ref() == sandbox {
+        return Ok(());
+    }
+    let describe = |namespace: Option<&podlab_runtime::config::UserNamespace>| match namespace {
+        None => "the node's (NODE)".to_string(),
+        Some(n) => {
+            let map = |maps: &[podlab_ns::user::IdMapping]| {
+                let lines: Vec<String> = maps
+                    .iter()
+                    .map(|m| format!("{} {} {}", m.inside, m.outside, m.count))
+                    .collect();
+                lines.join(", ")
+            };
+            format!("POD (uid_map {}; gid_map {})", map(&n.uids), map(&n.gids))
+        }
+    };
+    Err(invalid(
+        field,
+        format!(
+            "user namespace config for sandbox is different from container: the pod sandbox's is {}, the container's {}",
+            describe(sandbox),
+            describe(container.as_ref())
+        ),
+    ))
 }
 
 /// The container whose pid namespace a TARGET container joins (its id as given).
@@ -859,6 +906,32 @@ mod tests {
         );
     }
 
+    /// A container named `c` with these namespace options.
+    fn container_in(namespaces: proto::NamespaceOption) -> proto::ContainerConfig {
+        proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    namespace_options: Some(namespaces),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn context(sandbox: &PodSandboxConfig) -> ContainerContext<'_> {
+        ContainerContext {
+            sandbox,
+            image_name: "busybox".into(),
+            passwd: None,
+        }
+    }
+
     #[test]
     fn node_pid_and_ipc_modes_are_the_hosts_and_reported_back() {
         let mut config = pod("p");
@@ -879,28 +952,10 @@ mod tests {
         assert_eq!(reported.pid, proto::NamespaceMode::Node as i32);
         assert_eq!(reported.ipc, proto::NamespaceMode::Node as i32);
         // A container may take the node's pid namespace only with its sandbox.
-        let container = proto::ContainerConfig {
-            metadata: Some(proto::ContainerMetadata {
-                name: "c".into(),
-                attempt: 0,
-            }),
-            linux: Some(proto::LinuxContainerConfig {
-                security_context: Some(proto::LinuxContainerSecurityContext {
-                    namespace_options: Some(proto::NamespaceOption {
-                        pid: proto::NamespaceMode::Node as i32,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
+        let container = container_in(proto::NamespaceOption {
+            pid: proto::NamespaceMode::Node as i32,
             ..Default::default()
-        };
-        let context = |sandbox| ContainerContext {
-            sandbox,
-            image_name: "busybox".into(),
-            passwd: None,
-        };
+        });
         assert!(container_config(&container, &context(&out)).is_ok());
         let err = container_config(&container, &context(&PodSandboxConfig::default())).unwrap_err();
         assert!(err
@@ -1105,5 +1160,58 @@ mod tests {
             seccomp("f", None, "localhost//x.json").unwrap(),
             SeccompProfile::Localhost("/x.json".into())
         );
+    }
+
+    #[test]
+    fn a_containers_user_namespace_must_be_its_sandboxs() {
+        let mapping = |host_id| proto::IdMapping {
+            container_id: 0,
+            host_id,
+            length: 65536,
+        };
+        let pod_mode = |host_id| proto::UserNamespace {
+            mode: proto::NamespaceMode::Pod as i32,
+            uids: vec![mapping(host_id)],
+            gids: vec![mapping(host_id)],
+        };
+        let node_mode = proto::UserNamespace {
+            mode: proto::NamespaceMode::Node as i32,
+            ..Default::default()
+        };
+        let sandbox = PodSandboxConfig {
+            linux: LinuxSandboxConfig {
+                security: podlab_runtime::config::SandboxSecurity {
+                    user_namespace: user_namespace("f", &pod_mode(300000)).unwrap(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let container = |userns_options| {
+            container_in(proto::NamespaceOption {
+                pid: proto::NamespaceMode::Container as i32,
+                userns_options,
+                ..Default::default()
+            })
+        };
+        let field = "config.linux.security_context.namespace_options.userns_options";
+        assert!(container_config(&container(Some(pod_mode(300000))), &context(&sandbox)).is_ok());
+        for other in [None, Some(node_mode.clone()), Some(pod_mode(400000))] {
+            let err = container_config(&container(other.clone()), &context(&sandbox)).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{other:?}");
+            assert!(
+                err.message().starts_with(&format!(
+                    "{field}: user namespace config for sandbox is different from container"
+                )),
+                "{}",
+                err.message()
+            );
+        }
+        // Without one on either side, both are the node's.
+        let plain = PodSandboxConfig::default();
+        assert!(container_config(&container(None), &context(&plain)).is_ok());
+        assert!(container_config(&container(Some(node_mode)), &context(&plain)).is_ok());
+        assert!(container_config(&container(Some(pod_mode(300000))), &context(&plain)).is_err());
     }
 }

@@ -1825,14 +1825,34 @@ fn a_pod_with_userns_options_is_root_inside_and_a_user_of_the_node_outside() {
         "userns",
         serde_json::json!({"mode": 0, "uids": mapping, "gids": mapping}),
     );
-    let container = server.write(
-        "container.json",
-        serde_json::json!({
-            "metadata": {"name": "app"}, "image": {"image": "busybox"},
-            "command": ["sleep", "1000"], "linux": {}
-        }),
-    );
+    // A container says its pod's user namespace again (kubelet sends it, crictl copies the
+    // pod's); one that says another is refused, as containerd refuses it.
+    let container_with = |file: &str, host_id: u32| {
+        let mapping = serde_json::json!([{"container_id": 0, "host_id": host_id, "length": 65536}]);
+        server.write(
+            file,
+            serde_json::json!({
+                "metadata": {"name": "app"}, "image": {"image": "busybox"},
+                "command": ["sleep", "1000"],
+                "linux": {"security_context": {"namespace_options": {"userns_options":
+                    {"mode": 0, "uids": mapping, "gids": mapping}}}}
+            }),
+        )
+    };
+    let container = container_with("container.json", 300000);
     let sandbox = server.ok(&["runp", &pod]);
+    let (code, _, stderr) = server.crictl(&[
+        "create",
+        &sandbox,
+        &container_with("other.json", 400000),
+        &pod,
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("InvalidArgument"), "{stderr}");
+    assert!(
+        stderr.contains("user namespace config for sandbox is different from container"),
+        "{stderr}"
+    );
     let id = server.ok(&["create", &sandbox, &container, &pod]);
     server.ok(&["start", &id]);
     let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
