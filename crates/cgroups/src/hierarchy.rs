@@ -217,10 +217,12 @@ impl Hierarchy {
     }
 }
 
+// The type's width is the libc's (`long` in glibc's statfs, `unsigned long` in musl's).
+#[allow(clippy::unnecessary_cast)]
 pub(crate) fn fs_magic(path: &Path) -> Option<i64> {
     nix::sys::statfs::statfs(path)
         .ok()
-        .map(|s| s.filesystem_type().0)
+        .map(|s| s.filesystem_type().0 as i64)
 }
 
 /// The v1 controllers of mountinfo's `cgroup` mounts and their mount points: each mount is the

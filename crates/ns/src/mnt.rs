@@ -352,6 +352,9 @@ fn remount_bind_readonly(dst: &Path) -> Result<()> {
     .map_err(|e| mount_error("mount(remount-bind-readonly)", dst, e))
 }
 
+/// statvfs(2)'s flag for a `relatime` mount: the kernel's value, which musl's headers leave out.
+const ST_RELATIME: libc::c_ulong = 0x1000;
+
 /// The per-mount flags of the mount that holds `path`, as mount(2) flags: what a read-only
 /// remount must repeat (the kernel refuses to clear flags locked on a less privileged mount).
 pub fn inherited_mount_flags(path: &Path) -> Result<MsFlags> {
@@ -362,7 +365,7 @@ pub fn inherited_mount_flags(path: &Path) -> Result<MsFlags> {
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        (FsFlags::from_bits_retain(ST_RELATIME), MsFlags::MS_RELATIME),
     ];
     Ok(pairs
         .iter()

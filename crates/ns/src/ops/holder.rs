@@ -229,6 +229,7 @@ fn sleep_forever() -> ! {
 /// would otherwise keep copies of its pipes open, and readers waiting for end-of-file on them
 /// would wait as long as it lives.
 fn close_inherited_fds() {
-    // SAFETY: nothing in this process uses those descriptors any more.
-    unsafe { libc::close_range(3, libc::c_uint::MAX, 0) };
+    // SAFETY: nothing in this process uses those descriptors any more. The raw system call:
+    // musl's libc has no wrapper for it.
+    unsafe { libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0) };
 }

@@ -4,19 +4,20 @@
 //! It has no Rust `main`: the standard library's start-up (a guard page and an alternate
 //! signal stack for stack-overflow reports, found by parsing /proc/self/maps with C's scanf)
 //! would touch code and data that one shim per pod then keeps for the pod's whole life. The
-//! arguments still come from the standard library (glibc hands them over before `main`).
+//! arguments are read from C's `argv` (musl, unlike glibc, does not hand them to the
+//! standard library before `main`).
 
 // The test harness brings its own `main` (the binary has no tests of its own).
 #![cfg_attr(not(test), no_main)]
 
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     // As the standard start-up would: a closed reader makes a write fail (EPIPE), it does not
     // kill the shim. Containers get the default back before they exec.
     // SAFETY: SIG_IGN installs no handler code.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let mut args = std::env::args_os().skip(1).peekable();
+    let mut args = arguments(argc, argv).into_iter().skip(1).peekable();
     if args
         .peek()
         .is_some_and(|a| a == podlab_runtime::mount_template::SHIM_FLAG)
@@ -40,4 +41,17 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
             1
         }
     }
+}
+
+/// C's `argv` as the standard library's `args_os` would give it.
+#[cfg(not(test))]
+fn arguments(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    (0..usize::try_from(argc).unwrap_or(0))
+        .map(|i| {
+            // SAFETY: the C runtime passes `argc` valid, NUL-terminated strings in `argv`.
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string()
+        })
+        .collect()
 }

@@ -20,8 +20,10 @@
 //! pages below its loop's frame back too ([`StackTop::release_below`]).
 
 /// Blocks of this size or more are mapped on their own and unmapped when freed.
+#[cfg(target_env = "gnu")]
 const MMAP_THRESHOLD: libc::c_int = 64 * 1024;
 /// Free memory at the top of the heap beyond this is returned to the kernel at once.
+#[cfg(target_env = "gnu")]
 const TRIM_THRESHOLD: libc::c_int = 64 * 1024;
 
 /// The glibc tunable that turns the per-thread cache of freed blocks off.
@@ -53,6 +55,11 @@ pub(crate) fn tunables_without_thread_cache() -> String {
 pub(super) fn without_thread_cache() {
     use std::os::unix::process::CommandExt;
 
+    // glibc's thread cache only: musl's allocator has none.
+    if cfg!(not(target_env = "gnu")) {
+        return;
+    }
+
     let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
     if turns_thread_cache_off(&tunables) {
         return;
@@ -72,9 +79,11 @@ pub(super) fn without_thread_cache() {
     eprintln!("podlab-shim: starting again with glibc's thread cache off: {error}");
 }
 
-/// Fixes the allocator's thresholds (which also stops glibc from moving them).
+/// Fixes the allocator's thresholds (which also stops glibc from moving them). glibc's
+/// allocator only: musl's has no such knobs.
 pub(super) fn tune_allocator() {
     // SAFETY: mallopt only changes the allocator's parameters; the shim is single-threaded.
+    #[cfg(target_env = "gnu")]
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
         libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
@@ -82,10 +91,13 @@ pub(super) fn tune_allocator() {
 }
 
 /// Returns every free page of the heap to the kernel (the pages stay mapped; the next use
-/// faults in a fresh zero page).
+/// faults in a fresh zero page). glibc's allocator only: musl's gives free pages back itself.
 pub(super) fn release_free_pages() {
     // SAFETY: malloc_trim only releases memory the allocator holds as free.
-    unsafe { libc::malloc_trim(0) };
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0)
+    };
 }
 
 /// The shim's main stack as mapped when it started (the `[stack]` line of /proc/self/maps),
