@@ -474,9 +474,7 @@ fn regression_a_pull_whose_blobs_are_collected_before_its_commit_fetches_them_ag
     let Some(registry) = Registry::start(false, false) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = tempfile::tempdir().unwrap();
-    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "collected", 2);
+    let two = TwoNames::pulled_once(&registry, "collected", 2);
     let (image, store, first, second) = (two.image, two.store, two.first, two.second);
     let mut racing = options(&registry);
     racing.progress = Some(Arc::new(CollectBeforeCommit {
@@ -505,9 +503,7 @@ fn regression_a_pull_whose_config_is_collected_before_its_platform_check_fetches
     let Some(registry) = Registry::start(false, false) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = tempfile::tempdir().unwrap();
-    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "config", 1);
+    let two = TwoNames::pulled_once(&registry, "config", 1);
     let (store, first, second) = (two.store, two.first, two.second);
     let layers = two.image.layers.clone();
     let mut racing = options(&registry);
@@ -538,9 +534,7 @@ fn a_collection_waits_for_the_pull_in_progress_and_takes_nothing_it_found() {
     let Some(registry) = Registry::start(false, false) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = tempfile::tempdir().unwrap();
-    let two = TwoNames::pulled_once(&registry, dir.path(), store_dir.path(), "waits", 2);
+    let two = TwoNames::pulled_once(&registry, "waits", 2);
     let (store, first, second) = (two.store, two.first, two.second);
     let collector = Arc::new(Mutex::new(None));
     let mut racing = options(&registry);
@@ -590,30 +584,27 @@ struct TwoNames {
     store: Store,
     first: String,
     second: String,
+    /// The image's layout and the store, removed with the scene.
+    _folders: (tempfile::TempDir, tempfile::TempDir),
 }
 
 impl TwoNames {
     /// Its layers hold the files `one`, `two`, … (`layers` of them) with contents "1", "2", ….
-    fn pulled_once(
-        registry: &Registry,
-        dir: &std::path::Path,
-        store_dir: &std::path::Path,
-        repo: &str,
-        layers: usize,
-    ) -> TwoNames {
+    fn pulled_once(registry: &Registry, repo: &str, layers: usize) -> TwoNames {
+        let (dir, store_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let files = [("one", b"1"), ("two", b"2")];
         let layer_files: Vec<[(&str, &[u8]); 1]> = files[..layers]
             .iter()
             .map(|(name, data)| [(*name, &data[..])])
             .collect();
         let layer_refs: Vec<&[(&str, &[u8])]> = layer_files.iter().map(|l| &l[..]).collect();
-        let mut layout = Layout::new(&dir.join("layout"));
+        let mut layout = Layout::new(&dir.path().join("layout"));
         let image = layout.image(&layer_refs, Compression::Gzip, "amd64");
         layout.tag(&image, "t");
         layout.save();
         registry.push(&layout, "t", &format!("demo/{repo}:1"));
         registry.push(&layout, "t", &format!("demo/{repo}:2"));
-        let store = Store::open(store_dir).unwrap();
+        let store = Store::open(store_dir.path()).unwrap();
         let first = format!("{}/demo/{repo}:1", registry.host());
         let second = format!("{}/demo/{repo}:2", registry.host());
         pull(&store, &reference(&first), &options(registry)).unwrap();
@@ -622,6 +613,7 @@ impl TwoNames {
             store,
             first,
             second,
+            _folders: (dir, store_dir),
         }
     }
 }
