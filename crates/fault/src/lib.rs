@@ -78,7 +78,8 @@ const fn builtin(name: &'static str, what_exists: &'static str) -> Point {
 use Phase::{Create, Delete};
 use Process::{Agent, Shim};
 
-/// Every fault point, in the order a pod's creation and deletion reach them.
+/// Every fault point, in the order a pod's creation and deletion reach them (a pod whose
+/// network namespace was not made ahead: its ADD runs while the shim starts).
 pub const POINTS: &[Point] = &[
     point(
         "sandbox.after-folder",
@@ -96,25 +97,14 @@ pub const POINTS: &[Point] = &[
         "sandbox.after-cgroups",
         Create,
         Agent,
-        "+ the shim starting, the pod's and the pause's cgroups made, the pause not yet told",
+        "+ the pod's network namespace pinned, the shim starting, the pod's and the pause's \
+         cgroups made, the pause not yet told",
     ),
     point(
         "shim.after-pause",
         Create,
         Shim,
-        "+ the shim, pause in the pod's new namespaces (not pinned)",
-    ),
-    point(
-        "shim.after-pins",
-        Create,
-        Shim,
-        "+ the namespaces pinned under ns/, the shim record",
-    ),
-    point(
-        "sandbox.after-shim",
-        Create,
-        Agent,
-        "+ the shim ready, its socket; no network yet",
+        "+ the shim, pause in the pod's new namespaces (not pinned), the network's ADD under way",
     ),
     builtin(
         "network.after-lease",
@@ -128,7 +118,20 @@ pub const POINTS: &[Point] = &[
         "sandbox.after-network",
         Create,
         Agent,
-        "+ the network attached (veth, lease, CNI cache); no sandbox record",
+        "+ the network attached (veth, lease, CNI cache); the shim not yet told, nothing else \
+         pinned, no sandbox record",
+    ),
+    point(
+        "shim.after-pins",
+        Create,
+        Shim,
+        "+ the namespaces pinned under ns/, the shim record",
+    ),
+    point(
+        "sandbox.after-shim",
+        Create,
+        Agent,
+        "+ the shim ready, its socket; no sandbox record",
     ),
     point(
         "sandbox.after-record",

@@ -16,7 +16,7 @@ pub mod cookie;
 mod netns;
 mod wire;
 
-pub use netns::{in_netns, new_held, socket_in};
+pub use netns::{in_netns, new_held, new_pinned, socket_in};
 
 use std::collections::HashMap;
 use std::fs::File;

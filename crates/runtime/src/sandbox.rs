@@ -96,13 +96,28 @@ impl Runtime {
         if prepared.is_some() {
             trace.mark("warm network namespace taken");
         }
-        // The namespace pause joins instead of making one, held by this process until the
-        // shim has pinned it.
-        let joined_netns = prepared.as_ref().map(|p| {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
-            PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
-        });
         let pin = paths.ns(podlab_ns::NsKind::Net);
+        // Without one made ahead, the pod's network namespace is made and pinned here, so that
+        // its ADD runs while the shim and pause start (pause joins it; the shim pins the rest
+        // once the ADD is through). The pin is what `gc` finds and DELs through if this
+        // process dies meanwhile, as after an ADD on a namespace the shim pinned.
+        let attach_while_starting =
+            prepared.is_none() && network_mode == NetworkMode::Pod && self.network.is_some();
+        if attach_while_starting {
+            std::fs::create_dir(paths.ns_dir())
+                .map_err(|e| Error::io("creating", paths.ns_dir(), e))?;
+            podlab_ns::net::new_pinned(&pin)?;
+            trace.mark("network namespace (made, pinned)");
+        }
+        // The namespace pause joins instead of making one: a warm one, held by this process
+        // until the shim has pinned it, or the one pinned just above.
+        let joined_netns = prepared
+            .as_ref()
+            .map(|p| {
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&p.netns);
+                PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()))
+            })
+            .or_else(|| attach_while_starting.then(|| pin.clone()));
         let make_cgroups = || -> Result<()> {
             if let (Some(node), Some(_)) = (&self.cgroups, &pod_cgroup) {
                 // kubelet's values on the pod's, runc's device rules on the pause's.
@@ -137,26 +152,70 @@ impl Runtime {
                 &config.metadata.name,
             )),
             netns: joined_netns.clone(),
+            await_network: attach_while_starting,
         };
-        let started = start_shim(id, paths, &shim, make_cgroups, &shim_args);
-        if let (Err(_), Some(plugin), Some(now)) = (&started, &self.network, &joined_netns) {
-            // No shim pinned it: the DEL goes to the namespace this process still holds (and
-            // its ADD's record to the sandbox's folder, which the pin names).
-            let pod = PodNetwork {
-                netns_now: Some(now),
-                ..pod_network(id, config, &pin)
-            };
-            let _ = plugin.tear_down(&pod, None);
+        // The ADD runs on a thread of its own from before the shim is spawned: the thread
+        // only execs the plugins, and this one only spawns the shim and writes cgroup files
+        // meanwhile (nothing forks into namespace work while it runs).
+        let added_while_starting = std::sync::Mutex::new(None);
+        let started = std::thread::scope(|scope| {
+            let adding = self
+                .network
+                .as_ref()
+                .filter(|_| attach_while_starting)
+                .map(|plugin| {
+                    scope.spawn(|| {
+                        let added = plugin.set_up(&pod_network(id, config, &pin));
+                        trace.mark("CNI ADD (while the shim starts)");
+                        let attached = added.is_ok();
+                        *added_while_starting
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) = Some(added);
+                        podlab_fault::point_reached("sandbox.after-network");
+                        attached
+                    })
+                });
+            let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
+            start_shim(id, paths, &shim, make_cgroups, attach, &shim_args)
+        });
+        let added_while_starting = added_while_starting
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        if let (Err(_), Some(plugin)) = (&started, &self.network) {
+            if prepared.is_some() {
+                // No shim pinned it: the DEL goes to the namespace this process still holds
+                // (and its ADD's record to the sandbox's folder, which the pin names).
+                let pod = PodNetwork {
+                    netns_now: joined_netns.as_deref(),
+                    ..pod_network(id, config, &pin)
+                };
+                let _ = plugin.tear_down(&pod, None);
+            } else if attach_while_starting {
+                // An ADD that ran (failed or not) gets its DEL, through this process's pin.
+                let _ = plugin.tear_down(&pod_network(id, config, &pin), None);
+            }
+        }
+        if let (Err(_), Some(Err(e))) = (&started, added_while_starting.as_ref()) {
+            // The shim failed because the ADD did: the ADD's error is the one to tell.
+            return Err(Error::Network {
+                id: id.to_string(),
+                phase: "set-up",
+                message: format!(
+                    "{}: {e}",
+                    self.network.as_ref().map_or("", |plugin| plugin.name())
+                ),
+            });
         }
         started?;
         podlab_fault::point_reached("sandbox.after-shim");
         // A failed ADD's DEL is the sandbox's undo: the shim has pinned the namespace by now.
-        let added = match (&self.network, network_mode, prepared) {
-            (Some(_), NetworkMode::Pod, Some(prepared)) => {
+        let added = match (&self.network, network_mode, prepared, added_while_starting) {
+            (_, _, _, Some(added)) => added,
+            (Some(_), NetworkMode::Pod, Some(prepared), None) => {
                 trace.mark("CNI ADD (made ahead, joined)");
                 Ok(prepared.attachment)
             }
-            (Some(plugin), NetworkMode::Pod, None) => {
+            (Some(plugin), NetworkMode::Pod, None, None) => {
                 let added = plugin.set_up(&pod_network(id, config, &pin));
                 trace.mark("CNI ADD");
                 added
@@ -171,7 +230,9 @@ impl Runtime {
                 self.network.as_ref().map_or("", |plugin| plugin.name())
             ),
         })?;
-        podlab_fault::point_reached("sandbox.after-network");
+        if !attach_while_starting {
+            podlab_fault::point_reached("sandbox.after-network");
+        }
         if !attachment.ips.is_empty() {
             write_etc_files(paths, config, &attachment.ips)?;
         }
@@ -639,11 +700,16 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
 /// fails, with their error as the one returned. The cgroups' folders and values (about half a
 /// millisecond) are so made during the shim's `execve` and the pause's namespaces, on the
 /// other core, instead of before them.
+///
+/// With `args.await_network`, `attach` (the network's ADD) runs next, while the shim goes on
+/// starting, and one more byte tells the shim it may pin and answer; `attach` returning false
+/// closes the pipe without it, and the shim kills pause and fails.
 fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
     shim: &Path,
     make_cgroups: impl FnOnce() -> Result<()>,
+    attach: impl FnOnce() -> bool,
     args: &ShimArgs,
 ) -> Result<ShimRecord> {
     let log = std::fs::OpenOptions::new()
@@ -651,11 +717,11 @@ fn start_shim(
         .append(true)
         .open(paths.shim_log())
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
-    let (gate_read, gate_write) = match args.placement {
-        Some(_) => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+    let (gate_read, gate_write) = match args.placement.is_some() || args.await_network {
+        true => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map(|(read, write)| (Some(read), Some(write)))
-            .map_err(|e| Error::io("making", "the shim's cgroups pipe", e.into()))?,
-        None => (None, None),
+            .map_err(|e| Error::io("making", "the shim's gate pipe", e.into()))?,
+        false => (None, None),
     };
     let mut child = Command::new(shim)
         .args(args.to_args())
@@ -671,9 +737,14 @@ fn start_shim(
         .map_err(|e| Error::io("starting", shim, e))?;
     let made = make_cgroups();
     podlab_fault::point_reached("sandbox.after-cgroups");
-    if let (Ok(()), Some(gate)) = (&made, &gate_write) {
+    if let (Ok(()), Some(gate), Some(_)) = (&made, &gate_write, &args.placement) {
         // A shim that died already is seen in its answer below.
         let _ = nix::unistd::write(gate, b"+");
+    }
+    if made.is_ok() && args.await_network {
+        if let (true, Some(gate)) = (attach(), &gate_write) {
+            let _ = nix::unistd::write(gate, b"+");
+        }
     }
     drop(gate_write);
     let mut answer = Vec::new();

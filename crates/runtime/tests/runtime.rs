@@ -948,11 +948,13 @@ fn a_host_network_pod_has_the_nodes_network_and_hostname() {
     );
 }
 
-/// A network plugin that records its calls and hands out one address.
+/// A network plugin that records its calls (and the inode of the namespace each ADD was given)
+/// and hands out one address.
 #[derive(Default)]
 struct FakeNetwork {
     fail: bool,
     calls: Mutex<Vec<String>>,
+    added_to: Mutex<Vec<u64>>,
 }
 
 impl NetworkPlugin for FakeNetwork {
@@ -969,6 +971,9 @@ impl NetworkPlugin for FakeNetwork {
             .lock()
             .unwrap()
             .push(format!("set_up pinned={pinned}"));
+        if let Ok(meta) = std::fs::metadata(pod.netns) {
+            self.added_to.lock().unwrap().push(meta.ino());
+        }
         if self.fail {
             return Err("no addresses left".into());
         }
@@ -1016,6 +1021,53 @@ fn the_network_hook_gives_the_pod_its_ip_and_is_undone() {
         *plugin.calls.lock().unwrap(),
         ["set_up pinned=true", "tear_down pinned=true result=true"]
     );
+}
+
+/// The ADD runs while the shim starts, on a namespace the runtime made and pinned first: the
+/// namespace it was given is the one pause and the containers are in, and not the node's.
+#[test]
+fn the_namespace_the_add_attached_is_the_one_pause_and_the_containers_join() {
+    let mut root = TestRoot::new("addwhile");
+    let plugin = Arc::new(FakeNetwork::default());
+    root.runtime.set_network_plugin(plugin.clone());
+    let sandbox = root.sandbox(&pod("attached"));
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let pause = inode(status.pause_pid.unwrap(), NsKind::Net);
+    assert_eq!(*plugin.added_to.lock().unwrap(), [pause]);
+    assert_ne!(pause, inode(std::process::id() as i32, NsKind::Net));
+    let id = root.container(&sandbox, "app", &["sleep", "1000"]);
+    assert_eq!(inode(pid_of(&root, &id), NsKind::Net), pause);
+    let (lo, _) = root.exec(&id, &["cat", "/sys/class/net/lo/operstate"]);
+    assert_eq!(
+        lo.trim(),
+        "unknown",
+        "lo is up (a loopback's state reads unknown)"
+    );
+}
+
+/// The shim failing (here pause, at a sysctl the kernel does not have) while the ADD ran on
+/// the namespace the runtime pinned: the ADD gets its DEL through that pin, the shim's error
+/// is the one returned, and nothing is left.
+#[test]
+fn a_shim_that_fails_while_the_add_ran_gets_the_del_and_leaves_nothing() {
+    let mut root = TestRoot::new("shimfail");
+    let plugin = Arc::new(FakeNetwork::default());
+    root.runtime.set_network_plugin(plugin.clone());
+    let mut config = pod("sysctl");
+    config
+        .linux
+        .sysctls
+        .insert("net.ipv4.podlab_no_such_key".into(), "1".into());
+    let err = root.runtime.run_pod_sandbox(&config).unwrap_err();
+    assert!(
+        err.to_string().contains("net.ipv4.podlab_no_such_key"),
+        "{err}"
+    );
+    assert_eq!(
+        *plugin.calls.lock().unwrap(),
+        ["set_up pinned=true", "tear_down pinned=true result=false"]
+    );
+    assert_nothing_left(&root, &[]);
 }
 
 #[test]

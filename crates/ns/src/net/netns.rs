@@ -66,6 +66,23 @@ pub fn new_held() -> Result<OwnedFd> {
     })
 }
 
+/// A new network namespace, pinned at `path` (which must not exist yet; its folder must), with
+/// nothing in it but a `lo` that is still down: a pod's, made by its starter so that the
+/// network's ADD can run while the pod's first process starts and joins it. Made by a thread
+/// of its own, like [`new_held`], so the caller never moves.
+pub fn new_pinned(path: &std::path::Path) -> Result<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::unshare(CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| Error::sys("unshare(CLONE_NEWNET)", e))?;
+                crate::ops::pin_self(NsKind::Net, path)
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// Makes a socket (`make`, e.g. a bind or a connect) inside the network namespace `netns` and
 /// returns it; the caller does not move. `call` names what `make` does, for its error.
 pub fn socket_in(

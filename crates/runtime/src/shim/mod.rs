@@ -69,9 +69,16 @@ pub struct ShimArgs {
     pub mount_template: Option<PathBuf>,
     /// The pod's trace file, which a command that traces the pod makes ([`crate::trace`]).
     pub trace: Option<PathBuf>,
-    /// A network namespace made and attached ahead of time (`/proc/<caller>/fd/<n>`, see
-    /// [`crate::network::PreparedNetwork`]) that pause joins instead of making its own.
+    /// A network namespace made ahead that pause joins instead of making its own: one
+    /// attached ahead of time (`/proc/<caller>/fd/<n>`, see
+    /// [`crate::network::PreparedNetwork`]), or the one the caller pinned at the sandbox's
+    /// `ns/net` and attaches while the shim starts (`await_network`).
     pub netns: Option<PathBuf>,
+    /// The caller attaches the pod's network (the plugin's ADD) while the shim starts: the shim
+    /// pins nothing and answers nothing until a byte on its stdin says the network is attached
+    /// (after the cgroups' byte, if any). The end of the pipe without it (the ADD failed, or
+    /// the caller died) ends the start: pause is killed.
+    pub await_network: bool,
 }
 
 impl ShimArgs {
@@ -130,6 +137,9 @@ impl ShimArgs {
             args.push("--netns".into());
             args.push(netns.clone().into());
         }
+        if self.await_network {
+            args.push("--await-network".into());
+        }
         args
     }
 
@@ -149,6 +159,7 @@ impl ShimArgs {
         let mut mount_template = None;
         let mut trace = None;
         let mut netns = None;
+        let mut await_network = false;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let arg = arg.to_string_lossy().into_owned();
@@ -183,6 +194,7 @@ impl ShimArgs {
                 "--template-ns" => mount_template = Some(PathBuf::from(value()?)),
                 "--trace" => trace = Some(PathBuf::from(value()?)),
                 "--netns" => netns = Some(PathBuf::from(value()?)),
+                "--await-network" => await_network = true,
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -202,6 +214,7 @@ impl ShimArgs {
             mount_template,
             trace,
             netns,
+            await_network,
         })
     }
 }
@@ -238,13 +251,14 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
 
 /// The pipe on the shim's stdin over which the caller says it has made the pod's and the
 /// pause's cgroups (one byte; the end of the pipe without it: they could not be made), which
-/// it does while the shim starts and the pause makes the pod's namespaces. Taken off stdin
-/// (which becomes /dev/null) for the pause child to read ([`sandbox::start`]).
-fn take_cgroups_pipe() -> Result<OwnedFd, String> {
+/// it does while the shim starts and the pause makes the pod's namespaces; then, with
+/// `--await-network`, that it has attached the pod's network (one more byte). Taken off stdin
+/// (which becomes /dev/null) for the pause child and the shim to read ([`sandbox::start`]).
+fn take_gate_pipe() -> Result<OwnedFd, String> {
     // SAFETY: duplicates descriptor 0 to a new close-on-exec one, owned below.
     let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
     if fd < 0 {
-        return Err(format!("the cgroups pipe on stdin: {}", nix::Error::last()));
+        return Err(format!("the gate pipe on stdin: {}", nix::Error::last()));
     }
     if let Ok(null) = std::fs::File::open("/dev/null") {
         // SAFETY: dup2 onto stdin, which nothing else reads.
@@ -331,12 +345,10 @@ impl Shim {
         std::fs::write(paths.shim_pid(), format!("{}\n", me.pid))
             .map_err(|e| format!("writing {}: {e}", paths.shim_pid().display()))?;
         let listener = protocol::listen(&paths.socket()).map_err(|e| e.to_string())?;
-        let cgroups_made = args
-            .placement
-            .is_some()
-            .then(take_cgroups_pipe)
+        let gate = (args.placement.is_some() || args.await_network)
+            .then(take_gate_pipe)
             .transpose()?;
-        let started = sandbox::start(&args, &paths, me, cgroups_made);
+        let started = sandbox::start(&args, &paths, me, gate);
         let (pause, namespaces, record) = match started {
             Ok(started) => started,
             Err(message) => {
@@ -712,6 +724,7 @@ mod tests {
             mount_template: Some("/proc/1/fd/7".into()),
             trace: Some("/run/podlab/traces/default_web".into()),
             netns: Some("/proc/1/fd/9".into()),
+            await_network: true,
         };
         assert_eq!(ShimArgs::parse(args.to_args()).unwrap(), args);
         assert!(ShimArgs::parse(vec![OsString::from("--bogus")]).is_err());

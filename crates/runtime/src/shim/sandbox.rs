@@ -145,12 +145,17 @@ impl super::Shim {
     }
 }
 
-/// Starts pause and pins its namespaces. On failure everything made is undone.
+/// Starts pause and pins its namespaces. On failure everything made is undone (but a network
+/// namespace the caller pinned, which is the caller's to unpin then).
+///
+/// `gate` is the caller's pipe (see `take_gate_pipe`): pause reads the cgroups' byte from it
+/// before entering its cgroup, and with `--await-network` the shim reads the network's byte
+/// before pinning anything.
 pub(crate) fn start(
     args: &ShimArgs,
     paths: &SandboxPaths,
     shim: ProcessIdentity,
-    cgroups_made: Option<OwnedFd>,
+    gate: Option<OwnedFd>,
 ) -> Result<(ProcessIdentity, PodNamespaces, ShimRecord), String> {
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
@@ -162,14 +167,25 @@ pub(crate) fn start(
         ),
         None => None,
     };
+    let cgroups_made = gate.as_ref().filter(|_| args.placement.is_some());
     let pause_pid = start_pause(
         args,
         own_pid.as_fd(),
-        cgroups_made,
+        cgroups_made.map(|fd| fd.as_fd()),
         userns.as_ref().map(|fd| fd.as_fd()),
     )?;
     drop(userns);
     podlab_fault::point_reached("shim.after-pause");
+    if let (true, Some(gate)) = (args.await_network, &gate) {
+        crate::trace::process_mark("shim", "pause started, waits for the network");
+        if !read_one_byte(gate.as_raw_fd()) {
+            kill_and_reap(pause_pid);
+            return Err(
+                "the caller did not attach the pod's network (its ADD failed, or it died)".into(),
+            );
+        }
+    }
+    drop(gate);
     let pause = match ProcessIdentity::of(pause_pid.as_raw()) {
         Ok(identity) => identity,
         Err(e) => {
@@ -295,7 +311,7 @@ fn pause_process(args: &ShimArgs) -> Result<ProcessSpec, String> {
 fn start_pause(
     args: &ShimArgs,
     own_pid: BorrowedFd<'_>,
-    cgroups_made: Option<OwnedFd>,
+    cgroups_made: Option<BorrowedFd<'_>>,
     userns: Option<BorrowedFd<'_>>,
 ) -> Result<Pid, String> {
     let process = pause_process(args)?;
@@ -356,7 +372,6 @@ fn start_pause(
         })
     })?;
     drop(null);
-    drop(cgroups_made);
     match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
@@ -419,20 +434,12 @@ fn pause_child(
 }
 
 /// In the pause child: waits for the caller's byte saying the cgroups are made (see
-/// `take_cgroups_pipe` in the shim); the end of the pipe without it fails the start.
+/// `take_gate_pipe` in the shim); the end of the pipe without it fails the start.
 fn wait_until_made(cgroups_made: Option<RawFd>) -> Step<()> {
     let Some(fd) = cgroups_made else {
         return Ok(());
     };
-    let mut byte = [0u8; 1];
-    let read = loop {
-        // SAFETY: reads one byte into a buffer of this frame from the child's copy of the pipe.
-        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
-        if n >= 0 || nix::Error::last() != nix::Error::EINTR {
-            break n;
-        }
-    };
-    if read == 1 {
+    if read_one_byte(fd) {
         return Ok(());
     }
     Err(init::failure(
@@ -441,6 +448,19 @@ fn wait_until_made(cgroups_made: Option<RawFd>) -> Step<()> {
         None,
         "the caller did not make the pod's cgroups".into(),
     ))
+}
+
+/// Reads one byte of the caller's gate pipe; false at its end (the caller closed it without
+/// writing, or died). Async-signal-safe: the pause child calls it between fork and exec.
+fn read_one_byte(fd: RawFd) -> bool {
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: reads one byte into a buffer of this frame.
+        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
+        if n >= 0 || nix::Error::last() != nix::Error::EINTR {
+            return n == 1;
+        }
+    }
 }
 
 /// A mount namespace of pause's own whose `/` holds only the pause binary, both read-only.
@@ -525,8 +545,17 @@ fn pin_all(
     }
     for kind in kinds {
         let path = paths.ns(kind);
-        ops::pin(pause, kind, &path).map_err(|e| e.to_string())?;
         let inode = ops::ns_inode(pause, kind).map_err(|e| e.to_string())?;
+        // The network namespace the caller made and pinned (`--await-network`) is pause's:
+        // the shim owns that pin from now on, as if it had made it.
+        let pinned_by_caller = kind == NsKind::Net
+            && args.await_network
+            && std::fs::metadata(&path).is_ok_and(|m| {
+                std::os::unix::fs::MetadataExt::ino(&m) == inode && ops::is_pinned(&path)
+            });
+        if !pinned_by_caller {
+            ops::pin(pause, kind, &path).map_err(|e| e.to_string())?;
+        }
         pinned.push(PinnedNamespace { kind, path, inode });
     }
     Ok(())
