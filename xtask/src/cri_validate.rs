@@ -13,6 +13,10 @@
 //!   `scripts/cri-bench-report.py` then writes both runs' medians side by side with the ratios
 //!   and targets (`cri-bench.{md,csv,svg}` in podlab's report folder), and `cri-roundtrip`
 //!   measures `Version` and the status and list calls on one connection against each runtime.
+//!   Both runs get the same `--ginkgo.seed` (one is chosen and printed unless given): ginkgo
+//!   shuffles the order of critest's specs, and which images the store still holds when the
+//!   image benchmark pulls (a layer shared with one of them is not fetched and unpacked again)
+//!   depends on that order, which swings PullImage between about 15 and 45 ms.
 //!
 //! The kit is `$PODLAB_CRITEST_KIT`, else `shared/critest-kit` beside the checkout. Images come
 //! from the kit's registry through its containerd-style mirror config (`certs.d`), which
@@ -58,7 +62,16 @@ fn options(args: &[String]) -> Options {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let options = options(args);
+    let mut options = options(args);
+    if options.containerd && !options.critest.iter().any(|a| a.contains("ginkgo.seed")) {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs());
+        eprintln!(
+            "cri-validate: both runtimes run critest's specs in one order: --ginkgo.seed={seed}"
+        );
+        options.critest.push(format!("--ginkgo.seed={seed}"));
+    }
     let root = workspace_root();
     let kit = std::env::var_os("PODLAB_CRITEST_KIT")
         .map(PathBuf::from)
