@@ -186,9 +186,7 @@ impl PodlabNetwork {
         }
         self.locked(|| {
             open_network(self.network.clone())?.teardown(attachment)?;
-            if !keep_bridge {
-                let _ = remove_if_unused(&self.bridge, &self.net_root);
-            }
+            let _ = remove_if_unused(&self.bridge, &self.net_root);
             Ok::<(), podlab_cni::Error>(())
         })??;
         Ok(())
