@@ -195,41 +195,31 @@ impl Runtime {
                 let _ = plugin.tear_down(&pod_network(id, config, &pin), None);
             }
         }
-        if let (Err(_), Some(Err(e))) = (&started, added_while_starting.as_ref()) {
-            // The shim failed because the ADD did: the ADD's error is the one to tell.
-            return Err(Error::Network {
-                id: id.to_string(),
-                phase: "set-up",
-                message: format!(
-                    "{}: {e}",
-                    self.network.as_ref().map_or("", |plugin| plugin.name())
-                ),
-            });
-        }
-        started?;
-        podlab_fault::point_reached("sandbox.after-shim");
-        // A failed ADD's DEL is the sandbox's undo: the shim has pinned the namespace by now.
-        let added = match (&self.network, network_mode, prepared, added_while_starting) {
-            (_, _, _, Some(added)) => added,
-            (Some(_), NetworkMode::Pod, Some(prepared), None) => {
-                trace.mark("CNI ADD (made ahead, joined)");
-                Ok(prepared.attachment)
-            }
-            (Some(plugin), NetworkMode::Pod, None, None) => {
-                let added = plugin.set_up(&pod_network(id, config, &pin));
-                trace.mark("CNI ADD");
-                added
-            }
-            _ => Ok(NetworkAttachment::default()),
-        };
-        let attachment = added.map_err(|e| Error::Network {
+        let set_up_failed = |e: &dyn std::fmt::Display| Error::Network {
             id: id.to_string(),
             phase: "set-up",
             message: format!(
                 "{}: {e}",
                 self.network.as_ref().map_or("", |plugin| plugin.name())
             ),
-        })?;
+        };
+        if let (Err(_), Some(Err(e))) = (&started, added_while_starting.as_ref()) {
+            // The shim failed because the ADD did: the ADD's error is the one to tell.
+            return Err(set_up_failed(e));
+        }
+        started?;
+        podlab_fault::point_reached("sandbox.after-shim");
+        // A pod network's ADD ran while the shim started, or was made ahead; a failed ADD's
+        // DEL is the sandbox's undo: the shim has pinned the namespace by now.
+        let added = match (added_while_starting, prepared) {
+            (Some(added), _) => added,
+            (None, Some(prepared)) => {
+                trace.mark("CNI ADD (made ahead, joined)");
+                Ok(prepared.attachment)
+            }
+            (None, None) => Ok(NetworkAttachment::default()),
+        };
+        let attachment = added.map_err(|e| set_up_failed(&e))?;
         if !attach_while_starting {
             podlab_fault::point_reached("sandbox.after-network");
         }
