@@ -89,8 +89,13 @@ impl Progress for Lines {
                 digest,
                 size,
                 fetched,
+                unpacked,
             } => {
-                let how = if *fetched { "done" } else { "exists" };
+                let how = match (fetched, unpacked) {
+                    (true, true) => "done, unpacked as it arrived",
+                    (true, false) => "done",
+                    (false, _) => "exists",
+                };
                 eprintln!("{}: {how} ({size} bytes)", digest.short())
             }
             ProgressEvent::Unpacking => eprintln!("unpacking"),
@@ -148,14 +153,20 @@ impl Progress for Bars {
                 digest,
                 size,
                 fetched,
+                unpacked,
             } => {
                 let bar = self.bar(digest.short(), *size);
                 bar.set_position(*size);
-                bar.finish_with_message(if *fetched { "done" } else { "exists" });
+                bar.finish_with_message(match (fetched, unpacked) {
+                    (true, true) => "done, unpacked",
+                    (true, false) => "done",
+                    (false, _) => "exists",
+                });
             }
             ProgressEvent::Unpacking => {
                 let _ = self.multi.println("unpacking");
             }
+            ProgressEvent::Holding => {}
         }
     }
 }

@@ -791,7 +791,12 @@ impl Cri {
         })
     }
 
-    fn pull_image(&self, req: proto::PullImageRequest) -> Result<String, Status> {
+    /// `trace`: `--trace`'s record of the pull's steps.
+    fn pull_image(
+        &self,
+        req: proto::PullImageRequest,
+        trace: Option<Arc<images::PullTrace>>,
+    ) -> Result<String, Status> {
         let reference = req
             .image
             .as_ref()
@@ -804,6 +809,7 @@ impl Cri {
             .map_err(|e| invalid("image.image", e))?;
         let options = podlab_image::pull::PullOptions {
             credentials: req.auth.as_ref().and_then(credentials),
+            progress: trace.map(|t| t as Arc<dyn podlab_image::pull::Progress>),
             ..Default::default()
         };
         let store = self.store();
@@ -1451,11 +1457,19 @@ impl ImageService for Images {
             .as_ref()
             .map(|i| i.image.clone())
             .unwrap_or_default();
-        self.0.call("PullImage", &what, || {
+        let trace = self.0.trace.then(|| Arc::new(images::PullTrace::start()));
+        let reply = self.0.call("PullImage", &what, || {
             self.0
-                .pull_image(req)
+                .pull_image(req, trace.clone())
                 .map(|image_ref| proto::PullImageResponse { image_ref })
-        })
+        });
+        if let Some(trace) = trace {
+            trace.print(match &reply {
+                Ok(_) => "layers in the snapshots, image named",
+                Err(_) => "failed",
+            });
+        }
+        reply
     }
 
     async fn remove_image(

@@ -6,6 +6,7 @@
 //! ROOT/ingest/<hex>.lock      flock held by the one process downloading the blob
 //! ROOT/ingest/<hex>.partial   bytes so far; kept when a download is cut off, resumed later
 //! ROOT/ingest/<hex>           complete and verified, waiting for the pull's commit
+//! ROOT/ingest/<hex>.unpack*   a layer unpacked while it downloads (see crate::unpack_ahead)
 //! ```
 
 use std::fs::{self, File, OpenOptions};
@@ -32,6 +33,7 @@ use crate::image::{INDEX_TYPES, MANIFEST_TYPES};
 use crate::platform::{IndexDocument, Platform};
 use crate::pull::{Progress, ProgressEvent, PullErrorKind};
 use crate::reference::Reference;
+use crate::unpack_ahead::UnpackAhead;
 
 /// What a manifest GET accepts: both image manifests and both kinds of index.
 const ACCEPT: &[&str] = &[
@@ -386,11 +388,13 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
     let mut wanted = vec![config];
     wanted.extend(shape.layers.iter().cloned());
     let mut downloads = Vec::new();
-    for descriptor in &wanted {
+    for (n, descriptor) in wanted.iter().enumerate() {
         let digest =
             Digest::parse(&descriptor.digest).map_err(|e| (None, PullErrorKind::Store(e)))?;
         blobs.push(digest.clone());
-        downloads.push((digest, descriptor.clone()));
+        // The config is wanted[0]; the layers follow, the bottom one first.
+        let layer = (n > 0).then_some(Layer { bottom: n == 1 });
+        downloads.push((digest, descriptor.clone(), layer));
     }
     let reference = plan.oci_reference(&host, Some(manifest.to_string().as_str()));
     // The config and the layers download together, as containerd's fetch handlers do; the
@@ -398,7 +402,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
     // cost a whole round trip to the registry on every pull.
     let config_digest = downloads[0].0.clone();
     let downloaded: Vec<u64> = futures_util::stream::iter(downloads)
-        .map(|(digest, descriptor)| {
+        .map(|(digest, descriptor, layer)| {
             let (client, reference, auth, host, who) =
                 (&client, &reference, &auth, &host, who.clone());
             async move {
@@ -411,6 +415,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
                     who,
                     &digest,
                     &descriptor,
+                    layer,
                 )
                 .await
             }
@@ -614,6 +619,14 @@ fn write_ingest(plan: &Plan<'_>, digest: &Digest, bytes: &[u8]) -> Result<(), Fa
 /// Downloads one blob into `ingest/<hex>` unless the store or ingest has it; returns the bytes
 /// downloaded.
 #[allow(clippy::too_many_arguments)]
+/// A blob that is one of the image's layers.
+#[derive(Clone, Copy)]
+struct Layer {
+    /// The bottom-most layer: nothing below it to take folder attributes from.
+    bottom: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn fetch_blob(
     plan: &Plan<'_>,
     client: &Client,
@@ -623,6 +636,7 @@ async fn fetch_blob(
     who: String,
     digest: &Digest,
     descriptor: &Descriptor,
+    layer: Option<Layer>,
 ) -> Result<u64, Failure> {
     let failed = |kind| (Some(digest.clone()), kind);
     let size = descriptor.size;
@@ -634,6 +648,7 @@ async fn fetch_blob(
             digest: digest.clone(),
             size,
             fetched: false,
+            unpacked: false,
         });
         Ok(0)
     };
@@ -666,18 +681,23 @@ async fn fetch_blob(
     // Another pull that fetched this blob may be committing it now: its commit moves the blob
     // from ingest through staging into the store, all under the store's lock. Looking under a
     // shared hold of that lock, a blob in neither place is truly missing.
-    let settled = {
-        let path = plan.store_lock.clone();
-        tokio::task::spawn_blocking(move || StoreLock::acquire(&path, false))
-            .await
-            .map_err(|e| {
-                failed(PullErrorKind::Store(Error::io(
-                    "waiting for",
-                    &plan.store_lock,
-                    std::io::Error::other(e),
-                )))
-            })?
-            .map_err(|e| failed(PullErrorKind::Store(e)))?
+    // Taken at once unless a commit holds it: a blocking wait needs a thread of its own.
+    let settled = match StoreLock::try_acquire_shared(&plan.store_lock) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            let path = plan.store_lock.clone();
+            tokio::task::spawn_blocking(move || StoreLock::acquire(&path, false))
+                .await
+                .map_err(|e| {
+                    failed(PullErrorKind::Store(Error::io(
+                        "waiting for",
+                        &plan.store_lock,
+                        std::io::Error::other(e),
+                    )))
+                })?
+                .map_err(|e| failed(PullErrorKind::Store(e)))?
+        }
+        Err(e) => return Err(failed(PullErrorKind::Store(e))),
     };
     let coalesced = present();
     drop(settled);
@@ -741,6 +761,12 @@ async fn fetch_blob(
                 Some(s.stream)
             }
         };
+        // Unpacked as it streams only when this attempt streams it all; a resumed download
+        // is unpacked by the commit, from the file. An attempt that breaks off drops its own.
+        let mut ahead = match (layer, stream.is_some() && have == 0) {
+            (Some(layer), true) => UnpackAhead::start(&plan.ingest, digest, layer.bottom),
+            _ => None,
+        };
         let mut broken = None;
         if let Some(stream) = stream.as_mut() {
             while let Some(chunk) = stream.next().await {
@@ -757,6 +783,9 @@ async fn fetch_blob(
                         file.write_all(&bytes)
                             .map_err(|e| failed(ingest_io("writing", &partial, e)))?;
                         hasher.update(&bytes);
+                        if let Some(ahead) = ahead.as_mut() {
+                            ahead.feed(&bytes).await;
+                        }
                         have += bytes.len() as u64;
                         downloaded += bytes.len() as u64;
                         plan.report(ProgressEvent::BlobProgress {
@@ -802,11 +831,16 @@ async fn fetch_blob(
             .map_err(|e| failed(ingest_io("fsyncing", &partial, e)))?;
         fs::rename(&partial, &done)
             .map_err(|e| failed(ingest_io("moving blob into place", &done, e)))?;
+        let unpacked = match ahead.take() {
+            Some(ahead) => ahead.finish().await,
+            None => false,
+        };
         let _ = fs::remove_file(&lock_path);
         plan.report(ProgressEvent::BlobDone {
             digest: digest.clone(),
             size,
             fetched: true,
+            unpacked,
         });
         return Ok(downloaded);
     }

@@ -53,6 +53,9 @@ pub struct Unpacked {
     pub diff_id: Digest,
     /// Length of the uncompressed tar.
     pub size: u64,
+    /// Whether folders the tar leaves out were made, with attributes taken from `lowers`: the
+    /// result depends on the layers below as well as on this one.
+    pub implied_folders: bool,
 }
 
 /// Unpacks the (uncompressed) layer tar `stream` into `dest`, an empty folder, converting whiteouts
@@ -65,6 +68,7 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
         lowers,
         layer,
         folder_times: BTreeMap::new(),
+        implied_folders: false,
     };
     {
         let mut archive = tar::Archive::new(&mut hashing);
@@ -81,7 +85,11 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
         .map_err(|e| applier.broken(format!("reading the end of the tar: {e}")))?;
     applier.set_folder_times()?;
     let (diff_id, size) = hashing.finish();
-    Ok(Unpacked { diff_id, size })
+    Ok(Unpacked {
+        diff_id,
+        size,
+        implied_folders: applier.implied_folders,
+    })
 }
 
 struct Applier<'a> {
@@ -91,6 +99,7 @@ struct Applier<'a> {
     /// Folder mtimes are set last: writing into a folder changes its mtime. The last one given
     /// for a folder wins, as tar's last entry does.
     folder_times: BTreeMap<PathBuf, i64>,
+    implied_folders: bool,
 }
 
 impl Applier<'_> {
@@ -296,6 +305,7 @@ impl Applier<'_> {
     }
 
     fn make_parent(&mut self, path: &Path, rel: &Path) -> Result<()> {
+        self.implied_folders = true;
         let mut like = None;
         for lower in self.lowers {
             if let Some(m) = lstat_inside(lower, rel)? {

@@ -42,6 +42,7 @@ pub mod reference;
 pub mod snapshot;
 mod staging;
 mod store;
+mod unpack_ahead;
 
 pub use digest::Digest;
 pub use error::{Error, Result};

@@ -97,6 +97,8 @@ pub trait Progress: Send + Sync {
 /// One step of a pull.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProgressEvent {
+    /// The pull holds the store against collections (after waiting for one that ran).
+    Holding,
     /// The reference resolved to this manifest, on this host.
     Resolved {
         manifest: Digest,
@@ -122,6 +124,8 @@ pub enum ProgressEvent {
         digest: Digest,
         size: u64,
         fetched: bool,
+        /// A layer unpacked as its bytes arrived: the commit only moves its folder.
+        unpacked: bool,
     },
     /// Every blob is here; the layers are being unpacked.
     Unpacking,
@@ -279,6 +283,9 @@ pub fn pull(
     let _pulling = store
         .hold_for_pull()
         .map_err(|e| fail(PullErrorKind::Store(e)))?;
+    if let Some(progress) = &options.progress {
+        progress.report(&ProgressEvent::Holding);
+    }
     let mut tries = 0;
     let (fetched, summary) = loop {
         tries += 1;

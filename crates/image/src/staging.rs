@@ -13,6 +13,7 @@ use crate::durable;
 use crate::error::{Error, Result};
 use crate::image::Loaded;
 use crate::snapshot;
+use crate::unpack_ahead;
 
 pub(crate) struct Staging {
     dir: PathBuf,
@@ -22,6 +23,8 @@ pub(crate) struct Staging {
     store_snapshots: PathBuf,
     /// The blob of the layer whose unpacking failed, for errors that name it.
     failed_layer: std::cell::RefCell<Option<crate::Digest>>,
+    /// A pull's `ingest/`, where its layers may wait already unpacked ([`crate::unpack_ahead`]).
+    unpacked_ahead: Option<PathBuf>,
 }
 
 impl Staging {
@@ -34,6 +37,7 @@ impl Staging {
             snapshots: dir.join("snapshots"),
             store_snapshots: store_snapshots.to_owned(),
             failed_layer: Default::default(),
+            unpacked_ahead: None,
             dir,
         };
         // From here on, Drop cleans up whatever part of the folder was made.
@@ -41,6 +45,12 @@ impl Staging {
         fs::create_dir_all(&staging.snapshots)
             .map_err(|e| Error::io("creating folder", &staging.snapshots, e))?;
         Ok(staging)
+    }
+
+    /// Takes the layers that `ingest` holds unpacked already instead of unpacking their blobs.
+    pub fn with_unpacked_ahead(mut self, ingest: PathBuf) -> Self {
+        self.unpacked_ahead = Some(ingest);
+        self
     }
 
     /// A scratch folder for this import (an archive's unpacked files).
@@ -77,9 +87,16 @@ impl Staging {
                 Some(folder) => folder,
                 None => {
                     let folder = snapshot::path(&self.snapshots, &layer.chain_id);
-                    snapshot::unpack(self.content(), layer, &folder, &lowers).inspect_err(
-                        |_| *self.failed_layer.borrow_mut() = Some(layer.digest.clone()),
-                    )?;
+                    // Unpacked from this blob, verified, with the DiffID the config names.
+                    let ahead = self.unpacked_ahead.as_deref().and_then(|ingest| {
+                        unpack_ahead::ready(ingest, &layer.digest, &layer.diff_id)
+                    });
+                    let taken = ahead.is_some_and(|ready| fs::rename(ready, &folder).is_ok());
+                    if !taken {
+                        snapshot::unpack(self.content(), layer, &folder, &lowers).inspect_err(
+                            |_| *self.failed_layer.borrow_mut() = Some(layer.digest.clone()),
+                        )?;
+                    }
                     folder
                 }
             };
@@ -93,10 +110,14 @@ impl Staging {
         self.failed_layer.borrow().clone()
     }
 
-    /// Moves the new blobs and snapshots into the store. The data is flushed first
-    /// ([`durable::sync_tree`]), so a crash never leaves a half-written file under a final name.
+    /// Moves the new blobs and snapshots into the store. Blobs were fsynced as they were
+    /// written; the unpacked files are flushed first ([`durable::sync_tree`]) only when
+    /// [`durable::sync_unpacked_layers`] asks for it, so that a power loss never leaves a
+    /// half-written file under a final name. A `kill -9` never does: the page cache has it.
     pub fn commit(self) -> Result<()> {
-        durable::sync_tree(&self.dir)?;
+        if durable::sync_unpacked_layers() {
+            durable::sync_tree(&self.dir)?;
+        }
         let store_blobs = &self.folders[1];
         for digest in self.folders[0].list()? {
             if !store_blobs.contains(&digest) {
@@ -114,7 +135,10 @@ impl Staging {
             }
         }
         durable::sync_dir(store_blobs.dir())?;
-        durable::sync_dir(&self.store_snapshots)
+        if durable::sync_unpacked_layers() {
+            durable::sync_dir(&self.store_snapshots)?;
+        }
+        Ok(())
     }
 }
 

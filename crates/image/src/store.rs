@@ -8,8 +8,10 @@
 //!   blobs/sha256/<hex>    manifests, configs, layer blobs (content store)
 //!   snapshots/<chainid>/  one read-only folder per unpacked layer (overlay lowerdirs)
 //!   snapshots/empty/      the lower folder of images without layers
-//!   tmp/                  staging folders of imports in progress, and snapshots being deleted
-//!   ingest/               pulls' downloads: <hex>.partial (resumable), <hex> (verified), <hex>.lock
+//!   tmp/                  staging folders of imports in progress
+//!   trash/                snapshots a collection took away, deleted once it let the locks go
+//!   ingest/               pulls' downloads: <hex>.partial (resumable), <hex> (verified), <hex>.lock,
+//!                         <hex>.unpack* (a layer unpacked while it downloaded)
 //!   used/<manifest hex>   its mtime is when a container last resolved the image (for image GC)
 //!   lock                  flock: shared for readers, exclusive for changes
 //! ```
@@ -89,6 +91,7 @@ pub struct Store {
     blobs: [Blobs; 1],
     snapshots: PathBuf,
     tmp: PathBuf,
+    trash: PathBuf,
     index_path: PathBuf,
     lock_path: PathBuf,
 }
@@ -109,6 +112,7 @@ impl Store {
             blobs: [Blobs::new(root.join("blobs/sha256"))],
             snapshots: root.join("snapshots"),
             tmp: root.join("tmp"),
+            trash: root.join("trash"),
             index_path: root.join("index.json"),
             lock_path: root.join("lock"),
             root,
@@ -117,6 +121,7 @@ impl Store {
         for dir in [
             &store.snapshots,
             &store.tmp,
+            &store.trash,
             &store.snapshots.join(EMPTY_SNAPSHOT),
         ] {
             fs::create_dir_all(dir).map_err(|e| Error::io("creating folder", dir, e))?;
@@ -210,6 +215,12 @@ impl Store {
     /// whose tag matches); without it the names in the archive are used. All or nothing: on any
     /// error (corrupt tar, digest mismatch, bad layer) the store is left as it was.
     pub fn import(&self, path: &Path, name: Option<&str>) -> Result<Vec<ImageSummary>> {
+        let imported = self.import_locked(path, name);
+        self.empty_trash();
+        imported
+    }
+
+    fn import_locked(&self, path: &Path, name: Option<&str>) -> Result<Vec<ImageSummary>> {
         let _lock = self.lock(true)?;
         self.remove_stale_staging();
         let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)?;
@@ -509,11 +520,27 @@ impl Store {
         manifest: &Digest,
         name: &str,
     ) -> std::result::Result<ImageSummary, (Option<Digest>, Error)> {
+        let (summary, collected) = self.commit_pulled_locked(blobs, manifest, name)?;
+        if collected {
+            self.empty_trash();
+        }
+        Ok(summary)
+    }
+
+    /// [`Store::commit_pulled`] under the store's lock; also whether it collected garbage.
+    fn commit_pulled_locked(
+        &self,
+        blobs: &[Digest],
+        manifest: &Digest,
+        name: &str,
+    ) -> std::result::Result<(ImageSummary, bool), (Option<Digest>, Error)> {
         let none = |e: Error| (None, e);
         let _lock = self.lock(true).map_err(none)?;
         self.remove_stale_staging();
-        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots).map_err(none)?;
         let ingest = self.ingest_dir();
+        let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)
+            .map_err(none)?
+            .with_unpacked_ahead(ingest.clone());
         for digest in blobs {
             if staging.content().contains(digest) {
                 continue;
@@ -544,12 +571,13 @@ impl Store {
             .unpack_staged(&staging, &names)
             .map_err(|e| (staging.failed_layer(), e))?;
         let mut summaries = self.commit_unpacked(staging, loaded, names).map_err(none)?;
+        crate::unpack_ahead::discard_ready(&ingest, blobs);
         self.mark_used(manifest);
         if replaced {
             // The tag moved: the old image may be garbage now (best effort, as for imports).
             let _ = self.index().and_then(|index| self.collect_garbage(&index));
         }
-        Ok(summaries.remove(0))
+        Ok((summaries.remove(0), replaced))
     }
 
     /// Every named image with its size, last use and whether a container uses it, for image
@@ -581,6 +609,12 @@ impl Store {
     /// images of containers that exist but do not run), then their blobs and snapshots, and
     /// the downloads of interrupted pulls.
     pub fn prune(&self, keep: &[String]) -> Result<PruneReport> {
+        let pruned = self.prune_locked(keep);
+        self.empty_trash();
+        pruned
+    }
+
+    fn prune_locked(&self, keep: &[String]) -> Result<PruneReport> {
         let keep: BTreeSet<String> = keep
             .iter()
             .map(|k| {
@@ -638,7 +672,13 @@ impl Store {
             let hex = name.split('.').next().unwrap_or("");
             let lock = ingest.join(format!("{hex}.lock"));
             if let Ok(Some(_held)) = StoreLock::try_acquire(&lock) {
-                if fs::remove_file(entry.path()).is_ok() {
+                // Folders are layers unpacked while they downloaded (crate::unpack_ahead).
+                let removed_entry = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    fs::remove_dir_all(entry.path())
+                } else {
+                    fs::remove_file(entry.path())
+                };
+                if removed_entry.is_ok() {
                     removed += 1;
                 }
                 let _ = fs::remove_file(&lock);
@@ -701,8 +741,12 @@ impl Store {
     /// a snapshot that would be deleted is a lower folder of a mounted overlay (a container).
     pub fn remove(&self, name: &str) -> Result<()> {
         self.untag_unless_used(name, true)?;
-        let _lock = self.lock(true)?;
-        self.collect_garbage(&self.index()?).map(drop)
+        let collected = {
+            let _lock = self.lock(true)?;
+            self.collect_garbage(&self.index()?).map(drop)
+        };
+        self.empty_trash();
+        collected
     }
 
     /// Removes the name `name` and leaves its blobs and snapshots to a later [`Store::gc`], as
@@ -758,10 +802,26 @@ impl Store {
     /// Deletes every blob and snapshot that no name needs (except snapshots still mounted),
     /// once no pull is in progress (see [`Store::hold_for_pull`]).
     pub fn gc(&self) -> Result<GcReport> {
-        let _no_pull = StoreLock::acquire(&self.pulls_lock_path(), true)?;
-        let _lock = self.lock(true)?;
-        self.remove_stale_staging();
-        self.collect_garbage(&self.index()?)
+        let collected = {
+            let _no_pull = StoreLock::acquire(&self.pulls_lock_path(), true)?;
+            let _lock = self.lock(true)?;
+            self.remove_stale_staging();
+            self.collect_garbage(&self.index()?)
+        };
+        // The next pull waits for the decisions above, not for these deletions.
+        self.empty_trash();
+        collected
+    }
+
+    /// Deletes what collections moved to `trash/`: this one's, and what a collection killed
+    /// before it was done left there. Called with no lock held; two processes emptying it at
+    /// once both go on past what the other removed, and whatever is left goes the next time.
+    pub(crate) fn empty_trash(&self) {
+        if let Ok(entries) = fs::read_dir(&self.trash) {
+            for entry in entries.flatten() {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     fn collect_garbage(&self, index: &NameIndex) -> Result<GcReport> {
@@ -797,15 +857,17 @@ impl Store {
                 report.snapshots_in_use.push(entry.path());
                 continue;
             }
-            // Renamed away first, so no half-deleted snapshot is ever seen under its name.
-            let doomed = self.tmp.join(format!("gc-{id}"));
+            // Renamed away, so no half-deleted snapshot is ever seen under its name; deleted
+            // by the caller once the locks are let go (Store::empty_trash).
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let doomed = self.trash.join(format!("{id}-{}-{n}", std::process::id()));
             fs::rename(entry.path(), &doomed)
                 .map_err(|e| Error::io("moving snapshot away", entry.path(), e))?;
-            fs::remove_dir_all(&doomed).map_err(|e| Error::io("removing snapshot", &doomed, e))?;
             report.snapshots_removed += 1;
         }
-        durable::sync_dir(self.blobs[0].dir())?;
-        durable::sync_dir(&self.snapshots)?;
+        // No fsync of the removals: one lost at a power cut leaves garbage for the next
+        // collection, never a name without its content (the index went first, above).
         Ok(report)
     }
 

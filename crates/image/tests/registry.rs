@@ -40,6 +40,19 @@ fn read_in_image(store: &Store, name: &str, path: &str) -> Option<Vec<u8>> {
         .map(|p| fs::read(p).unwrap())
 }
 
+/// No layer unpacked while it downloaded is left in `ingest/` (the commit took it or threw it away).
+fn assert_no_unpacked_layers_left(store_dir: &tempfile::TempDir) {
+    let left: Vec<String> = fs::read_dir(store_dir.path().join("ingest"))
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name.contains(".unpack"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn assert_consistent(store: &Store) {
     let report = store.verify_all().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
@@ -138,6 +151,18 @@ fn a_multi_platform_image_is_pulled_over_tls_with_htpasswd_auth() {
     );
     let fetched: u64 = expected.blob_sizes();
     assert_eq!(pulled.downloaded, fetched, "config and layers, once each");
+    // The bottom layer was unpacked as it streamed. The tars of the kit leave their folders
+    // out: a layer above the bottom one takes theirs from below, so it is unpacked at the commit.
+    let unpacked_as_it_arrived = |layer: &Digest| {
+        events.iter().any(|e| {
+            matches!(e, ProgressEvent::BlobDone { digest, unpacked: true, .. } if digest == layer)
+        })
+    };
+    let as_they_arrived: Vec<bool> = expected.layers.iter().map(unpacked_as_it_arrived).collect();
+    let mut wanted_ahead = vec![false; expected.layers.len()];
+    wanted_ahead[0] = true;
+    assert_eq!(as_they_arrived, wanted_ahead, "{events:?}");
+    assert_no_unpacked_layers_left(&store_dir);
 
     // Pulled again: nothing is downloaded.
     let again = pull(&store, &reference(&name), &options(&registry)).unwrap();
@@ -351,6 +376,15 @@ fn a_corrupted_blob_is_refused_naming_the_layer_and_nothing_is_imported() {
             .exists(),
         "a corrupt download is not kept for resuming"
     );
+    let unpacked_corrupt = fs::read_dir(store_dir.path().join("ingest"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&format!("{}.unpack", top.hex())))
+        .collect::<Vec<_>>();
+    assert!(
+        unpacked_corrupt.is_empty(),
+        "what the corrupt layer unpacked to as it streamed is gone: {unpacked_corrupt:?}"
+    );
     assert_consistent(&store);
 }
 
@@ -385,6 +419,7 @@ fn a_cut_off_download_is_kept_and_resumed_by_the_next_pull() {
         "each of three attempts resumed where the last ended"
     );
     assert!(store.list().unwrap().is_empty());
+    assert_no_unpacked_layers_left(&store_dir);
     assert_consistent(&store);
 
     // The same blob from the registry itself: the download goes on from the partial file.
@@ -411,6 +446,13 @@ fn a_cut_off_download_is_kept_and_resumed_by_the_next_pull() {
         "the rest of the layer only (the config came whole the first time)"
     );
     assert!(!partial.exists());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ProgressEvent::BlobDone { unpacked: true, .. })),
+        "a resumed layer is unpacked from its file at the commit: {events:?}"
+    );
+    assert_no_unpacked_layers_left(&store_dir);
     assert_eq!(read_in_image(&store, &direct, "big").unwrap(), big);
     assert_consistent(&store);
 }

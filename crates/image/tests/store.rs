@@ -335,6 +335,17 @@ fn oci_and_docker_archives_of_one_layout_share_content_and_snapshots() {
         1,
         "only the empty snapshot"
     );
+    let trash = store.root().join("trash");
+    assert_eq!(
+        fs::read_dir(&trash).unwrap().count(),
+        0,
+        "the snapshots taken away are deleted once the lock is let go, not kept in the trash"
+    );
+    // A collection killed after it took a snapshot away, before it deleted it: the next does.
+    fs::create_dir_all(trash.join("left-by-a-killed-collection/bin")).unwrap();
+    fs::write(trash.join("left-by-a-killed-collection/bin/sh"), b"x").unwrap();
+    store.gc().unwrap();
+    assert_eq!(fs::read_dir(&trash).unwrap().count(), 0);
     let err = store.remove("example/app:v1").unwrap_err();
     assert!(err.is_not_found(), "{err}");
 }

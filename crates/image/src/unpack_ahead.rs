@@ -1,0 +1,309 @@
+//! A layer unpacked while it downloads. The chunks the registry sends for a layer blob go to
+//! the file in `ingest/` and, through a bounded channel, to a thread that inflates and unpacks
+//! them, so that the inflating, hashing and file writes of a layer overlap the wait for its
+//! bytes instead of starting after the last one. The pull's commit then moves the folder into
+//! its staging snapshots instead of unpacking the blob again.
+//!
+//! ```text
+//! ROOT/ingest/<hex>.unpacking             the thread's folder while the blob streams
+//! ROOT/ingest/<hex>.unpacked.<diff hex>   whole, made from the verified blob, with this DiffID
+//! ```
+//!
+//! Both are guarded by the blob's `<hex>.lock`, as the download is: the folder is renamed to
+//! its final name only after the blob's digest matched and before the lock is let go, so a
+//! folder under the final name is always complete. What is unsure is thrown away, never used:
+//! a download that breaks off and resumes, a digest that does not match, a tar the thread
+//! cannot read. The commit then unpacks from the blob as it always did. A layer above the
+//! bottom one whose tar leaves folders out is thrown away too: those folders take their
+//! attributes from the layers below, which the thread does not have.
+
+use std::fs;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use bytes::{Buf, Bytes};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::content::COPY_BUFFER;
+use crate::digest::Digest;
+use crate::error::Result;
+use crate::layer::{self, Unpacked};
+
+/// Chunks waiting for the thread (a few MB at most): a slow disk slows the download, it does
+/// not fill the memory.
+const QUEUED_CHUNKS: usize = 128;
+
+/// The folder a finished layer waits in for the commit, named after the blob and its DiffID.
+pub(crate) fn ready_path(ingest: &Path, blob: &Digest, diff_id: &Digest) -> PathBuf {
+    ingest.join(format!("{}.unpacked.{}", blob.hex(), diff_id.hex()))
+}
+
+fn working_path(ingest: &Path, blob: &Digest) -> PathBuf {
+    ingest.join(format!("{}.unpacking", blob.hex()))
+}
+
+/// Removes the finished folders of `blobs` that a commit passed over (their snapshots were
+/// there already). A folder still being unpacked is its pull's to remove.
+pub(crate) fn discard_ready(ingest: &Path, blobs: &[Digest]) {
+    let Ok(entries) = fs::read_dir(ingest) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name
+            .split_once(".unpacked.")
+            .is_some_and(|(hex, _)| blobs.iter().any(|b| b.hex() == hex));
+        if ours {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// One layer being unpacked by its thread. Dropped without [`UnpackAhead::finish`], it stops
+/// the thread and removes the folder.
+pub(crate) struct UnpackAhead {
+    chunks: Option<mpsc::Sender<Bytes>>,
+    thread: Option<JoinHandle<()>>,
+    /// What the thread unpacked, sent just before it ends (awaited without a blocking thread).
+    outcome: Option<oneshot::Receiver<Result<Unpacked>>>,
+    folder: PathBuf,
+    ingest: PathBuf,
+    blob: Digest,
+    bottom: bool,
+}
+
+impl UnpackAhead {
+    /// Starts the thread for `blob`, the bottom layer of its image when `bottom`; `None` when
+    /// its folder cannot be made (the commit then unpacks as usual). Called with the blob's
+    /// ingest lock held.
+    pub fn start(ingest: &Path, blob: &Digest, bottom: bool) -> Option<UnpackAhead> {
+        let folder = working_path(ingest, blob);
+        // Left by a pull that was killed while it held this lock.
+        let _ = fs::remove_dir_all(&folder);
+        fs::create_dir(&folder).ok()?;
+        // As a snapshot's folder is made; the tar's own `./` entry, if any, decides after.
+        let _ = fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+        let (sender, receiver) = mpsc::channel(QUEUED_CHUNKS);
+        let (report, outcome) = oneshot::channel();
+        let (into, name) = (
+            folder.clone(),
+            format!("{blob} (unpacked while downloading)"),
+        );
+        let thread = std::thread::Builder::new()
+            .name("podlab-unpack".into())
+            .spawn(move || {
+                let stream = BufReader::with_capacity(
+                    COPY_BUFFER,
+                    ChunkReader {
+                        receiver,
+                        chunk: Bytes::new(),
+                    },
+                );
+                let unpacked = crate::compression::decompress(stream, &name)
+                    .and_then(|(_, tar)| layer::unpack(tar, &into, &[], &name));
+                let _ = report.send(unpacked);
+            });
+        let Ok(thread) = thread else {
+            let _ = fs::remove_dir(&folder);
+            return None;
+        };
+        Some(UnpackAhead {
+            chunks: Some(sender),
+            thread: Some(thread),
+            outcome: Some(outcome),
+            folder,
+            ingest: ingest.to_owned(),
+            blob: blob.clone(),
+            bottom,
+        })
+    }
+
+    /// Hands the thread the next chunk of the blob; waits while its queue is full. A thread
+    /// that stopped reading (a tar it cannot unpack) gets nothing more.
+    pub async fn feed(&mut self, chunk: &Bytes) {
+        if let Some(chunks) = &self.chunks {
+            if chunks.send(chunk.clone()).await.is_err() {
+                self.chunks = None;
+            }
+        }
+    }
+
+    /// The blob is whole and its digest matched: waits for the thread and puts its folder
+    /// under its final name. Whether the folder can be used; when not, it is gone.
+    pub async fn finish(mut self) -> bool {
+        self.chunks = None; // the end of the stream
+        let Some(outcome) = self.outcome.take() else {
+            return false;
+        };
+        let unpacked = outcome.await.ok().and_then(|result| result.ok());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join(); // it has sent its outcome: it is ending
+        }
+        match unpacked {
+            Some(unpacked) if self.bottom || !unpacked.implied_folders => {
+                let ready = ready_path(&self.ingest, &self.blob, &unpacked.diff_id);
+                let _ = fs::remove_dir_all(&ready);
+                fs::rename(&self.folder, &ready).is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Drop for UnpackAhead {
+    fn drop(&mut self) {
+        self.chunks = None;
+        if let Some(thread) = self.thread.take() {
+            // The closed queue ends its stream: the thread stops at the next read.
+            let _ = thread.join();
+        }
+        let _ = fs::remove_dir_all(&self.folder);
+    }
+}
+
+/// The queue's chunks as one byte stream; it ends when the sender is dropped.
+struct ChunkReader {
+    receiver: mpsc::Receiver<Bytes>,
+    chunk: Bytes,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while !self.chunk.has_remaining() {
+            match self.receiver.blocking_recv() {
+                Some(chunk) => self.chunk = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.remaining());
+        self.chunk.copy_to_slice(&mut buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The folder unpacked ahead for `blob` with `diff_id`, if a pull left one.
+pub(crate) fn ready(ingest: &Path, blob: &Digest, diff_id: &Digest) -> Option<PathBuf> {
+    let path = ready_path(ingest, blob, diff_id);
+    path.is_dir().then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A tar of `entries` (`name/` is a folder), owned by the caller's ids.
+    fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, bytes) in entries {
+            let mut header = tar::Header::new_gnu();
+            let folder = name.ends_with('/');
+            header.set_entry_type(if folder {
+                tar::EntryType::Directory
+            } else {
+                tar::EntryType::Regular
+            });
+            header.set_mode(if folder { 0o755 } else { 0o644 });
+            header.set_uid(nix::unistd::geteuid().as_raw().into());
+            header.set_gid(nix::unistd::getegid().as_raw().into());
+            header.set_size(bytes.len() as u64);
+            header.set_mtime(1_000_000_000);
+            builder.append_data(&mut header, name, *bytes).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// Streams `blob` in small chunks, as a registry's response arrives, then finishes.
+    fn stream(ingest: &Path, blob: &[u8], bottom: bool) -> bool {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut ahead = UnpackAhead::start(ingest, &Digest::of(blob), bottom).unwrap();
+            for chunk in blob.chunks(333) {
+                ahead.feed(&Bytes::copy_from_slice(chunk)).await;
+            }
+            ahead.finish().await
+        })
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_streamed_layer_waits_whole_under_its_blob_and_diff_id() {
+        let ingest = tempfile::tempdir().unwrap();
+        let tar = tar_of(&[("etc/", b""), ("etc/os", b"streamed\n")]);
+        let blob = gzip(&tar);
+        assert!(stream(ingest.path(), &blob, false), "usable");
+        let ready = ready(ingest.path(), &Digest::of(&blob), &Digest::of(&tar))
+            .expect("named after the blob and the tar's sha256");
+        assert_eq!(fs::read(ready.join("etc/os")).unwrap(), b"streamed\n");
+        assert_eq!(
+            entries(ingest.path()),
+            [ready.file_name().unwrap().to_string_lossy().into_owned()],
+            "nothing else is left in ingest"
+        );
+        discard_ready(ingest.path(), &[Digest::of(&blob)]);
+        assert!(entries(ingest.path()).is_empty());
+    }
+
+    #[test]
+    fn a_layer_above_the_bottom_that_leaves_folders_out_is_not_kept() {
+        let ingest = tempfile::tempdir().unwrap();
+        // `etc/` is not in the tar: its attributes would come from the layers below.
+        let tar = tar_of(&[("etc/os", b"top\n")]);
+        let blob = gzip(&tar);
+        assert!(!stream(ingest.path(), &blob, false));
+        assert!(entries(ingest.path()).is_empty(), "its folder is removed");
+        assert!(
+            stream(ingest.path(), &blob, true),
+            "the bottom layer has nothing below it: kept"
+        );
+    }
+
+    #[test]
+    fn a_stream_given_up_before_its_end_leaves_nothing() {
+        let ingest = tempfile::tempdir().unwrap();
+        let tar = tar_of(&[("etc/", b""), ("etc/os", &[7u8; 100_000])]);
+        let blob = gzip(&tar);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut ahead = UnpackAhead::start(ingest.path(), &Digest::of(&blob), true).unwrap();
+            ahead
+                .feed(&Bytes::copy_from_slice(&blob[..blob.len() / 2]))
+                .await;
+            // The digest did not match, or the connection broke: dropped, not finished.
+        });
+        assert!(
+            entries(ingest.path()).is_empty(),
+            "{:?}",
+            entries(ingest.path())
+        );
+    }
+
+    #[test]
+    fn a_blob_that_is_not_a_layer_is_not_kept() {
+        let ingest = tempfile::tempdir().unwrap();
+        assert!(!stream(ingest.path(), b"{\"not\": \"a tar\"}", true));
+        assert!(entries(ingest.path()).is_empty());
+    }
+}
