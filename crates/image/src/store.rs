@@ -659,6 +659,14 @@ impl Store {
 
     /// Ingest files no pull is downloading now (their lock is free).
     fn remove_idle_downloads(&self) -> usize {
+        self.remove_idle_ingest(|_| true, true)
+    }
+
+    /// The ingest entries named `which` that no pull works on now (their lock is free), and
+    /// their lock files with `and_locks` (`image prune`). A collection, which runs after every
+    /// RemoveImage of the CRI, keeps the lock files: a pull that opened one before its removal
+    /// and a pull that made a new one would both hold "the" lock of the blob.
+    fn remove_idle_ingest(&self, which: impl Fn(&str) -> bool, and_locks: bool) -> usize {
         let ingest = self.ingest_dir();
         let Ok(entries) = fs::read_dir(&ingest) else {
             return 0;
@@ -666,7 +674,7 @@ impl Store {
         let mut removed = 0;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".lock") {
+            if name.ends_with(".lock") || !which(&name) {
                 continue;
             }
             let hex = name.split('.').next().unwrap_or("");
@@ -681,7 +689,9 @@ impl Store {
                 if removed_entry.is_ok() {
                     removed += 1;
                 }
-                let _ = fs::remove_file(&lock);
+                if and_locks {
+                    let _ = fs::remove_file(&lock);
+                }
             }
         }
         removed
@@ -810,6 +820,9 @@ impl Store {
         };
         // The next pull waits for the decisions above, not for these deletions.
         self.empty_trash();
+        // A layer a killed pull was unpacking as it downloaded (crate::unpack_ahead): no pull
+        // can use it. Its resumable download (`.partial`) stays, for `image prune`.
+        self.remove_idle_ingest(|name| name.ends_with(".unpacking"), false);
         collected
     }
 

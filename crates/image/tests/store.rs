@@ -344,8 +344,16 @@ fn oci_and_docker_archives_of_one_layout_share_content_and_snapshots() {
     // A collection killed after it took a snapshot away, before it deleted it: the next does.
     fs::create_dir_all(trash.join("left-by-a-killed-collection/bin")).unwrap();
     fs::write(trash.join("left-by-a-killed-collection/bin/sh"), b"x").unwrap();
+    // And a pull killed while it unpacked a layer as it downloaded; its resumable download
+    // stays for the next pull (`image prune` takes it).
+    let ingest = store.root().join("ingest");
+    let hex = "ab".repeat(32);
+    fs::create_dir_all(ingest.join(format!("{hex}.unpacking/bin"))).unwrap();
+    fs::write(ingest.join(format!("{hex}.partial")), b"half").unwrap();
     store.gc().unwrap();
     assert_eq!(fs::read_dir(&trash).unwrap().count(), 0);
+    assert!(!ingest.join(format!("{hex}.unpacking")).exists());
+    assert!(ingest.join(format!("{hex}.partial")).exists());
     let err = store.remove("example/app:v1").unwrap_err();
     assert!(err.is_not_found(), "{err}");
 }
