@@ -616,9 +616,6 @@ fn write_ingest(plan: &Plan<'_>, digest: &Digest, bytes: &[u8]) -> Result<(), Fa
     })
 }
 
-/// Downloads one blob into `ingest/<hex>` unless the store or ingest has it; returns the bytes
-/// downloaded.
-#[allow(clippy::too_many_arguments)]
 /// A blob that is one of the image's layers.
 #[derive(Clone, Copy)]
 struct Layer {
@@ -626,6 +623,8 @@ struct Layer {
     bottom: bool,
 }
 
+/// Downloads one blob into `ingest/<hex>` unless the store or ingest has it; returns the bytes
+/// downloaded.
 #[allow(clippy::too_many_arguments)]
 async fn fetch_blob(
     plan: &Plan<'_>,

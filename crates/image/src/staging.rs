@@ -88,8 +88,9 @@ impl Staging {
                 None => {
                     let folder = snapshot::path(&self.snapshots, &layer.chain_id);
                     // Unpacked from this blob, verified, with the DiffID the config names.
+                    let bottom = lowers.is_empty();
                     let ahead = self.unpacked_ahead.as_deref().and_then(|ingest| {
-                        unpack_ahead::ready(ingest, &layer.digest, &layer.diff_id)
+                        unpack_ahead::ready(ingest, &layer.digest, &layer.diff_id, bottom)
                     });
                     let taken = ahead.is_some_and(|ready| fs::rename(ready, &folder).is_ok());
                     if !taken {

@@ -5,17 +5,19 @@
 //! its staging snapshots instead of unpacking the blob again.
 //!
 //! ```text
-//! ROOT/ingest/<hex>.unpacking             the thread's folder while the blob streams
-//! ROOT/ingest/<hex>.unpacked.<diff hex>   whole, made from the verified blob, with this DiffID
+//! ROOT/ingest/<hex>.unpacking                 the thread's folder while the blob streams
+//! ROOT/ingest/<hex>.unpacked.<diff hex>       whole, made from the verified blob, this DiffID
+//! ROOT/ingest/<hex>.unpacked-bottom.<diff hex> the same, for the bottom layer only (below)
 //! ```
 //!
-//! Both are guarded by the blob's `<hex>.lock`, as the download is: the folder is renamed to
+//! They are guarded by the blob's `<hex>.lock`, as the download is: the folder is renamed to
 //! its final name only after the blob's digest matched and before the lock is let go, so a
-//! folder under the final name is always complete. What is unsure is thrown away, never used:
+//! folder under a final name is always complete. What is unsure is thrown away, never used:
 //! a download that breaks off and resumes, a digest that does not match, a tar the thread
-//! cannot read. The commit then unpacks from the blob as it always did. A layer above the
-//! bottom one whose tar leaves folders out is thrown away too: those folders take their
-//! attributes from the layers below, which the thread does not have.
+//! cannot read. The commit then unpacks from the blob as it always did. A tar that leaves
+//! folders out makes them with attributes of the layers below, which the thread does not
+//! have: such a layer is kept only as the bottom one of its image (`unpacked-bottom`), used
+//! only where nothing is below it, and thrown away above the bottom.
 
 use std::fs;
 use std::io::{BufReader, Read};
@@ -34,9 +36,15 @@ use crate::layer::{self, Unpacked};
 /// not fill the memory.
 const QUEUED_CHUNKS: usize = 128;
 
-/// The folder a finished layer waits in for the commit, named after the blob and its DiffID.
-pub(crate) fn ready_path(ingest: &Path, blob: &Digest, diff_id: &Digest) -> PathBuf {
-    ingest.join(format!("{}.unpacked.{}", blob.hex(), diff_id.hex()))
+/// The folder a finished layer waits in for the commit, named after the blob and its DiffID;
+/// `bottom_only` when its tar left folders out (it is right only with nothing below it).
+fn ready_path(ingest: &Path, blob: &Digest, diff_id: &Digest, bottom_only: bool) -> PathBuf {
+    let kind = if bottom_only {
+        "unpacked-bottom"
+    } else {
+        "unpacked"
+    };
+    ingest.join(format!("{}.{kind}.{}", blob.hex(), diff_id.hex()))
 }
 
 fn working_path(ingest: &Path, blob: &Digest) -> PathBuf {
@@ -52,9 +60,9 @@ pub(crate) fn discard_ready(ingest: &Path, blobs: &[Digest]) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = name
-            .split_once(".unpacked.")
-            .is_some_and(|(hex, _)| blobs.iter().any(|b| b.hex() == hex));
+        let ours = name.split_once('.').is_some_and(|(hex, kind)| {
+            kind.starts_with("unpacked") && blobs.iter().any(|b| b.hex() == hex)
+        });
         if ours {
             let _ = fs::remove_dir_all(entry.path());
         }
@@ -143,7 +151,8 @@ impl UnpackAhead {
         }
         match unpacked {
             Some(unpacked) if self.bottom || !unpacked.implied_folders => {
-                let ready = ready_path(&self.ingest, &self.blob, &unpacked.diff_id);
+                let bottom_only = unpacked.implied_folders;
+                let ready = ready_path(&self.ingest, &self.blob, &unpacked.diff_id, bottom_only);
                 let _ = fs::remove_dir_all(&ready);
                 fs::rename(&self.folder, &ready).is_ok()
             }
@@ -183,10 +192,20 @@ impl Read for ChunkReader {
     }
 }
 
-/// The folder unpacked ahead for `blob` with `diff_id`, if a pull left one.
-pub(crate) fn ready(ingest: &Path, blob: &Digest, diff_id: &Digest) -> Option<PathBuf> {
-    let path = ready_path(ingest, blob, diff_id);
-    path.is_dir().then_some(path)
+/// The folder unpacked ahead for `blob` with `diff_id` that fits where the layer is (`bottom`:
+/// nothing below it), if a pull left one. A blob can be the bottom layer of one image and sit
+/// above others in another.
+pub(crate) fn ready(
+    ingest: &Path,
+    blob: &Digest,
+    diff_id: &Digest,
+    bottom: bool,
+) -> Option<PathBuf> {
+    let fitting: &[bool] = if bottom { &[false, true] } else { &[false] };
+    fitting
+        .iter()
+        .map(|&bottom_only| ready_path(ingest, blob, diff_id, bottom_only))
+        .find(|path| path.is_dir())
 }
 
 #[cfg(test)]
@@ -251,7 +270,7 @@ mod tests {
         let tar = tar_of(&[("etc/", b""), ("etc/os", b"streamed\n")]);
         let blob = gzip(&tar);
         assert!(stream(ingest.path(), &blob, false), "usable");
-        let ready = ready(ingest.path(), &Digest::of(&blob), &Digest::of(&tar))
+        let ready = ready(ingest.path(), &Digest::of(&blob), &Digest::of(&tar), false)
             .expect("named after the blob and the tar's sha256");
         assert_eq!(fs::read(ready.join("etc/os")).unwrap(), b"streamed\n");
         assert_eq!(
@@ -275,6 +294,14 @@ mod tests {
             stream(ingest.path(), &blob, true),
             "the bottom layer has nothing below it: kept"
         );
+        let (blob, tar) = (Digest::of(&blob), Digest::of(&tar));
+        assert!(ready(ingest.path(), &blob, &tar, true).is_some());
+        assert!(
+            ready(ingest.path(), &blob, &tar, false).is_none(),
+            "not for the same blob above another layer, in another image"
+        );
+        discard_ready(ingest.path(), &[blob]);
+        assert!(entries(ingest.path()).is_empty());
     }
 
     #[test]
