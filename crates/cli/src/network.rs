@@ -277,20 +277,14 @@ pub fn network_root() -> Result<PathBuf> {
 
 /// [`lock_network_namespace`] for another network namespace, taken only if it is free at once.
 fn try_lock_network_namespace_of(netns: BorrowedFd<'_>) -> Result<OwnedFd> {
-    use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
     let locked = podlab_ns::net::socket_in(netns, "bind(@podlab-network)", || {
-        let address = UnixAddr::new_abstract(b"podlab-network")?;
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )?;
-        bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address)?;
-        Ok(fd)
+        podlab_ns::net::bind_abstract(NETWORK_LOCK)
     })?;
     Ok(locked)
 }
+
+/// The abstract unix name whose holder holds a network namespace's pod network.
+const NETWORK_LOCK: &[u8] = b"podlab-network";
 
 /// Held while attaching to or detaching from this network namespace's pod network.
 struct NetworkLock {
@@ -304,28 +298,22 @@ struct NetworkLock {
 /// mutex, sleeping without a time limit, so only one of them polls the socket against other
 /// processes (a warm namespace's keeper, `podlab gc`, other commands).
 fn lock_network_namespace() -> std::io::Result<NetworkLock> {
-    use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
     static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A worker that panicked with the lock held left nothing of its own to mend under it.
     let in_process = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-    let address = UnixAddr::new_abstract(b"podlab-network").map_err(std::io::Error::from)?;
     let start = Instant::now();
     loop {
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .map_err(std::io::Error::from)?;
-        match bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address) {
-            Ok(()) => {
+        match podlab_ns::net::bind_abstract(NETWORK_LOCK) {
+            Ok(fd) => {
                 return Ok(NetworkLock {
                     _socket: fd,
                     _in_process: in_process,
                 })
             }
-            Err(nix::Error::EADDRINUSE) if start.elapsed() < Duration::from_secs(120) => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EADDRINUSE)
+                    && start.elapsed() < Duration::from_secs(120) =>
+            {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => {

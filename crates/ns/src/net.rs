@@ -16,7 +16,7 @@ pub mod cookie;
 mod netns;
 mod wire;
 
-pub use netns::{in_netns, new_held, new_pinned, socket_in};
+pub use netns::{bind_abstract, in_netns, new_held, new_pinned, socket_in};
 
 use std::collections::HashMap;
 use std::fs::File;

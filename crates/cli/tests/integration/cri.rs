@@ -1847,20 +1847,7 @@ fn regression_the_cleaners_del_does_not_wait_for_the_network_lock() {
     let lock = podlab_ns::net::socket_in(
         std::os::fd::AsFd::as_fd(&netns_fd),
         "bind(@podlab-network)",
-        || {
-            use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-            let fd = socket(
-                AddressFamily::Unix,
-                SockType::Stream,
-                SockFlag::SOCK_CLOEXEC,
-                None,
-            )?;
-            bind(
-                std::os::fd::AsRawFd::as_raw_fd(&fd),
-                &UnixAddr::new_abstract(b"podlab-network")?,
-            )?;
-            Ok(fd)
-        },
+        || podlab_ns::net::bind_abstract(b"podlab-network"),
     )
     .expect("the pod network's lock is free between calls");
     server.ok(&["stopp", &sandbox]);

@@ -83,6 +83,23 @@ pub fn new_pinned(path: &std::path::Path) -> Result<()> {
     })
 }
 
+/// A stream socket bound to the abstract unix name `name` of the calling thread's network
+/// namespace. One socket of a namespace can hold a name at a time (the next bind fails with
+/// `EADDRINUSE`) and the kernel lets it go when the socket closes, even at a `kill -9`: a lock
+/// per network namespace that needs no file. In another namespace: inside [`socket_in`].
+pub fn bind_abstract(name: &[u8]) -> std::io::Result<OwnedFd> {
+    use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let address = UnixAddr::new_abstract(name)?;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    bind(fd.as_raw_fd(), &address)?;
+    Ok(fd)
+}
+
 /// Makes a socket (`make`, e.g. a bind or a connect) inside the network namespace `netns` and
 /// returns it; the caller does not move. `call` names what `make` does, for its error.
 pub fn socket_in(
