@@ -301,7 +301,7 @@ impl PullTrace {
         let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
         for pair in marks.windows(2) {
             let ms = pair[1].0.duration_since(pair[0].0).as_secs_f64() * 1e3;
-            eprintln!("cri:   {:<44} {:<7} {ms:8.2} ms", pair[1].1, "pull");
+            crate::service::print_step(&pair[1].1, "pull", ms);
         }
     }
 }

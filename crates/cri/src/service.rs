@@ -150,10 +150,7 @@ impl Cri {
             let _ = std::fs::remove_file(&path);
             for pair in marks.windows(2) {
                 let ms = pair[1].at.saturating_sub(pair[0].at) as f64 / 1e6;
-                eprintln!(
-                    "cri:   {:<44} {:<7} {ms:8.2} ms",
-                    pair[1].phase, pair[1].process
-                );
+                print_step(&pair[1].phase, &pair[1].process, ms);
             }
         }
         reply
@@ -1496,4 +1493,9 @@ impl ImageService for Images {
         self.0
             .call("ImageFsInfo", "", || Ok(self.0.image_fs_info()))
     }
+}
+
+/// One line of `--trace` below an RPC's: a step, the process that made it, its time.
+pub(crate) fn print_step(step: &str, process: &str, ms: f64) {
+    eprintln!("cri:   {step:<44} {process:<7} {ms:8.2} ms");
 }
