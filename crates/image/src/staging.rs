@@ -116,7 +116,8 @@ impl Staging {
     /// [`durable::sync_unpacked_layers`] asks for it, so that a power loss never leaves a
     /// half-written file under a final name. A `kill -9` never does: the page cache has it.
     pub fn commit(self) -> Result<()> {
-        if durable::sync_unpacked_layers() {
+        let sync_layers = durable::sync_unpacked_layers();
+        if sync_layers {
             durable::sync_tree(&self.dir)?;
         }
         let store_blobs = &self.folders[1];
@@ -136,7 +137,7 @@ impl Staging {
             }
         }
         durable::sync_dir(store_blobs.dir())?;
-        if durable::sync_unpacked_layers() {
+        if sync_layers {
             durable::sync_dir(&self.store_snapshots)?;
         }
         Ok(())
