@@ -14,13 +14,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use futures_util::{StreamExt, TryStreamExt};
-use oci_client::client::{
-    BlobResponse, Certificate, CertificateEncoding, ClientConfig, ClientProtocol,
-};
+use oci_client::client::BlobResponse;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
-use oci_client::Client;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
@@ -33,6 +30,7 @@ use crate::image::{INDEX_TYPES, MANIFEST_TYPES};
 use crate::platform::{IndexDocument, Platform};
 use crate::pull::{Progress, ProgressEvent, PullErrorKind};
 use crate::reference::Reference;
+use crate::registry::{self, HostClient};
 use crate::unpack_ahead::UnpackAhead;
 
 /// What a manifest GET accepts: both image manifests and both kinds of index.
@@ -161,68 +159,6 @@ impl Plan<'_> {
         }
         reference
     }
-}
-
-/// Clients built for anonymous pulls, kept for the process's later pulls. Building a client
-/// loads the system's CA roots (about 150 files on Debian), which cost most of a pull whose
-/// layers are already in the store. A client that was given credentials is never kept: its
-/// token cache would serve that pull's token to another pull that has none. A kept client
-/// keeps the CA files it read: a CA changed later is read by the next process.
-static ANONYMOUS_CLIENTS: std::sync::Mutex<Vec<(RegistryHost, Client)>> =
-    std::sync::Mutex::new(Vec::new());
-
-/// The client for `host`: a kept one for anonymous access, else a new one.
-fn client_for(host: &RegistryHost, auth: &RegistryAuth) -> Result<Client, PullErrorKind> {
-    if !matches!(auth, RegistryAuth::Anonymous) {
-        return build_client(host);
-    }
-    let kept = |clients: &[(RegistryHost, Client)]| {
-        clients
-            .iter()
-            .find(|(h, _)| h == host)
-            .map(|(_, c)| c.clone())
-    };
-    if let Some(client) = kept(&ANONYMOUS_CLIENTS.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok(client);
-    }
-    let client = build_client(host)?;
-    let mut clients = ANONYMOUS_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if kept(&clients).is_none() {
-        clients.push((host.clone(), client.clone()));
-    }
-    Ok(client)
-}
-
-fn build_client(host: &RegistryHost) -> Result<Client, PullErrorKind> {
-    let mut extra = Vec::new();
-    for ca in &host.ca {
-        let data = fs::read(ca).map_err(|e| {
-            PullErrorKind::Config(format!(
-                "reading CA {} for {}: {e}",
-                ca.display(),
-                host.url()
-            ))
-        })?;
-        extra.push(Certificate {
-            encoding: CertificateEncoding::Pem,
-            data,
-        });
-    }
-    let config = ClientConfig {
-        protocol: if host.plain_http {
-            ClientProtocol::Http
-        } else {
-            ClientProtocol::Https
-        },
-        accept_invalid_certificates: host.skip_verify,
-        extra_root_certificates: extra,
-        platform_resolver: None,
-        connect_timeout: Some(std::time::Duration::from_secs(30)),
-        read_timeout: Some(std::time::Duration::from_secs(120)),
-        user_agent: concat!("podlab/", env!("CARGO_PKG_VERSION")),
-        ..ClientConfig::default()
-    };
-    Client::try_from(config).map_err(|e| PullErrorKind::Config(format!("{}: {e}", host.url())))
 }
 
 /// Turns oci-client's error into what the user is told; `what` names the object asked for.
@@ -358,7 +294,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         }
         let reference = plan.oci_reference(&host, Some(&entry.digest));
         let (bytes, digest) = client
-            .pull_manifest_raw(&reference, &auth, ACCEPT)
+            .manifest(&host, &reference, &auth, ACCEPT)
             .await
             .map_err(|e| {
                 (
@@ -367,7 +303,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
                 )
             })?;
         index = Some(manifest_digest);
-        manifest_bytes = bytes.to_vec();
+        manifest_bytes = bytes;
         manifest_digest = digest;
         shape = parse_shape(&manifest_bytes)?;
     }
@@ -383,7 +319,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         host: host.url(),
         layers: shape.layers.len(),
     });
-    write_ingest(plan, &manifest, &manifest_bytes)?;
+    write_ingest(&plan.ingest, &plan.store_blobs, &manifest, &manifest_bytes)?;
     let mut blobs = vec![manifest.clone()];
     let mut wanted = vec![config];
     wanted.extend(shape.layers.iter().cloned());
@@ -543,7 +479,7 @@ fn check_manifest(shape: &Shape, digest: &Digest) -> Result<(), Failure> {
 /// The first host that resolves the reference: its client, auth and the manifest (or index).
 async fn resolve(
     plan: &Plan<'_>,
-) -> Result<(RegistryHost, Client, RegistryAuth, Vec<u8>, String), Failure> {
+) -> Result<(RegistryHost, HostClient, RegistryAuth, Vec<u8>, String), Failure> {
     let by_digest = plan.reference.digest.is_some();
     let mut last = None;
     for host in plan
@@ -552,11 +488,11 @@ async fn resolve(
         .filter(|h| if by_digest { h.pull } else { h.resolve })
     {
         let auth = plan.auth_for(host);
-        let client = client_for(host, &auth).map_err(|k| (None, k))?;
+        let client = registry::client_for(host, &auth).map_err(|k| (None, k))?;
         let reference = plan.oci_reference(host, None);
         let what = format!("manifest {}", plan.reference);
-        match client.pull_manifest_raw(&reference, &auth, ACCEPT).await {
-            Ok((bytes, digest)) => return Ok((host.clone(), client, auth, bytes.to_vec(), digest)),
+        match client.manifest(host, &reference, &auth, ACCEPT).await {
+            Ok((bytes, digest)) => return Ok((host.clone(), client, auth, bytes, digest)),
             Err(err) => {
                 let kind = classify(host, plan.who(&auth), &what, err);
                 // A mirror that fails or lacks the image is skipped, as containerd does. What
@@ -589,17 +525,21 @@ fn ingest_io(what: &'static str, path: &Path, e: std::io::Error) -> PullErrorKin
 }
 
 /// Puts a small blob already in memory (the manifest) into ingest.
-fn write_ingest(plan: &Plan<'_>, digest: &Digest, bytes: &[u8]) -> Result<(), Failure> {
-    if plan.store_blobs.join(digest.hex()).is_file() {
+fn write_ingest(
+    ingest: &Path,
+    store_blobs: &Path,
+    digest: &Digest,
+    bytes: &[u8],
+) -> Result<(), Failure> {
+    if store_blobs.join(digest.hex()).is_file() {
         return Ok(());
     }
-    fs::create_dir_all(&plan.ingest)
-        .map_err(|e| (None, ingest_io("creating folder", &plan.ingest, e)))?;
-    let done = plan.ingest.join(digest.hex());
+    fs::create_dir_all(ingest).map_err(|e| (None, ingest_io("creating folder", ingest, e)))?;
+    let done = ingest.join(digest.hex());
     // Unique per call: two pulls in one process may write the same manifest at once.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = plan.ingest.join(format!(
+    let tmp = ingest.join(format!(
         "{}.{}-{n}.manifest",
         digest.hex(),
         std::process::id()
@@ -628,7 +568,7 @@ struct Layer {
 #[allow(clippy::too_many_arguments)]
 async fn fetch_blob(
     plan: &Plan<'_>,
-    client: &Client,
+    client: &HostClient,
     reference: &oci_client::Reference,
     auth: &RegistryAuth,
     host: &RegistryHost,
@@ -703,9 +643,6 @@ async fn fetch_blob(
     if coalesced {
         return already_there(); // another pull fetched it while this one waited
     }
-    client
-        .store_auth_if_needed(reference.resolve_registry(), auth)
-        .await;
     let partial = plan.ingest.join(format!("{}.partial", digest.hex()));
     let done = plan.ingest.join(digest.hex());
     let oci_descriptor = OciDescriptor {
@@ -733,10 +670,7 @@ async fn fetch_blob(
         let response = if have == size {
             None
         } else {
-            match client
-                .pull_blob_stream_partial(reference, &oci_descriptor, have, None)
-                .await
-            {
+            match client.blob(reference, auth, &oci_descriptor, have).await {
                 Ok(r) => Some(r),
                 Err(e) => {
                     return Err(failed(classify(
@@ -881,36 +815,4 @@ fn open_partial(path: &Path) -> std::io::Result<(File, Sha256, u64)> {
         have += n as u64;
     }
     Ok((file, hasher, have))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_clients_without_credentials_are_kept_for_later_pulls() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let host = RegistryHost {
-            plain_http: true,
-            host: "kept.invalid:5000".into(),
-            resolve: true,
-            pull: true,
-            ca: Vec::new(),
-            skip_verify: false,
-            mirror: false,
-        };
-        let kept = || {
-            ANONYMOUS_CLIENTS
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|(h, _)| *h == host)
-                .count()
-        };
-        client_for(&host, &RegistryAuth::Basic("user".into(), "secret".into())).unwrap();
-        assert_eq!(kept(), 0, "a client given credentials is never kept");
-        client_for(&host, &RegistryAuth::Anonymous).unwrap();
-        client_for(&host, &RegistryAuth::Anonymous).unwrap();
-        assert_eq!(kept(), 1, "one client per host, built once");
-    }
 }

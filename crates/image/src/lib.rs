@@ -39,6 +39,7 @@ pub mod layer;
 pub mod platform;
 pub mod pull;
 pub mod reference;
+mod registry;
 pub mod snapshot;
 mod staging;
 mod store;

@@ -254,6 +254,7 @@ fn plain_http_is_used_only_for_hosts_configured_so_and_docker_schema2_pulls() {
     );
 
     // A single-platform image is checked against the wanted platform too, as containerd does.
+    let served = registry.requests().len();
     let err = pull(
         &store,
         &reference(&name),
@@ -268,6 +269,17 @@ fn plain_http_is_used_only_for_hosts_configured_so_and_docker_schema2_pulls() {
         "{err}"
     );
     assert!(store.list().unwrap().is_empty());
+    // An open registry is asked for the manifest and the blobs alone: no `GET /v2/` probe
+    // before each, as containerd asks for a token only after a 401.
+    let asked: Vec<String> = registry.requests()[served..]
+        .iter()
+        .map(|line| line.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert!(
+        asked.iter().all(|r| r.starts_with("GET /v2/demo/docker/")),
+        "{asked:#?}"
+    );
+    assert_eq!(asked.len(), 3, "manifest, config, layer: {asked:#?}");
 
     let pulled = pull(&store, &reference(&name), &options(&registry)).unwrap();
     let details = store.inspect(&name).unwrap();

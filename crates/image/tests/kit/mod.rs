@@ -147,6 +147,16 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The request lines the registry served so far (`GET /v2/ HTTP/1.1`), from its access
+    /// log, oldest first.
+    pub fn requests(&self) -> Vec<String> {
+        let log = fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| line.split('"').nth(1))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// A certs.d folder for this registry: its CA, or plain HTTP.
     pub fn certs_d(&self) -> PathBuf {
         let certs = self.dir.path().join("certs.d");
