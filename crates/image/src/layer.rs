@@ -20,7 +20,7 @@
 //! whose path, or hardlink target, goes through a symlink, since a symlink's target means
 //! something only inside the container, never on the host.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
 use std::fs::{self, Metadata, OpenOptions};
 use std::io::{self, BufWriter, Read};
@@ -69,6 +69,7 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
         layer,
         folder_times: BTreeMap::new(),
         implied_folders: false,
+        known_folders: HashSet::new(),
     };
     {
         let mut archive = tar::Archive::new(&mut hashing);
@@ -100,6 +101,11 @@ struct Applier<'a> {
     /// for a folder wins, as tar's last entry does.
     folder_times: BTreeMap<PathBuf, i64>,
     implied_folders: bool,
+    /// Folders of this snapshot (relative paths) that this unpack made or found to be real
+    /// folders, reached through no symlink: their lstat is not asked again. An entry that
+    /// replaces one forgets it and what is below it. A layer's many hard links (busybox's
+    /// 400) each walked their parents and their target's before.
+    known_folders: HashSet<PathBuf>,
 }
 
 impl Applier<'_> {
@@ -143,7 +149,9 @@ impl Applier<'_> {
                 if hidden.is_empty() || hidden == "." || hidden == ".." {
                     return Err(self.refuse(&raw, "a whiteout that names no file"));
                 }
-                let target = self.prepare_parents(&rel.with_file_name(hidden), &raw)?;
+                let hidden = rel.with_file_name(hidden);
+                let target = self.prepare_parents(&hidden, &raw)?;
+                self.forget(&hidden);
                 remove_existing(&target)?;
                 return make_whiteout(&target);
             }
@@ -169,18 +177,23 @@ impl Applier<'_> {
                     }
                     Err(_) => make_folder(&path)?,
                 }
+                if !rel.as_os_str().is_empty() {
+                    self.known_folders.insert(rel.clone());
+                }
                 set_owner(&path, uid, gid)?;
                 set_mode(&path, mode)?;
                 self.folder_times.insert(path.clone(), mtime);
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                remove_existing(&path)?;
-                let file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .mode(0o600)
-                    .open(&path)
+                let file = self
+                    .replacing(&path, &rel, || {
+                        OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .custom_flags(libc::O_NOFOLLOW)
+                            .mode(0o600)
+                            .open(&path)
+                    })
                     .map_err(|e| Error::io("creating", &path, e))?;
                 // Big writes for big files, without a big buffer for each of many small ones.
                 let buffer = (entry.size() as usize).clamp(8 * 1024, COPY_BUFFER);
@@ -194,14 +207,28 @@ impl Applier<'_> {
             }
             EntryType::Symlink => {
                 let target = self.link_name(entry, &raw)?;
-                remove_existing(&path)?;
-                std::os::unix::fs::symlink(&target, &path)
+                self.replacing(&path, &rel, || std::os::unix::fs::symlink(&target, &path))
                     .map_err(|e| Error::io("creating symlink", &path, e))?;
                 set_owner(&path, uid, gid)?;
             }
             EntryType::Link => {
                 let target = self.link_name(entry, &raw)?;
                 let target_rel = self.inside(&target)?;
+                // Through folders known to be real, the link itself is the only check needed:
+                // linkat does not follow a symlink target and refuses a folder or a missing
+                // name; the walk below then says which it was.
+                let through_known = target_rel
+                    .parent()
+                    .is_some_and(|p| p.as_os_str().is_empty() || self.known_folders.contains(p));
+                if through_known && target_rel != rel {
+                    let from = self.root.join(&target_rel);
+                    if self
+                        .replacing(&path, &rel, || fs::hard_link(&from, &path))
+                        .is_ok()
+                    {
+                        return Ok(());
+                    }
+                }
                 let existing = lstat_inside(self.root, &target_rel)?;
                 match existing {
                     Some(m) if !m.is_dir() => {}
@@ -216,6 +243,7 @@ impl Applier<'_> {
                     }
                 }
                 if target_rel != rel {
+                    self.forget(&rel);
                     remove_existing(&path)?;
                     fs::hard_link(self.root.join(&target_rel), &path)
                         .map_err(|e| Error::io("creating hardlink", &path, e))?;
@@ -230,6 +258,7 @@ impl Applier<'_> {
                     EntryType::Block => SFlag::S_IFBLK,
                     _ => SFlag::S_IFIFO,
                 };
+                self.forget(&rel);
                 remove_existing(&path)?;
                 let dev = makedev(major.into(), minor.into());
                 nix::sys::stat::mknod(&path, sflag, Mode::from_bits_truncate(mode), dev)
@@ -281,6 +310,9 @@ impl Applier<'_> {
         for component in rel.parent().into_iter().flat_map(Path::components) {
             path.push(component);
             walked.push(component);
+            if self.known_folders.contains(&walked) {
+                continue;
+            }
             match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_dir() => {}
                 Ok(m) if m.file_type().is_symlink() => {
@@ -300,8 +332,35 @@ impl Applier<'_> {
                 }
                 Err(e) => return Err(Error::io("inspecting", &path, e)),
             }
+            self.known_folders.insert(walked.clone());
         }
         Ok(self.root.join(rel))
+    }
+
+    /// Makes `path` (`rel` in the snapshot) with `create`, which fails with `AlreadyExists`
+    /// when the name is taken: an earlier entry of this layer is then removed, as tar's last
+    /// entry wins, and `create` runs again. Trying first spares every new name an lstat.
+    fn replacing<T>(
+        &mut self,
+        path: &Path,
+        rel: &Path,
+        create: impl Fn() -> io::Result<T>,
+    ) -> io::Result<T> {
+        match create() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.forget(rel);
+                remove_existing(path).map_err(io::Error::other)?;
+                create()
+            }
+            done => done,
+        }
+    }
+
+    /// `rel` is replaced: it, and what was below it, is no longer a known folder.
+    fn forget(&mut self, rel: &Path) {
+        if self.known_folders.remove(rel) {
+            self.known_folders.retain(|known| !known.starts_with(rel));
+        }
     }
 
     fn make_parent(&mut self, path: &Path, rel: &Path) -> Result<()> {
@@ -757,6 +816,47 @@ mod tests {
         let (_dir, result) = unpack_into(&hardlink_via_symlink, &[]);
         assert!(matches!(result, Err(Error::UnsafeEntry { .. })));
         assert_eq!(fs::symlink_metadata(&outside_file).unwrap().nlink(), 1);
+    }
+
+    #[test]
+    fn regression_a_folder_replaced_by_a_symlink_is_not_trusted_as_a_folder_again() {
+        // The unpack remembers the folders it made; a later entry that turns one into a
+        // symlink must make it forget them, or the next file or hard link through the name
+        // would follow the symlink out of the snapshot.
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("escaped");
+        let outside_file = outside.path().join("secret");
+        fs::write(&outside_file, "host data").unwrap();
+        let target = outside.path().display().to_string();
+        let file_through = LayerTar::new()
+            .dir("a", 0o755)
+            .file("a/inner", 0o644, b"x")
+            .symlink("a", &target)
+            .file("a/escaped", 0o644, b"x")
+            .bytes();
+        assert_refused(&file_through, &victim);
+        let link_through = LayerTar::new()
+            .dir("a", 0o755)
+            .dir("a/b", 0o755)
+            .file("a/b/inner", 0o644, b"x")
+            .symlink("a", &target)
+            .hardlink("stolen", "a/secret")
+            .bytes();
+        let (_dir, result) = unpack_into(&link_through, &[]);
+        assert!(
+            matches!(result, Err(Error::UnsafeEntry { .. })),
+            "{result:?}"
+        );
+        assert_eq!(fs::symlink_metadata(&outside_file).unwrap().nlink(), 1);
+        // A whiteout of the folder, then a symlink under its name, the same.
+        let whiteout_then_symlink = LayerTar::new()
+            .dir("a", 0o755)
+            .file("a/inner", 0o644, b"x")
+            .file(".wh.a", 0o644, b"")
+            .symlink("a", &target)
+            .file("a/escaped", 0o644, b"x")
+            .bytes();
+        assert_refused(&whiteout_then_symlink, &victim);
     }
 
     #[test]
