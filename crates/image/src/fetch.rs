@@ -67,6 +67,10 @@ pub(crate) struct Plan<'a> {
     pub store_lock: PathBuf,
     pub progress: Option<&'a dyn Progress>,
     pub concurrency: usize,
+    /// Holds the store against collections ([`crate::Store::hold_for_pull`]) from the first
+    /// look at it; a no-op once held. The registry is asked first: a collection that runs
+    /// (the CRI's after each RemoveImage) ends while the manifest is on its way.
+    pub hold_store: &'a dyn Fn() -> Result<(), Error>,
 }
 
 /// Every blob of the image is in the store or complete in ingest.
@@ -319,7 +323,17 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         host: host.url(),
         layers: shape.layers.len(),
     });
-    write_ingest(&plan.ingest, &plan.store_blobs, &manifest, &manifest_bytes)?;
+    (plan.hold_store)().map_err(|e| (None, PullErrorKind::Store(e)))?;
+    // Written (and fsynced) by a thread of the runtime's pool while the blobs download.
+    let manifest_written = {
+        let (ingest, store_blobs, digest) = (
+            plan.ingest.clone(),
+            plan.store_blobs.clone(),
+            manifest.clone(),
+        );
+        let bytes = std::mem::take(&mut manifest_bytes);
+        tokio::task::spawn_blocking(move || write_ingest(&ingest, &store_blobs, &digest, &bytes))
+    };
     let mut blobs = vec![manifest.clone()];
     let mut wanted = vec![config];
     wanted.extend(shape.layers.iter().cloned());
@@ -337,7 +351,7 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
     // config's platform is checked before anything is committed. Waiting for the config first
     // cost a whole round trip to the registry on every pull.
     let config_digest = downloads[0].0.clone();
-    let downloaded: Vec<u64> = futures_util::stream::iter(downloads)
+    let downloads = futures_util::stream::iter(downloads)
         .map(|(digest, descriptor, layer)| {
             let (client, reference, auth, host, who) =
                 (&client, &reference, &auth, &host, who.clone());
@@ -357,8 +371,13 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
             }
         })
         .buffer_unordered(plan.concurrency)
-        .try_collect()
-        .await?;
+        .try_collect::<Vec<u64>>();
+    let (downloaded, written) = futures_util::future::join(downloads, manifest_written).await;
+    written.map_err(|e| {
+        let e = std::io::Error::other(e);
+        (None, ingest_io("writing the manifest", &plan.ingest, e))
+    })??;
+    let downloaded = downloaded?;
     check_platform(plan, &config_digest, index.is_some())?;
     let downloaded = downloaded.iter().sum::<u64>();
     Ok(Fetched {

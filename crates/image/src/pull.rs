@@ -97,7 +97,8 @@ pub trait Progress: Send + Sync {
 /// One step of a pull.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProgressEvent {
-    /// The pull holds the store against collections (after waiting for one that ran).
+    /// The pull holds the store against collections (after waiting for one that ran); it
+    /// comes after `Resolved`, before the pull's first look at the store.
     Holding,
     /// The reference resolved to this manifest, on this host.
     Resolved {
@@ -243,6 +244,21 @@ pub fn pull(
         None => DockerConfig::load_default().map_err(|m| fail(PullErrorKind::Config(m)))?,
     };
     let platform = options.platform.clone().unwrap_or_else(Platform::host);
+    // A blob the fetch found in the store may still be deleted before the pull is done with
+    // it: a collection waits for the pull (`hold_for_pull`), but a commit that moved a tag to
+    // another image, or a `podlab image rm`, collects at once. The platform check or the
+    // commit then finds it missing, and the fetch runs again: it downloads what is gone now.
+    // Held from the fetch's first look at the store to the end of the commit.
+    let pulling = std::cell::OnceCell::new();
+    let hold_store = || -> Result<(), Error> {
+        if pulling.get().is_none() {
+            let _ = pulling.set(store.hold_for_pull()?);
+            if let Some(progress) = &options.progress {
+                progress.report(&ProgressEvent::Holding);
+            }
+        }
+        Ok(())
+    };
     let plan = fetch::Plan {
         reference,
         hosts: &hosts,
@@ -254,6 +270,7 @@ pub fn pull(
         store_lock: store.lock_path(),
         progress: options.progress.as_deref(),
         concurrency: options.max_concurrent_downloads.max(1),
+        hold_store: &hold_store,
     };
     // reqwest is built without a rustls crypto provider of its own (aws-lc is a C build);
     // ring is the process's. Another part of the process may have installed one already.
@@ -276,16 +293,6 @@ pub fn pull(
             plain.to_string()
         }
     };
-    // A blob the fetch found in the store may still be deleted before the pull is done with
-    // it: a collection waits for the pull (`hold_for_pull`), but a commit that moved a tag to
-    // another image, or a `podlab image rm`, collects at once. The platform check or the
-    // commit then finds it missing, and the fetch runs again: it downloads what is gone now.
-    let _pulling = store
-        .hold_for_pull()
-        .map_err(|e| fail(PullErrorKind::Store(e)))?;
-    if let Some(progress) = &options.progress {
-        progress.report(&ProgressEvent::Holding);
-    }
     let mut tries = 0;
     let (fetched, summary) = loop {
         tries += 1;
