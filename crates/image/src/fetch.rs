@@ -351,6 +351,10 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
     // config's platform is checked before anything is committed. Waiting for the config first
     // cost a whole round trip to the registry on every pull.
     let config_digest = downloads[0].0.clone();
+    // The biggest first: its download and unpack end last, and the requests go out (and are
+    // answered by the registry) in this order. Asked last, busybox's layer waited for the
+    // registry to answer the config and a 112-byte layer first.
+    downloads.sort_by_key(|(_, descriptor, _)| std::cmp::Reverse(descriptor.size));
     let downloads = futures_util::stream::iter(downloads)
         .map(|(digest, descriptor, layer)| {
             let (client, reference, auth, host, who) =
