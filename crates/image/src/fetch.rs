@@ -324,16 +324,6 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
         layers: shape.layers.len(),
     });
     (plan.hold_store)().map_err(|e| (None, PullErrorKind::Store(e)))?;
-    // Written (and fsynced) by a thread of the runtime's pool while the blobs download.
-    let manifest_written = {
-        let (ingest, store_blobs, digest) = (
-            plan.ingest.clone(),
-            plan.store_blobs.clone(),
-            manifest.clone(),
-        );
-        let bytes = std::mem::take(&mut manifest_bytes);
-        tokio::task::spawn_blocking(move || write_ingest(&ingest, &store_blobs, &digest, &bytes))
-    };
     let mut blobs = vec![manifest.clone()];
     let mut wanted = vec![config];
     wanted.extend(shape.layers.iter().cloned());
@@ -355,6 +345,17 @@ pub(crate) async fn fetch(plan: &Plan<'_>) -> Result<Fetched, Failure> {
     // answered by the registry) in this order. Asked last, busybox's layer waited for the
     // registry to answer the config and a 112-byte layer first.
     downloads.sort_by_key(|(_, descriptor, _)| std::cmp::Reverse(descriptor.size));
+    // Written (and fsynced) by a thread of the runtime's pool while the blobs download; joined
+    // below, whatever they come to.
+    let manifest_written = {
+        let (ingest, store_blobs, digest) = (
+            plan.ingest.clone(),
+            plan.store_blobs.clone(),
+            manifest.clone(),
+        );
+        let bytes = std::mem::take(&mut manifest_bytes);
+        tokio::task::spawn_blocking(move || write_ingest(&ingest, &store_blobs, &digest, &bytes))
+    };
     let downloads = futures_util::stream::iter(downloads)
         .map(|(digest, descriptor, layer)| {
             let (client, reference, auth, host, who) =

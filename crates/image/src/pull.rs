@@ -214,13 +214,13 @@ impl PullError {
     }
 }
 
+/// How many times a pull fetches and commits when blobs it found went before its commit.
+const COMMIT_TRIES: u32 = 3;
+
 /// Pulls `reference` into `store`; see the module doc. Blocks until the image is in the store
 /// (named, unpacked) or the pull failed.
 // The error is large (it carries the store's error) but made at most once per pull.
 #[allow(clippy::result_large_err)]
-/// How many times a pull fetches and commits when blobs it found went before its commit.
-const COMMIT_TRIES: u32 = 3;
-
 pub fn pull(
     store: &Store,
     reference: &Reference,

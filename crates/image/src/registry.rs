@@ -193,10 +193,17 @@ impl HostClient {
                 .await?;
             match response.status() {
                 reqwest::StatusCode::OK => {
+                    let said = response
+                        .headers()
+                        .get("Docker-Content-Digest")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
                     let body = response.bytes().await?;
                     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&body)));
-                    // A digest that does not match goes to oci-client, which says so.
-                    if reference.digest().is_none_or(|wanted| wanted == digest) {
+                    // A digest that does not match what was asked for, or what the registry
+                    // says it sent, goes to oci-client, which checks both and says so.
+                    let matches = |d: Option<&str>| d.is_none_or(|d| d == digest);
+                    if matches(reference.digest()) && matches(said.as_deref()) {
                         return Ok((body.to_vec(), digest));
                     }
                 }
