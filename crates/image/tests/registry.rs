@@ -1,11 +1,13 @@
 //! Pulls from a real registry: Debian's `docker-registry` (the CNCF distribution registry),
 //! started by each test on 127.0.0.1 on a free port, with TLS from a CA the test makes (openssl)
-//! and htpasswd auth (apache2-utils' htpasswd), images pushed by `skopeo copy` from OCI layouts
+//! and htpasswd auth (apache2-utils' htpasswd) or a token server's tokens (`token`), images pushed by `skopeo copy` from OCI layouts
 //! the test writes (so every byte of every layer is known). A small proxy in front of the
 //! registry corrupts or cuts off one blob. Each test stops its registry and proxy when it ends,
 //! failed or not. Needs root (whiteouts, chown in the snapshots).
 
 mod kit;
+#[path = "kit/token.rs"]
+mod token;
 
 use std::fs;
 use std::sync::{mpsc, Arc, Mutex};
@@ -221,6 +223,75 @@ fn a_multi_platform_image_is_pulled_over_tls_with_htpasswd_auth() {
         }
         other => panic!("{other}"),
     }
+    assert_consistent(&store);
+}
+
+#[test]
+fn an_anonymous_pull_fetches_a_token_only_after_the_registry_asked_for_one() {
+    // Docker Hub's way: even anonymous pulls need a token, which the registry's 401 says where
+    // to get. containerd asks without one first; so does podlab since it stopped probing
+    // `GET /v2/` before every request.
+    let Some(openssl) = kit::tool("openssl", "openssl") else {
+        return;
+    };
+    let tokens = token::TokenServer::start(&openssl);
+    let Some(registry) = Registry::start_with_tokens(&tokens.auth()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    let image = layout.image(
+        &[&[("hello", b"from behind a token\n")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&image, "t");
+    layout.save();
+    registry.push(&layout, "t", "demo/tokens:1");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    let name = format!("{}/demo/tokens:1", registry.host());
+    let asked_since = |served: usize| -> Vec<String> {
+        registry.requests()[served..]
+            .iter()
+            .map(|line| {
+                let words: Vec<&str> = line.split(' ').collect();
+                format!("{} {} {}", words[0], words[1], words[words.len() - 1])
+            })
+            .collect()
+    };
+
+    let (served, issued) = (registry.requests().len(), tokens.issued());
+    pull(&store, &reference(&name), &options(&registry)).unwrap();
+    assert_eq!(
+        read_in_image(&store, &name, "hello").as_deref(),
+        Some(&b"from behind a token\n"[..])
+    );
+    let asked = asked_since(served);
+    assert_eq!(
+        asked.first().map(String::as_str),
+        Some("GET /v2/demo/tokens/manifests/1 401"),
+        "the manifest is asked for first, without a token: {asked:#?}"
+    );
+    assert!(tokens.issued() > issued, "a token was fetched: {asked:#?}");
+    assert!(
+        asked
+            .iter()
+            .any(|r| r == "GET /v2/demo/tokens/manifests/1 200"),
+        "then the manifest came with it: {asked:#?}"
+    );
+
+    // The process remembers that this host wants tokens, and keeps the token: the next pull
+    // is answered at once.
+    store.remove(&name).unwrap();
+    let served = registry.requests().len();
+    pull(&store, &reference(&name), &options(&registry)).unwrap();
+    let asked = asked_since(served);
+    assert!(
+        asked.iter().all(|r| !r.ends_with(" 401")),
+        "no 401 once the host is known to want tokens: {asked:#?}"
+    );
+    assert_eq!(asked.len(), 3, "manifest, config, layer: {asked:#?}");
     assert_consistent(&store);
 }
 

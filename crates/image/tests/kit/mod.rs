@@ -1,5 +1,6 @@
 //! The registry tests' kit: a real `docker-registry` on a free port of 127.0.0.1 (TLS from a CA
-//! made here with openssl, htpasswd auth), OCI layouts written byte by byte and pushed with
+//! made here with openssl, htpasswd auth, or a token server's tokens as Docker Hub's anonymous
+//! pulls get them), OCI layouts written byte by byte and pushed with
 //! skopeo, a one-request-per-connection HTTP proxy that corrupts or cuts off one blob, a small
 //! tmpfs. Everything it starts stops when its guard is dropped, a failing test included.
 
@@ -81,10 +82,29 @@ pub struct Registry {
     skopeo: PathBuf,
 }
 
+/// A registry's `auth: token` section: where its 401s send clients, the service and issuer the
+/// tokens must name, the certificate their signatures are checked against.
+pub struct TokenAuth {
+    pub realm: String,
+    pub service: &'static str,
+    pub issuer: &'static str,
+    pub certificate: PathBuf,
+}
+
 impl Registry {
     /// Starts a registry (HTTPS with a fresh CA if `tls`, htpasswd if `auth`); None when a
     /// tool is missing.
     pub fn start(tls: bool, auth: bool) -> Option<Registry> {
+        Registry::start_with(tls, auth, None)
+    }
+
+    /// Starts a plain-HTTP registry that wants a token from a token server for every request,
+    /// as Docker Hub does, anonymous pulls too (the registry tests' `token` module serves them).
+    pub fn start_with_tokens(tokens: &TokenAuth) -> Option<Registry> {
+        Registry::start_with(false, false, Some(tokens))
+    }
+
+    fn start_with(tls: bool, auth: bool, tokens: Option<&TokenAuth>) -> Option<Registry> {
         let registry = tool("docker-registry", "docker-registry")?;
         let skopeo = tool("skopeo", "skopeo")?;
         let dir = tempfile::tempdir().unwrap();
@@ -117,6 +137,16 @@ impl Registry {
                 root.join("htpasswd").display()
             );
         }
+        if let Some(tokens) = tokens {
+            config += &format!(
+                "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    \
+                 rootcertbundle: {}\n",
+                tokens.realm,
+                tokens.service,
+                tokens.issuer,
+                tokens.certificate.display()
+            );
+        }
         fs::write(root.join("config.yml"), config).unwrap();
         let log = root.join("registry.log");
         let child = Command::new(registry)
@@ -147,13 +177,17 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// The request lines the registry served so far (`GET /v2/ HTTP/1.1`), from its access
-    /// log, oldest first.
+    /// The requests the registry served so far, oldest first, from its access log: the
+    /// request line and the status (`GET /v2/ HTTP/1.1 401`).
     pub fn requests(&self) -> Vec<String> {
         let log = fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default();
         log.lines()
-            .filter_map(|line| line.split('"').nth(1))
-            .map(str::to_owned)
+            .filter_map(|line| {
+                let mut parts = line.split('"');
+                let request = parts.nth(1)?;
+                let status = parts.next()?.split_whitespace().next()?;
+                Some(format!("{request} {status}"))
+            })
             .collect()
     }
 
@@ -276,22 +310,20 @@ pub enum Mischief {
     CutOff(Digest, usize),
 }
 
-/// An HTTP proxy in front of a plain-HTTP registry, one request per connection.
-pub struct Proxy {
+/// A server on a free port of 127.0.0.1 that hands each connection to its own thread; it
+/// stops (and its accepting thread is joined) when dropped.
+pub struct LocalServer {
     port: u16,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
-    dir: tempfile::TempDir,
 }
 
-impl Proxy {
-    pub fn start(registry: &Registry, mischief: Mischief) -> Proxy {
-        assert!(!registry.tls, "the proxy speaks plain HTTP");
+impl LocalServer {
+    pub fn start(handle: impl Fn(TcpStream) + Send + Sync + 'static) -> LocalServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let upstream = registry.host();
         let stop = Arc::new(AtomicBool::new(false));
-        let mischief = Arc::new(mischief);
+        let handle = Arc::new(handle);
         let thread = {
             let stop = stop.clone();
             std::thread::spawn(move || {
@@ -300,23 +332,67 @@ impl Proxy {
                         break;
                     }
                     let Ok(stream) = stream else { continue };
-                    let (upstream, mischief) = (upstream.clone(), mischief.clone());
-                    std::thread::spawn(move || {
-                        let _ = serve(stream, &upstream, &mischief);
-                    });
+                    let handle = handle.clone();
+                    std::thread::spawn(move || handle(stream));
                 }
             })
         };
-        Proxy {
+        LocalServer {
             port,
             stop,
             thread: Some(thread),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wakes the accept
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// An HTTP request's head, up to its empty line; None when the client closed first.
+pub fn read_head(client: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte)? == 0 {
+            return Ok(None);
+        }
+        head.push(byte[0]);
+    }
+    Ok(Some(head))
+}
+
+/// An HTTP proxy in front of a plain-HTTP registry, one request per connection.
+pub struct Proxy {
+    server: LocalServer,
+    dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    pub fn start(registry: &Registry, mischief: Mischief) -> Proxy {
+        assert!(!registry.tls, "the proxy speaks plain HTTP");
+        let upstream = registry.host();
+        let server = LocalServer::start(move |stream| {
+            let _ = serve(stream, &upstream, &mischief);
+        });
+        Proxy {
+            server,
             dir: tempfile::tempdir().unwrap(),
         }
     }
 
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.server.port())
     }
 
     /// Pull options that reach the proxy over plain HTTP.
@@ -335,25 +411,10 @@ impl Proxy {
     }
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wakes the accept
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn serve(mut client: TcpStream, upstream: &str, mischief: &Mischief) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if client.read(&mut byte)? == 0 {
-            return Ok(());
-        }
-        head.push(byte[0]);
-    }
+    let Some(head) = read_head(&mut client)? else {
+        return Ok(());
+    };
     let text = String::from_utf8_lossy(&head).into_owned();
     let target_line = text.lines().next().unwrap_or("").to_owned();
     // One request per connection: the registry closes after answering.
