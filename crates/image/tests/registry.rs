@@ -239,15 +239,11 @@ fn an_anonymous_pull_fetches_a_token_only_after_the_registry_asked_for_one() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(
+    registry.push_image(
+        dir.path(),
         &[&[("hello", b"from behind a token\n")]],
-        Compression::Gzip,
-        "amd64",
+        "demo/tokens:1",
     );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/tokens:1");
     let store_dir = tempfile::tempdir().unwrap();
     let store = Store::open(store_dir.path()).unwrap();
     let name = format!("{}/demo/tokens:1", registry.host());
@@ -378,15 +374,11 @@ fn mirrors_are_tried_in_order_and_a_dead_one_is_skipped() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(
+    registry.push_image(
+        dir.path(),
         &[&[("m", b"from the mirror\n")]],
-        Compression::Gzip,
-        "amd64",
+        "library/app:1",
     );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "library/app:1");
     // registry.example has no address; its mirrors do: a closed port first, then the registry.
     let certs = dir.path().join("certs.d");
     fs::create_dir_all(certs.join("registry.example")).unwrap();
@@ -426,15 +418,11 @@ fn a_corrupted_blob_is_refused_naming_the_layer_and_nothing_is_imported() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(
+    let image = registry.push_image(
+        dir.path(),
         &[&[("a", b"bottom\n")], &[("b", &[7u8; 20_000][..])]],
-        Compression::Gzip,
-        "amd64",
+        "demo/corrupt:1",
     );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/corrupt:1");
     let top = image.layers[1].clone();
     let proxy = Proxy::start(&registry, Mischief::Corrupt(top.clone()));
     let store_dir = tempfile::tempdir().unwrap();
@@ -477,12 +465,8 @@ fn a_cut_off_download_is_kept_and_resumed_by_the_next_pull() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
     let big: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
-    let image = layout.image(&[&[("big", &big[..])]], Compression::Gzip, "amd64");
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/cut:1");
+    let image = registry.push_image(dir.path(), &[&[("big", &big[..])]], "demo/cut:1");
     let layer = image.layers[0].clone();
     const CUT: usize = 10_000;
     let proxy = Proxy::start(&registry, Mischief::CutOff(layer.clone(), CUT));
@@ -546,15 +530,11 @@ fn two_pulls_of_one_image_fetch_each_blob_once() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
-    let image = layout.image(
+    let image = registry.push_image(
+        dir.path(),
         &[&[("one", b"1")], &[("two", b"2")], &[("three", b"3")]],
-        Compression::Gzip,
-        "amd64",
+        "demo/twice:1",
     );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/twice:1");
     let store_dir = tempfile::tempdir().unwrap();
     let store = Store::open(store_dir.path()).unwrap();
     let name = format!("{}/demo/twice:1", registry.host());
@@ -861,17 +841,13 @@ fn a_full_disk_fails_the_pull_whole_and_the_store_stays_consistent() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut layout = Layout::new(&dir.path().join("layout"));
     // Compresses to a few kB, unpacks to 4 MB: the download fits, the snapshot does not.
     let zeros = vec![0u8; 4 << 20];
-    let image = layout.image(
+    let image = registry.push_image(
+        dir.path(),
         &[&[("small", b"s")], &[("zeros", &zeros[..])]],
-        Compression::Gzip,
-        "amd64",
+        "demo/full:1",
     );
-    layout.tag(&image, "t");
-    layout.save();
-    registry.push(&layout, "t", "demo/full:1");
     let tmpfs = kit::Tmpfs::mount(&dir.path().join("small"), "2m");
     let store = Store::open(&tmpfs.path().join("store")).unwrap();
     let name = format!("{}/demo/full:1", registry.host());

@@ -216,6 +216,17 @@ impl Registry {
         })
     }
 
+    /// An amd64 image of gzip `layers`, written as an OCI layout under `dir/layout` and pushed
+    /// as `repo_tag`.
+    pub fn push_image(&self, dir: &Path, layers: &[&[(&str, &[u8])]], repo_tag: &str) -> Written {
+        let mut layout = Layout::new(&dir.join("layout"));
+        let image = layout.image(layers, Compression::Gzip, "amd64");
+        layout.tag(&image, "t");
+        layout.save();
+        self.push(&layout, "t", repo_tag);
+        image
+    }
+
     /// `skopeo copy --all oci:LAYOUT:TAG docker://HOST/REPO_TAG`.
     pub fn push(&self, layout: &Layout, tag: &str, repo_tag: &str) {
         self.push_with(layout, tag, repo_tag, &[]);
@@ -249,9 +260,24 @@ impl Drop for Registry {
     }
 }
 
+/// A P-256 key and a self-signed certificate for `subject`, valid two days: `dir/NAME.key`
+/// (PKCS#8 PEM) and `dir/NAME.pem`.
+pub fn self_signed(openssl: &Path, dir: &Path, name: &str, subject: &str) {
+    let path = |suffix: &str| dir.join(format!("{name}.{suffix}")).display().to_string();
+    run(
+        Command::new(openssl)
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes"])
+            .args(["-keyout", &path("key"), "-out", &path("pem")])
+            .args(["-days", "2", "-subj", subject]),
+        &format!("openssl: the certificate of {subject}"),
+    );
+}
+
 /// A CA, and a server certificate for 127.0.0.1 signed by it.
 fn make_certificates(openssl: &Path, dir: &Path) {
     let path = |name: &str| dir.join(name).display().to_string();
+    self_signed(openssl, dir, "ca", "/CN=podlab test CA");
     let ec = [
         "-newkey",
         "ec",
@@ -259,14 +285,6 @@ fn make_certificates(openssl: &Path, dir: &Path) {
         "ec_paramgen_curve:prime256v1",
         "-nodes",
     ];
-    run(
-        Command::new(openssl)
-            .args(["req", "-x509"])
-            .args(ec)
-            .args(["-keyout", &path("ca.key"), "-out", &path("ca.pem")])
-            .args(["-days", "2", "-subj", "/CN=podlab test CA"]),
-        "openssl: the CA",
-    );
     run(
         Command::new(openssl)
             .arg("req")

@@ -7,7 +7,6 @@
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -17,7 +16,7 @@ use base64::Engine;
 use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use serde_json::json;
 
-use crate::kit::{read_head, LocalServer, TokenAuth};
+use crate::kit::{read_head, self_signed, LocalServer, TokenAuth};
 
 /// The registry's `service` and the tokens' audience.
 const SERVICE: &str = "podlab-test";
@@ -41,73 +40,17 @@ impl TokenServer {
     /// Makes a key and a self-signed certificate with `openssl`, and serves tokens.
     pub fn start(openssl: &Path) -> TokenServer {
         let dir = tempfile::tempdir().unwrap();
-        let path = |name: &str| dir.path().join(name);
-        let run = |args: &[&str], what: &str| {
-            let output = Command::new(openssl).args(args).output().unwrap();
-            assert!(
-                output.status.success(),
-                "openssl: {what}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
-        let (key, cert) = (path("token.key"), path("token.pem"));
-        run(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &key.display().to_string(),
-                "-out",
-                &cert.display().to_string(),
-                "-days",
-                "2",
-                "-subj",
-                "/CN=podlab test token issuer",
-            ],
-            "the token signing certificate",
-        );
-        let (key_der, cert_der) = (path("token.key.der"), path("token.der"));
-        run(
-            &[
-                "pkcs8",
-                "-topk8",
-                "-nocrypt",
-                "-in",
-                &key.display().to_string(),
-                "-outform",
-                "DER",
-                "-out",
-                &key_der.display().to_string(),
-            ],
-            "the key as PKCS#8",
-        );
-        run(
-            &[
-                "x509",
-                "-in",
-                &cert.display().to_string(),
-                "-outform",
-                "DER",
-                "-out",
-                &cert_der.display().to_string(),
-            ],
-            "the certificate as DER",
-        );
+        self_signed(openssl, dir.path(), "token", "/CN=podlab test token issuer");
         let rng = ring::rand::SystemRandom::new();
         let key = EcdsaKeyPair::from_pkcs8(
             &ECDSA_P256_SHA256_FIXED_SIGNING,
-            &std::fs::read(&key_der).unwrap(),
+            &pem_der(&dir.path().join("token.key")),
             &rng,
         )
         .unwrap();
         let signer = Arc::new(Signer {
             key,
-            certificate_der: std::fs::read(&cert_der).unwrap(),
+            certificate_der: pem_der(&dir.path().join("token.pem")),
             rng,
         });
         let issued = Arc::new(AtomicUsize::new(0));
@@ -148,12 +91,13 @@ fn answer(mut client: TcpStream, signer: &Signer, issued: &AtomicUsize) -> std::
     };
     let head = String::from_utf8_lossy(&head);
     let target = head.split(' ').nth(1).unwrap_or_default();
-    let query = target.split_once('?').map(|(_, q)| q).unwrap_or_default();
-    let access: Vec<_> = query
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("scope="))
-        .map(percent_decoded)
-        .filter_map(|scope| {
+    let Ok(url) = reqwest::Url::parse(&format!("http://token.invalid{target}")) else {
+        return Ok(());
+    };
+    let access: Vec<_> = url
+        .query_pairs()
+        .filter(|(key, _)| key == "scope")
+        .filter_map(|(_, scope)| {
             let (kind, rest) = scope.split_once(':')?;
             let (name, actions) = rest.rsplit_once(':')?;
             Some(json!({"type": kind, "name": name, "actions": actions.split(',').collect::<Vec<_>>()}))
@@ -192,28 +136,16 @@ fn answer(mut client: TcpStream, signer: &Signer, issued: &AtomicUsize) -> std::
     )
 }
 
-/// `%XX` escapes decoded (scopes arrive as `repository%3Ademo%2Fx%3Apull`), `+` as a space.
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The DER bytes of the first PEM block of `path`.
+fn pem_der(path: &Path) -> Vec<u8> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let body: String = text
+        .lines()
+        .skip_while(|line| !line.starts_with("-----BEGIN"))
+        .skip(1)
+        .take_while(|line| !line.starts_with("-----END"))
+        .collect();
+    STANDARD
+        .decode(body)
+        .unwrap_or_else(|e| panic!("{}: not PEM: {e}", path.display()))
 }
