@@ -71,7 +71,7 @@ pub(crate) fn client_for(
 ) -> Result<HostClient, PullErrorKind> {
     if !matches!(auth, RegistryAuth::Anonymous) {
         return Ok(HostClient {
-            oci: build_client(host)?,
+            oci: build_client(host, read_cas(host)?)?,
             plain: None,
         });
     }
@@ -84,10 +84,11 @@ pub(crate) fn client_for(
     if let Some(client) = kept(&ANONYMOUS_CLIENTS.lock().unwrap_or_else(|e| e.into_inner())) {
         return Ok(client);
     }
+    let cas = read_cas(host)?;
     let client = HostClient {
-        oci: build_client(host)?,
+        oci: build_client(host, cas.clone())?,
         plain: Some(Plain {
-            http: build_plain(host)?,
+            http: build_plain(host, &cas)?,
             wants_token: Arc::default(),
         }),
     };
@@ -114,8 +115,9 @@ fn read_cas(host: &RegistryHost) -> Result<Vec<Vec<u8>>, PullErrorKind> {
         .collect()
 }
 
-fn build_client(host: &RegistryHost) -> Result<Client, PullErrorKind> {
-    let extra = read_cas(host)?
+/// `cas`: the host's own CA files, read once for both of its clients.
+fn build_client(host: &RegistryHost, cas: Vec<Vec<u8>>) -> Result<Client, PullErrorKind> {
+    let extra = cas
         .into_iter()
         .map(|data| Certificate {
             encoding: CertificateEncoding::Pem,
@@ -140,9 +142,9 @@ fn build_client(host: &RegistryHost) -> Result<Client, PullErrorKind> {
 }
 
 /// A reqwest client set up as oci-client sets up its own from the same host entry.
-fn build_plain(host: &RegistryHost) -> Result<reqwest::Client, PullErrorKind> {
+fn build_plain(host: &RegistryHost, cas: &[Vec<u8>]) -> Result<reqwest::Client, PullErrorKind> {
     let config = |e: &dyn std::fmt::Display| PullErrorKind::Config(format!("{}: {e}", host.url()));
-    let extra = read_cas(host)?
+    let extra = cas
         .iter()
         .map(|pem| reqwest::Certificate::from_pem(pem))
         .collect::<Result<Vec<_>, _>>()
