@@ -94,7 +94,6 @@ pub fn run(args: &[String]) -> Result<()> {
         cargo(&["build", "--workspace", "--bins"], &[])?;
         "debug"
     };
-    crate::musl_shim::build(profile)?;
     let bin = root.join("target").join(profile);
     let status = Command::new(kit.join("setup"))
         .env("CRITEST_HOME", &critest_home)

@@ -17,7 +17,6 @@
 //! Few dependencies on purpose: this must build before anything else does.
 
 mod cri_validate;
-mod musl_shim;
 mod peers;
 mod preflight;
 mod reliability;
@@ -108,16 +107,12 @@ fn test(filter: &[String]) -> Result<()> {
     )?;
     println!("\n== integration tests, inside fresh namespaces ==");
     cargo(&["test", "--workspace", "--test", "*", "--no-run"], &[])?;
-    // After the last build that may link the glibc shim again (the tests' features differ
-    // from the build's): the musl shim must be the newer of the two to be used.
-    musl_shim::build("debug")?;
     sandbox::run_integration_tests(filter)
 }
 
 fn demo(what: &[String]) -> Result<()> {
     preflight::check_tools(preflight::DEMO_TOOLS)?;
     cargo(&["build", "--workspace", "--bins"], &[])?;
-    musl_shim::build("debug")?;
     let podlab = workspace_root().join("target/debug/podlab");
     let status = Command::new(&podlab).arg("demo").args(what).status()?;
     if !status.success() {

@@ -66,7 +66,7 @@ fn bench(args: &[String]) -> Result<()> {
     let mut build = vec!["build", "--release"];
     build.extend(podlab);
     build.push("--bins");
-    if let Err(err) = crate::cargo(&build, &[]).and_then(|()| crate::musl_shim::build("release")) {
+    if let Err(err) = crate::cargo(&build, &[]) {
         println!("xtask peers: podlab did not build ({err:#}); its rows stay pending");
     }
     let bench = root.join("target/release/peers-bench");

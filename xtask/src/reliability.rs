@@ -46,7 +46,6 @@ pub fn reliability(args: &[String]) -> Result<()> {
     crate::preflight::check_tools(crate::preflight::TEST_TOOLS)?;
     crate::cargo(&["build", "--workspace", "--bins"], &[])?;
     crate::cargo(&["test", "--workspace", "--test", "*", "--no-run"], &[])?;
-    crate::musl_shim::build("debug")?;
     let filter: Vec<String> = [filter, "--", "--nocapture"].map(String::from).to_vec();
     crate::sandbox::run_integration_tests_with(&filter, &env)
 }

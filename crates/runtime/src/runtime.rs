@@ -96,7 +96,7 @@ impl Runtime {
     /// [`crate::mount_template`]) instead of a copy of the node's: for a long-lived caller on a
     /// node with many mounts. When it cannot be made, containers are made as before.
     pub fn use_mount_template(&mut self) -> Result<()> {
-        let shim = self.shim_binary()?;
+        let shim = self.helper("podlab-shim")?;
         self.mount_template = Some(crate::mount_template::MountTemplate::make(
             &shim,
             &self.config.root,
@@ -120,20 +120,6 @@ impl Runtime {
     /// The node's cgroups, when pods get them.
     pub fn cgroups(&self) -> Option<&crate::cgroups::NodeCgroups> {
         self.cgroups.as_ref()
-    }
-
-    /// The pod shim to start: `musl/podlab-shim` beside the helpers when it is there and not
-    /// older than `podlab-shim` (it starts without glibc's 0.8 ms of `CPUID`s on a VM that
-    /// traps them; `cargo xtask` builds it where it can, see `xtask/src/musl_shim.rs`), else
-    /// `podlab-shim`. An older one was built from older sources than the glibc shim beside it.
-    pub(crate) fn shim_binary(&self) -> Result<PathBuf> {
-        let glibc = self.helper("podlab-shim")?;
-        let musl = self.config.helper_dir.join("musl").join("podlab-shim");
-        if musl_shim_is_current(&musl, &glibc) {
-            std::fs::canonicalize(&musl).map_err(|e| Error::io("resolving", musl, e))
-        } else {
-            Ok(glibc)
-        }
     }
 
     pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {
@@ -266,16 +252,6 @@ impl Runtime {
 /// The mounts are found by walking the tree and asking the kernel about each entry (one
 /// `statx`), not by reading the mount table: that table lists every pod's pins and `/dev/shm`,
 /// so reading it made each removal cost more the more pods there were.
-/// Whether the musl shim exists and was made no earlier than the glibc shim (see
-/// [`Runtime::shim_binary`]).
-fn musl_shim_is_current(musl: &Path, glibc: &Path) -> bool {
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    matches!(
-        (modified(musl), modified(glibc)),
-        (Some(musl), Some(glibc)) if musl >= glibc
-    )
-}
-
 pub(crate) fn remove_tree(dir: &Path) -> Result<()> {
     if !dir.exists() {
         return Ok(());
@@ -315,41 +291,4 @@ pub(crate) fn detach_mounts_below(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn the_musl_shim_is_taken_only_when_it_is_not_older_than_the_glibc_one() {
-        let dir = std::env::temp_dir().join(format!("podlab-shim-choice-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (musl, glibc) = (dir.join("musl-shim"), dir.join("glibc-shim"));
-        let at = |path: &Path, time: SystemTime| {
-            std::fs::File::create(path)
-                .unwrap()
-                .set_modified(time)
-                .unwrap()
-        };
-        let now = SystemTime::now();
-        at(&glibc, now);
-        assert!(!musl_shim_is_current(&musl, &glibc), "no musl shim");
-        at(&musl, now - Duration::from_secs(60));
-        assert!(!musl_shim_is_current(&musl, &glibc), "older: older sources");
-        at(&musl, now);
-        assert!(
-            musl_shim_is_current(&musl, &glibc),
-            "made with the glibc one"
-        );
-        at(&musl, now + Duration::from_secs(60));
-        assert!(musl_shim_is_current(&musl, &glibc), "made after it");
-        std::fs::remove_file(&glibc).unwrap();
-        assert!(
-            !musl_shim_is_current(&musl, &glibc),
-            "no glibc shim: not built here"
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

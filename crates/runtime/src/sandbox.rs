@@ -67,7 +67,7 @@ impl Runtime {
         };
         let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
-        let shim = self.shim_binary()?;
+        let shim = self.helper("podlab-shim")?;
         write_etc_files(paths, config, &[])?;
         std::fs::create_dir(paths.containers_dir())
             .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;

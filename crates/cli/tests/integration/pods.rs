@@ -144,16 +144,6 @@ impl Root {
         Runtime::open(RuntimeConfig::with_root(&self.dir)).unwrap()
     }
 
-    /// The first Ready sandbox of the root (the test's one pod).
-    pub fn ready_sandbox(&self) -> podlab_runtime::status::SandboxStatus {
-        self.runtime()
-            .list_pod_sandboxes()
-            .unwrap()
-            .into_iter()
-            .find(|s| s.state == SandboxState::Ready)
-            .expect("a Ready sandbox")
-    }
-
     /// The pod as the store holds it (None once it is gone).
     pub fn pod(&self, name: &str) -> Option<Pod> {
         match self.store().get::<Pod>("default", name) {
@@ -898,7 +888,13 @@ spec:
     assert_eq!(out.code, Some(0), "{out:?}");
     let pod = root.wait_pod("victim", "running", LIMIT, running);
     let app_pid = root.record(&container(&pod, "app")).pid.unwrap();
-    let sandbox = root.ready_sandbox();
+    let sandbox = root
+        .runtime()
+        .list_pod_sandboxes()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.state == SandboxState::Ready)
+        .unwrap();
     let agent = podlab_kubelet::node::running_agent(&root.dir).expect("an agent runs");
     kill9(agent);
     kill9(sandbox.shim_pid.unwrap());
@@ -960,51 +956,6 @@ spec:
     let failed = Out::of(cli.wait_with_output().unwrap());
     assert_ne!(failed.code, Some(0), "{failed:?}");
     root.ok(&["gc"]);
-    root.assert_nothing_left();
-}
-
-/// The shim a pod runs is the musl build when `cargo xtask` made one after the glibc shim
-/// beside it (it starts without glibc's CPU probing), else the glibc one; never a musl shim
-/// older than the glibc one (built from older sources).
-#[test]
-fn a_pod_runs_the_musl_shim_only_when_it_is_not_older_than_the_glibc_one() {
-    let built = Path::new(env!("CARGO_BIN_EXE_podlab")).parent().unwrap();
-    let glibc = built.join("podlab-shim");
-    let musl = built.join("musl/podlab-shim");
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let musl_fresh = matches!(
-        (modified(&musl), modified(&glibc)),
-        (Some(musl), Some(glibc)) if musl >= glibc
-    );
-    if !musl_fresh {
-        crate::support::record_skip(
-            "a_pod_runs_the_musl_shim_only_when_it_is_not_older_than_the_glibc_one",
-            "no musl shim newer than the glibc one beside podlab (`cargo xtask test` builds \
-             it where the x86_64-unknown-linux-musl target and musl-gcc are installed): \
-             the glibc shim is checked instead",
-        );
-    }
-    let expected = std::fs::canonicalize(if musl_fresh { &musl } else { &glibc }).unwrap();
-    let root = Root::new("musl-shim");
-    let out = root.apply(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: shimmed}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers: [{name: app, image: busybox, command: [sleep, "1000"]}]
-"#,
-    );
-    assert_eq!(out.code, Some(0), "{out:?}");
-    root.wait_pod("shimmed", "running", LIMIT, running);
-    let sandbox = root.ready_sandbox();
-    let shim = sandbox.shim_pid.unwrap();
-    let exe = std::fs::read_link(format!("/proc/{shim}/exe")).unwrap();
-    let comm = std::fs::read_to_string(format!("/proc/{shim}/comm")).unwrap();
-    root.ok(&["delete", "pod", "shimmed"]);
-    assert_eq!(exe, expected);
-    assert_eq!(comm.trim_end(), "podlab-shim");
     root.assert_nothing_left();
 }
 
