@@ -53,6 +53,7 @@
 //! | [`protocol`] | the shim's request socket |
 //! | [`liveness`] | process identities (pid + start time) and pidfds |
 //! | [`shim`] | the per-pod shim daemon |
+//! | [`starting_shim`] | a shim started before its sandbox's configuration is known |
 //! | [`init`] | a container's process between fork and execve (runc init) |
 //! | [`report`] | what that process tells the shim: its step times, or its failure |
 //! | [`capabilities`] | containerd's default capability set |
@@ -92,6 +93,7 @@ mod runtime;
 mod sandbox;
 pub mod seccomp;
 pub mod shim;
+pub mod starting_shim;
 pub mod state;
 pub mod status;
 pub mod trace;
@@ -112,6 +114,7 @@ pub use image::{ImageService, ResolvedImage, StoreImages};
 pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork, PreparedNetwork};
 pub use report::StartStep;
 pub use runtime::Runtime;
+pub use starting_shim::StartingShim;
 pub use status::{
     ContainerFilter, ContainerState, ContainerStatus, ExecResult, NetworkMode, PinnedNamespace,
     SandboxFilter, SandboxState, SandboxStatus,

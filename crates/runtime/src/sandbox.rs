@@ -13,6 +13,7 @@ use crate::network::{NetworkAttachment, PodNetwork};
 use crate::protocol::{Request, Response, ShimClient, ShimReady};
 use crate::runtime::{remove_tree, Runtime};
 use crate::shim::ShimArgs;
+use crate::starting_shim::{StartingShim, WaitingShim};
 use crate::state::{self, SandboxLock, SandboxPaths, SandboxRecord, ShimRecord};
 use crate::status::{NetworkMode, SandboxFilter, SandboxState, SandboxStatus};
 use crate::{Error, Result};
@@ -39,14 +40,49 @@ impl Runtime {
                 return Err(e);
             }
         };
+        self.finish_sandbox(&id, &paths, lock, config, None)
+    }
+
+    /// RunPodSandbox with a shim started ahead for this runtime's root
+    /// ([`StartingShim::spawn`]): the sandbox gets its id, folder and shim.
+    pub fn run_pod_sandbox_with(
+        &self,
+        config: &PodSandboxConfig,
+        mut starting: StartingShim,
+    ) -> Result<SandboxId> {
+        if !self.owns(&starting) {
+            return Err(Error::Invalid(format!(
+                "the shim started ahead for {} is not for this runtime's root {}",
+                starting.sandbox_dir().display(),
+                self.layout.root().display()
+            )));
+        }
+        check_user_namespace(config)?;
+        let (id, paths) = (starting.id.clone(), starting.paths.clone());
+        let (Some(lock), Some(waiting)) = (starting.lock.take(), starting.process.take()) else {
+            return Err(Error::Invalid("a shim started ahead was used twice".into()));
+        };
+        starting.taken = true;
+        self.finish_sandbox(&id, &paths, lock, config, Some(waiting))
+    }
+
+    /// The rest of RunPodSandbox once the sandbox has its folder and lock.
+    fn finish_sandbox(
+        &self,
+        id: &SandboxId,
+        paths: &SandboxPaths,
+        lock: SandboxLock,
+        config: &PodSandboxConfig,
+        waiting: Option<WaitingShim>,
+    ) -> Result<SandboxId> {
         podlab_fault::point_reached("sandbox.after-folder");
-        match self.make_sandbox(&id, &paths, config) {
+        match self.make_sandbox(id, paths, config, waiting) {
             Ok(()) => {
                 drop(lock);
-                Ok(id)
+                Ok(id.clone())
             }
             Err(err) => {
-                self.undo_sandbox(&id, &paths, config);
+                self.undo_sandbox(id, paths, config);
                 drop(lock);
                 Err(err)
             }
@@ -58,6 +94,7 @@ impl Runtime {
         id: &SandboxId,
         paths: &SandboxPaths,
         config: &PodSandboxConfig,
+        waiting: Option<WaitingShim>,
     ) -> Result<()> {
         let created_at = now_ns();
         let network_mode = if config.host_network {
@@ -176,7 +213,7 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            start_shim(id, paths, &shim, make_cgroups, attach, &shim_args)
+            start_shim(id, paths, &shim, waiting, make_cgroups, attach, &shim_args)
         });
         let added_while_starting = added_while_starting
             .into_inner()
@@ -698,33 +735,61 @@ fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
     shim: &Path,
+    waiting: Option<WaitingShim>,
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
     args: &ShimArgs,
 ) -> Result<ShimRecord> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(paths.shim_log())
-        .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
-    let (gate_read, gate_write) = match args.placement.is_some() || args.await_network {
-        true => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map(|(read, write)| (Some(read), Some(write)))
-            .map_err(|e| Error::io("making", "the shim's gate pipe", e.into()))?,
-        false => (None, None),
+    let failed = |message: String| Error::SandboxStart {
+        id: id.to_string(),
+        message,
     };
-    let mut child = Command::new(shim)
-        .args(args.to_args())
-        // What the shim would otherwise re-execute itself to get (see shim::memory).
-        .env(
-            "GLIBC_TUNABLES",
-            crate::shim::tunables_without_thread_cache(),
-        )
-        .stdin(gate_read.map_or_else(Stdio::null, Stdio::from))
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| Error::io("starting", shim, e))?;
+    let shim_log = || std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
+    let gated = args.placement.is_some() || args.await_network;
+    let (mut child, gate_write) = match waiting {
+        // Started ahead, waiting on its stdin: the arguments go down the pipe that then
+        // carries the gate's bytes, if it has a gate.
+        Some(mut waiting) => {
+            let (Some(mut child), Some(pipe)) = (waiting.child.take(), waiting.pipe.take()) else {
+                return Err(failed("the shim started ahead is gone".into()));
+            };
+            if let Err(e) = crate::starting_shim::send_args(&pipe, &args.to_args()) {
+                drop(pipe);
+                let _ = child.wait();
+                return Err(failed(format!(
+                    "sending the shim its arguments: {e}; its log says: {}",
+                    shim_log().trim()
+                )));
+            }
+            (child, gated.then_some(pipe))
+        }
+        None => {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(paths.shim_log())
+                .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
+            let (gate_read, gate_write) = match gated {
+                true => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .map(|(read, write)| (Some(read), Some(write)))
+                    .map_err(|e| Error::io("making", "the shim's gate pipe", e.into()))?,
+                false => (None, None),
+            };
+            let child = Command::new(shim)
+                .args(args.to_args())
+                // What the shim would otherwise re-execute itself to get (see shim::memory).
+                .env(
+                    "GLIBC_TUNABLES",
+                    crate::shim::tunables_without_thread_cache(),
+                )
+                .stdin(gate_read.map_or_else(Stdio::null, Stdio::from))
+                .stdout(Stdio::piped())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| Error::io("starting", shim, e))?;
+            (child, gate_write)
+        }
+    };
     let made = make_cgroups();
     podlab_fault::point_reached("sandbox.after-cgroups");
     if let (Ok(()), Some(gate), Some(_)) = (&made, &gate_write, &args.placement) {
@@ -745,23 +810,16 @@ fn start_shim(
     // The first process only forks the daemon and exits.
     let _ = child.wait();
     made?;
-    let failed = |message: String| Error::SandboxStart {
-        id: id.to_string(),
-        message,
-    };
     if let Some(Err(e)) = read {
         return Err(failed(format!("reading the shim's answer: {e}")));
     }
     match serde_json::from_slice::<ShimReady>(answer.trim_ascii()) {
         Ok(ShimReady::Ready(record)) => Ok(record),
         Ok(ShimReady::Failed { message }) => Err(failed(message)),
-        Err(_) => {
-            let log = std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
-            Err(failed(format!(
-                "the shim exited without answering; its log says: {}",
-                log.trim()
-            )))
-        }
+        Err(_) => Err(failed(format!(
+            "the shim exited without answering; its log says: {}",
+            shim_log().trim()
+        ))),
     }
 }
 

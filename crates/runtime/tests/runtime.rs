@@ -21,7 +21,7 @@ use podlab_runtime::{
     ContainerConfig, ContainerFilter, ContainerId, ContainerMetadata, ContainerState, DnsConfig,
     Error, HostsConfig, ImageVolume, Mount, NetworkAttachment, NetworkMode, NetworkPlugin,
     PodNetwork, PodSandboxConfig, PodSandboxMetadata, Runtime, RuntimeConfig, SandboxId,
-    SandboxState,
+    SandboxState, StartingShim,
 };
 
 #[path = "runtime/security.rs"]
@@ -86,6 +86,15 @@ impl TestRoot {
 
     fn state_dir(&self) -> PathBuf {
         self.dir.join("state")
+    }
+
+    /// The configuration `new` opened the runtime with.
+    fn config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            root: self.state_dir(),
+            helper_dir: helper_dir(),
+            image_root: self.dir.join("images"),
+        }
     }
 }
 
@@ -1138,6 +1147,117 @@ fn ids_resolve_by_prefix_and_lists_filter_by_label() {
     );
     assert_eq!(root.runtime.list_pod_sandboxes().unwrap().len(), 2);
     let _ = other;
+}
+
+/// The `podlab-shim` processes whose command line names `dir` (what `podlab gc` looks for).
+fn shims_naming(dir: &std::path::Path) -> Vec<i32> {
+    let dir = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+                args.first().is_some_and(|a| a.ends_with(b"podlab-shim"))
+                    && args
+                        .windows(2)
+                        .any(|w| w == [b"--sandbox-dir", dir.as_bytes()])
+            })
+        })
+        .filter(|pid| !gone(*pid))
+        .collect()
+}
+
+/// Waits (bounded) for the one shim started ahead for `dir` to have exec'd; its pid.
+fn waiting_shim(dir: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let [pid] = shims_naming(dir)[..] {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no shim names {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_shim_started_ahead_runs_the_sandbox_it_is_then_given() {
+    let root = TestRoot::new("ahead");
+    let starting = StartingShim::spawn(&root.config()).unwrap();
+    let (id, dir) = (starting.id().clone(), starting.sandbox_dir().clone());
+    assert!(dir.is_dir(), "its folder is made with it");
+    let waiting = waiting_shim(&dir);
+    assert!(
+        root.runtime.list_pod_sandboxes().unwrap().is_empty(),
+        "not a sandbox before its arguments"
+    );
+    let sandbox = root
+        .runtime
+        .run_pod_sandbox_with(&pod("ahead-1"), starting)
+        .unwrap();
+    assert_eq!(
+        sandbox, id,
+        "the sandbox takes the id the shim was started for"
+    );
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let (shim, pause) = (status.shim_pid.unwrap(), status.pause_pid.unwrap());
+    assert!(
+        gone(waiting),
+        "the first process forked the daemon and exited"
+    );
+    assert_eq!(
+        shims_naming(&dir),
+        [shim],
+        "the daemon's command line names its folder, for gc"
+    );
+    assert_ne!(inode(pause, NsKind::Uts), inode(1, NsKind::Uts));
+    let app = root.container(&sandbox, "app", &["sleep", "1000"]);
+    assert_eq!(
+        inode(pid_of(&root, &app), NsKind::Uts),
+        inode(pause, NsKind::Uts)
+    );
+    assert_eq!(root.exec(&app, &["hostname"]), ("ahead-1\n".to_string(), 0));
+    // The argument pipe is not left to pause: its stdin is /dev/null, as a shim spawned with
+    // its arguments gives it.
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pause}/fd/0")).unwrap(),
+        PathBuf::from("/dev/null")
+    );
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &[shim, pause]);
+}
+
+#[test]
+fn a_shim_started_ahead_and_not_used_leaves_nothing() {
+    let root = TestRoot::new("ahead-unused");
+    let starting = StartingShim::spawn(&root.config()).unwrap();
+    let dir = starting.sandbox_dir().clone();
+    let shim = waiting_shim(&dir);
+    drop(starting);
+    assert!(gone(shim), "the shim read the end of its stdin and exited");
+    assert!(!dir.exists(), "its folder went with it");
+    assert_nothing_left(&root, &[shim]);
+
+    // One for another root is refused, and goes.
+    let other = TestRoot::new("ahead-other");
+    let starting = StartingShim::spawn(&other.config()).unwrap();
+    let dir = starting.sandbox_dir().clone();
+    let err = root
+        .runtime
+        .run_pod_sandbox_with(&pod("elsewhere"), starting)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not for this runtime's root"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    assert_nothing_left(&other, &[]);
 }
 
 #[test]

@@ -31,6 +31,21 @@ extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc:
             }
         };
     }
+    if args
+        .peek()
+        .is_some_and(|a| a == podlab_runtime::starting_shim::ARGS_ON_STDIN)
+    {
+        let run = podlab_runtime::shim::args_from_stdin(args.skip(1))
+            .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
+            .and_then(|args| args.map_or(Ok(()), podlab_runtime::shim::run));
+        return match run {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("Error: {e:?}");
+                1
+            }
+        };
+    }
     let run = podlab_runtime::shim::ShimArgs::parse(args)
         .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
         .and_then(podlab_runtime::shim::run);

@@ -26,7 +26,7 @@ pub(crate) use sandbox::PINNED_KINDS;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
@@ -218,6 +218,73 @@ impl ShimArgs {
         })
     }
 }
+
+/// The arguments of a shim started ahead with `--args-on-stdin --id ID --sandbox-dir DIR`
+/// ([`crate::starting_shim`]), read from its stdin: their length (4 bytes, little-endian), then
+/// a JSON array of them. None when the pipe ends first: the caller gave the sandbox up. The
+/// arguments must name the sandbox of the command line, which `ps` and `podlab gc` read.
+pub fn args_from_stdin(
+    named: impl IntoIterator<Item = OsString>,
+) -> Result<Option<ShimArgs>, String> {
+    let named: Vec<OsString> = named.into_iter().collect();
+    let (id, dir) = match named.as_slice() {
+        [id_flag, id, dir_flag, dir] if id_flag == "--id" && dir_flag == "--sandbox-dir" => {
+            (id.clone(), PathBuf::from(dir))
+        }
+        _ => {
+            return Err(format!(
+                "{} takes --id ID --sandbox-dir DIR, got {named:?}",
+                crate::starting_shim::ARGS_ON_STDIN
+            ))
+        }
+    };
+    // SAFETY: descriptor 0 is open; ManuallyDrop leaves it so (the gate may still be read).
+    let mut stdin = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let mut length = [0u8; 4];
+    let first = stdin
+        .read(&mut length)
+        .map_err(|e| format!("reading the arguments: {e}"))?;
+    if first == 0 {
+        return Ok(None);
+    }
+    stdin
+        .read_exact(&mut length[first..])
+        .map_err(|e| format!("reading the arguments' length: {e}"))?;
+    let length = u32::from_le_bytes(length) as usize;
+    if length > MAX_ARGS_ON_STDIN {
+        return Err(format!(
+            "{length} bytes of arguments (at most {MAX_ARGS_ON_STDIN})"
+        ));
+    }
+    let mut json = vec![0u8; length];
+    stdin
+        .read_exact(&mut json)
+        .map_err(|e| format!("reading {length} bytes of arguments: {e}"))?;
+    let words: Vec<String> =
+        serde_json::from_slice(&json).map_err(|e| format!("the arguments on stdin: {e}"))?;
+    let args = ShimArgs::parse(words.into_iter().map(OsString::from))?;
+    if args.id.as_str() != id || args.sandbox_dir != dir {
+        return Err(format!(
+            "the arguments on stdin are for sandbox {} in {}; the command line names {} in {}",
+            args.id,
+            args.sandbox_dir.display(),
+            id.to_string_lossy(),
+            dir.display()
+        ));
+    }
+    if args.placement.is_none() && !args.await_network {
+        // No gate follows: pause and the containers get /dev/null, as a shim spawned without
+        // a gate does.
+        if let Ok(null) = std::fs::File::open("/dev/null") {
+            // SAFETY: dup2 onto stdin, which nothing else reads.
+            unsafe { libc::dup2(null.as_raw_fd(), 0) };
+        }
+    }
+    Ok(Some(args))
+}
+
+/// More than a sandbox's arguments ever take (a few hundred bytes, a few kB with sysctls).
+const MAX_ARGS_ON_STDIN: usize = 1 << 20;
 
 /// The whole life of a shim. Returns only in the process that started it (at once, after the
 /// detaching fork); the daemon exits from within.

@@ -1,0 +1,156 @@
+//! A shim started before its pod's configuration is known. A shim's `execve` and its C
+//! library's start take about 1.4 ms here (this VM traps the `CPUID`s glibc asks at start),
+//! while the caller spends about a millisecond before RunPodSandbox (opening the stores, finding
+//! the image, the pod's folders) and in it (the /etc files, `/dev/shm`) before it could spawn
+//! the shim. Started first, the shim gets that far on the other core meanwhile, then waits on
+//! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
+//! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
+//!
+//! ```text
+//! caller                                   podlab-shim --args-on-stdin --id ID --sandbox-dir DIR
+//!   mkdir DIR, lock, spawn ───────────────▶ execve, glibc's start
+//!   stores, image, /etc files, /dev/shm      read(0) …
+//!   write(len, ["--id", ID, …]) ──────────▶ parse, fork the daemon, pause …
+//!   cgroups, then write("+") ─────────────▶ pause enters them
+//! ```
+//!
+//! The sandbox's folder and its lock are made at the spawn, so the shim's command line names a
+//! folder that exists and its log goes where a shim's always goes: `podlab gc` sees it as any
+//! sandbox being made (locked: left alone). Dropped unused, the pipe's end tells the shim to
+//! exit without a word, and the folder goes; after a `kill -9` of the caller the shim reads the
+//! same end, and `gc` removes the folder, which has no record.
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use crate::config::RuntimeConfig;
+use crate::id::SandboxId;
+use crate::runtime::Runtime;
+use crate::state::{Layout, SandboxLock, SandboxPaths};
+use crate::{Error, Result};
+
+/// The shim's first argument in this mode.
+pub const ARGS_ON_STDIN: &str = "--args-on-stdin";
+
+/// A shim waiting for its sandbox's arguments, with the sandbox's folder and lock.
+pub struct StartingShim {
+    pub(crate) id: SandboxId,
+    pub(crate) paths: SandboxPaths,
+    pub(crate) lock: Option<SandboxLock>,
+    /// Taken by the sandbox's start.
+    pub(crate) process: Option<WaitingShim>,
+    /// The sandbox's start has the folder now (its undo removes it on failure).
+    pub(crate) taken: bool,
+}
+
+/// The shim's first process and the write end of its stdin. Dropped, the pipe's end lets the
+/// process exit, and it is waited for.
+pub(crate) struct WaitingShim {
+    pub(crate) child: Option<Child>,
+    pub(crate) pipe: Option<OwnedFd>,
+}
+
+impl Drop for WaitingShim {
+    fn drop(&mut self) {
+        self.pipe = None;
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+}
+
+impl StartingShim {
+    /// Starts a shim for the next sandbox of `config`'s root.
+    pub fn spawn(config: &RuntimeConfig) -> Result<StartingShim> {
+        let root = std::fs::canonicalize(&config.root)
+            .map_err(|e| Error::io("resolving", &config.root, e))?;
+        let helper = config.helper_dir.join("podlab-shim");
+        let shim =
+            std::fs::canonicalize(&helper).map_err(|e| Error::io("resolving", &helper, e))?;
+        let id = SandboxId::generate();
+        let paths = Layout::new(root).sandbox(&id);
+        std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
+        let mut starting = StartingShim {
+            id,
+            lock: None,
+            process: None,
+            taken: false,
+            paths,
+        };
+        starting.lock = Some(SandboxLock::acquire(&starting.paths.lock())?);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(starting.paths.shim_log())
+            .map_err(|e| Error::io("opening", starting.paths.shim_log(), e))?;
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
+        let child = Command::new(&shim)
+            .arg(ARGS_ON_STDIN)
+            .arg("--id")
+            .arg(starting.id.as_str())
+            .arg("--sandbox-dir")
+            .arg(&starting.paths.dir)
+            .env(
+                "GLIBC_TUNABLES",
+                crate::shim::tunables_without_thread_cache(),
+            )
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| Error::io("starting", &shim, e))?;
+        starting.process = Some(WaitingShim {
+            child: Some(child),
+            pipe: Some(write),
+        });
+        Ok(starting)
+    }
+
+    /// The id the sandbox will have.
+    pub fn id(&self) -> &SandboxId {
+        &self.id
+    }
+
+    /// The folder the shim was started for.
+    pub fn sandbox_dir(&self) -> &PathBuf {
+        &self.paths.dir
+    }
+}
+
+/// Sends `args` down the shim's stdin: their length (4 bytes, little-endian), then a JSON array
+/// of the arguments a shim spawned with them would have had.
+pub(crate) fn send_args(pipe: &OwnedFd, args: &[std::ffi::OsString]) -> std::io::Result<()> {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let json = serde_json::to_vec(&words).map_err(std::io::Error::other)?;
+    let length = u32::try_from(json.len()).map_err(std::io::Error::other)?;
+    let mut message = length.to_le_bytes().to_vec();
+    message.extend(json);
+    let mut sent = 0;
+    while sent < message.len() {
+        sent += nix::unistd::write(pipe, &message[sent..]).map_err(std::io::Error::from)?;
+    }
+    Ok(())
+}
+
+impl Drop for StartingShim {
+    fn drop(&mut self) {
+        // Not taken by a sandbox (or not all made): the shim, if any, reads the end of its
+        // stdin before any argument and exits, and the folder goes.
+        if !self.taken {
+            drop(self.process.take());
+            let _ = std::fs::remove_dir_all(&self.paths.dir);
+        }
+    }
+}
+
+impl Runtime {
+    /// Whether `starting` was started for this runtime's root.
+    pub(crate) fn owns(&self, starting: &StartingShim) -> bool {
+        self.layout().sandbox(&starting.id) == starting.paths
+    }
+}
