@@ -37,10 +37,10 @@
 //! container has a pid namespace of its own and is its PID 1):
 //!
 //! ```text
-//! podlab-shim --id 4b21… --sandbox-dir …/sandboxes/4b21…    subreaper, session leader
-//!  \_ /podlab-pause sandbox=…/sandboxes/4b21…                holds uts, ipc, net, pid
-//!  \_ httpd -f -p 8080                                      joined them, own mnt
-//!  \_ sleep 1000                                            joined them, own mnt
+//! podlab-shim --args-on-stdin --id 4b21… --sandbox-dir …/sandboxes/4b21…   subreaper
+//!  \_ /podlab-pause sandbox=…/sandboxes/4b21…          holds uts, ipc, net, pid
+//!  \_ httpd -f -p 8080                                joined them, own mnt
+//!  \_ sleep 1000                                      joined them, own mnt
 //! ```
 //!
 //! | module | what |

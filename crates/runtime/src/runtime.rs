@@ -123,16 +123,7 @@ impl Runtime {
     }
 
     pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {
-        let path = self.config.helper_dir.join(name);
-        if path.is_file() {
-            // Absolute: the shim runs from / and execs pause from there.
-            std::fs::canonicalize(&path).map_err(|e| Error::io("resolving", path, e))
-        } else {
-            Err(Error::Invalid(format!(
-                "{name} not found in {} (build it with `cargo build -p podlab-pause -p podlab-runtime --bins`)",
-                self.config.helper_dir.display()
-            )))
-        }
+        helper_path(&self.config.helper_dir, name)
     }
 
     /// The full id of the sandbox an id or unambiguous prefix names.
@@ -291,4 +282,19 @@ pub(crate) fn detach_mounts_below(
         }
     }
     Ok(())
+}
+
+/// The absolute path of the helper program `name` (`podlab-shim`, `podlab-pause`) in
+/// `helper_dir`.
+pub(crate) fn helper_path(helper_dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = helper_dir.join(name);
+    if path.is_file() {
+        // Absolute: the shim runs from / and execs pause from there.
+        std::fs::canonicalize(&path).map_err(|e| Error::io("resolving", path, e))
+    } else {
+        Err(Error::Invalid(format!(
+            "{name} not found in {} (build it with `cargo build -p podlab-pause -p podlab-runtime --bins`)",
+            helper_dir.display()
+        )))
+    }
 }

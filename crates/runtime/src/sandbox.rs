@@ -2,7 +2,6 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::config::PodSandboxConfig;
@@ -28,23 +27,19 @@ impl Runtime {
     /// RunPodSandbox: a shim, a pause process in the pod's namespaces, the pins, `lo` up, the
     /// network plugin's attachment, the /etc files. A failure at any step removes everything
     /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
+    ///
+    /// The shim is started first, with the sandbox's folder ([`crate::starting_shim`]): its
+    /// start runs while the folder, `/dev/shm` and the network's namespace are prepared.
     pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
         check_user_namespace(config)?;
-        let id = SandboxId::generate();
-        let paths = self.layout.sandbox(&id);
-        std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
-        let lock = match SandboxLock::acquire(&paths.lock()) {
-            Ok(lock) => lock,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&paths.dir);
-                return Err(e);
-            }
-        };
-        self.finish_sandbox(&id, &paths, lock, config, None)
+        let shim = self.helper("podlab-shim")?;
+        let starting = StartingShim::start(&self.layout, &shim)?;
+        self.run_pod_sandbox_with(config, starting)
     }
 
     /// RunPodSandbox with a shim started ahead for this runtime's root
-    /// ([`StartingShim::spawn`]): the sandbox gets its id, folder and shim.
+    /// ([`StartingShim::spawn`], by a caller with more to do before RunPodSandbox): the
+    /// sandbox gets its id, folder and shim.
     pub fn run_pod_sandbox_with(
         &self,
         config: &PodSandboxConfig,
@@ -63,7 +58,7 @@ impl Runtime {
             return Err(Error::Invalid("a shim started ahead was used twice".into()));
         };
         starting.taken = true;
-        self.finish_sandbox(&id, &paths, lock, config, Some(waiting))
+        self.finish_sandbox(&id, &paths, lock, config, waiting)
     }
 
     /// The rest of RunPodSandbox once the sandbox has its folder and lock.
@@ -73,7 +68,7 @@ impl Runtime {
         paths: &SandboxPaths,
         lock: SandboxLock,
         config: &PodSandboxConfig,
-        waiting: Option<WaitingShim>,
+        waiting: WaitingShim,
     ) -> Result<SandboxId> {
         podlab_fault::point_reached("sandbox.after-folder");
         match self.make_sandbox(id, paths, config, waiting) {
@@ -94,7 +89,7 @@ impl Runtime {
         id: &SandboxId,
         paths: &SandboxPaths,
         config: &PodSandboxConfig,
-        waiting: Option<WaitingShim>,
+        waiting: WaitingShim,
     ) -> Result<()> {
         let created_at = now_ns();
         let network_mode = if config.host_network {
@@ -104,7 +99,6 @@ impl Runtime {
         };
         let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
-        let shim = self.helper("podlab-shim")?;
         write_etc_files(paths, config, &[])?;
         std::fs::create_dir(paths.containers_dir())
             .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
@@ -213,7 +207,7 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            start_shim(id, paths, &shim, waiting, make_cgroups, attach, &shim_args)
+            start_shim(id, paths, waiting, make_cgroups, attach, &shim_args)
         });
         let added_while_starting = added_while_starting
             .into_inner()
@@ -720,13 +714,13 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
     write(paths.resolv_conf(), resolv)
 }
 
-/// Starts the shim, makes the sandbox's cgroups (`make_cgroups`) while it starts, and reads
-/// its one line: the sandbox is up, or why not. With a placement, the pause process waits for
-/// one byte on the shim's stdin once it has made the pod's namespaces, and then enters those
-/// cgroups; when they could not be made it reads the end of the pipe instead and the start
-/// fails, with their error as the one returned. The cgroups' folders and values (about half a
-/// millisecond) are so made during the shim's `execve` and the pause's namespaces, on the
-/// other core, instead of before them.
+/// Gives the shim waiting for them its arguments, makes the sandbox's cgroups (`make_cgroups`)
+/// while it starts the pod, and reads its one line: the sandbox is up, or why not. With a
+/// placement, the pause process waits for one byte on the shim's stdin once it has made the
+/// pod's namespaces, and then enters those cgroups; when they could not be made it reads the
+/// end of the pipe instead and the start fails, with their error as the one returned. The
+/// cgroups' folders and values (about half a millisecond) are so made during the shim's fork
+/// of pause and the pause's namespaces, on the other core, instead of before them.
 ///
 /// With `args.await_network`, `attach` (the network's ADD) runs next, while the shim goes on
 /// starting, and one more byte tells the shim it may pin and answer; `attach` returning false
@@ -734,8 +728,7 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
 fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
-    shim: &Path,
-    waiting: Option<WaitingShim>,
+    mut waiting: WaitingShim,
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
     args: &ShimArgs,
@@ -745,51 +738,19 @@ fn start_shim(
         message,
     };
     let shim_log = || std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
-    let gated = args.placement.is_some() || args.await_network;
-    let (mut child, gate_write) = match waiting {
-        // Started ahead, waiting on its stdin: the arguments go down the pipe that then
-        // carries the gate's bytes, if it has a gate.
-        Some(mut waiting) => {
-            let (Some(mut child), Some(pipe)) = (waiting.child.take(), waiting.pipe.take()) else {
-                return Err(failed("the shim started ahead is gone".into()));
-            };
-            if let Err(e) = crate::starting_shim::send_args(&pipe, &args.to_args()) {
-                drop(pipe);
-                let _ = child.wait();
-                return Err(failed(format!(
-                    "sending the shim its arguments: {e}; its log says: {}",
-                    shim_log().trim()
-                )));
-            }
-            (child, gated.then_some(pipe))
-        }
-        None => {
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(paths.shim_log())
-                .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
-            let (gate_read, gate_write) = match gated {
-                true => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                    .map(|(read, write)| (Some(read), Some(write)))
-                    .map_err(|e| Error::io("making", "the shim's gate pipe", e.into()))?,
-                false => (None, None),
-            };
-            let child = Command::new(shim)
-                .args(args.to_args())
-                // What the shim would otherwise re-execute itself to get (see shim::memory).
-                .env(
-                    "GLIBC_TUNABLES",
-                    crate::shim::tunables_without_thread_cache(),
-                )
-                .stdin(gate_read.map_or_else(Stdio::null, Stdio::from))
-                .stdout(Stdio::piped())
-                .stderr(log)
-                .spawn()
-                .map_err(|e| Error::io("starting", shim, e))?;
-            (child, gate_write)
-        }
+    let (Some(mut child), Some(pipe)) = (waiting.child.take(), waiting.pipe.take()) else {
+        return Err(failed("the shim started for it is gone".into()));
     };
+    // The arguments go down the pipe that then carries the gate's bytes, if it has a gate.
+    if let Err(e) = crate::starting_shim::send_args(&pipe, &args.to_args()) {
+        drop(pipe);
+        let _ = child.wait();
+        return Err(failed(format!(
+            "sending the shim its arguments: {e}; its log says: {}",
+            shim_log().trim()
+        )));
+    }
+    let gate_write = (args.placement.is_some() || args.await_network).then_some(pipe);
     let made = make_cgroups();
     podlab_fault::point_reached("sandbox.after-cgroups");
     if let (Ok(()), Some(gate), Some(_)) = (&made, &gate_write, &args.placement) {

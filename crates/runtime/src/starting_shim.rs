@@ -1,10 +1,12 @@
 //! A shim started before its pod's configuration is known. A shim's `execve` and its C
 //! library's start take about 1.4 ms here (this VM traps the `CPUID`s glibc asks at start),
-//! while the caller spends about a millisecond before RunPodSandbox (opening the stores, finding
-//! the image, the pod's folders) and in it (the /etc files, `/dev/shm`) before it could spawn
-//! the shim. Started first, the shim gets that far on the other core meanwhile, then waits on
+//! while RunPodSandbox spends about a millisecond on the sandbox's folder (the /etc files,
+//! `/dev/shm`, a warm network namespace taken) before the shim's arguments are known, and a
+//! one-shot `run --rm` about as much before RunPodSandbox (the stores, the image, the pod's
+//! folders). Started first, the shim gets that far on the other core meanwhile, then waits on
 //! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
 //! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
+//! Every sandbox's shim starts so: [`Runtime::run_pod_sandbox`] starts it first thing.
 //!
 //! ```text
 //! caller                                   podlab-shim --args-on-stdin --id ID --sandbox-dir DIR
@@ -21,7 +23,7 @@
 //! same end, and `gc` removes the folder, which has no record.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::config::RuntimeConfig;
@@ -61,15 +63,19 @@ impl Drop for WaitingShim {
 }
 
 impl StartingShim {
-    /// Starts a shim for the next sandbox of `config`'s root.
+    /// Starts a shim for the next sandbox of `config`'s root, for a caller that has more to
+    /// do before its RunPodSandbox ([`Runtime::run_pod_sandbox_with`]).
     pub fn spawn(config: &RuntimeConfig) -> Result<StartingShim> {
         let root = std::fs::canonicalize(&config.root)
             .map_err(|e| Error::io("resolving", &config.root, e))?;
-        let helper = config.helper_dir.join("podlab-shim");
-        let shim =
-            std::fs::canonicalize(&helper).map_err(|e| Error::io("resolving", &helper, e))?;
+        let shim = crate::runtime::helper_path(&config.helper_dir, "podlab-shim")?;
+        StartingShim::start(&Layout::new(root), &shim)
+    }
+
+    /// Starts `shim` for a new sandbox of `layout`'s (canonical) root.
+    pub(crate) fn start(layout: &Layout, shim: &Path) -> Result<StartingShim> {
         let id = SandboxId::generate();
-        let paths = Layout::new(root).sandbox(&id);
+        let paths = layout.sandbox(&id);
         std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
         let mut starting = StartingShim {
             id,
@@ -86,7 +92,7 @@ impl StartingShim {
             .map_err(|e| Error::io("opening", starting.paths.shim_log(), e))?;
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-        let child = Command::new(&shim)
+        let child = Command::new(shim)
             .arg(ARGS_ON_STDIN)
             .arg("--id")
             .arg(starting.id.as_str())
@@ -100,7 +106,7 @@ impl StartingShim {
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
-            .map_err(|e| Error::io("starting", &shim, e))?;
+            .map_err(|e| Error::io("starting", shim, e))?;
         starting.process = Some(WaitingShim {
             child: Some(child),
             pipe: Some(write),

@@ -31,24 +31,19 @@ extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc:
             }
         };
     }
-    if args
-        .peek()
-        .is_some_and(|a| a == podlab_runtime::starting_shim::ARGS_ON_STDIN)
-    {
-        let run = podlab_runtime::shim::args_from_stdin(args.skip(1))
-            .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
-            .and_then(|args| args.map_or(Ok(()), podlab_runtime::shim::run));
-        return match run {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("Error: {e:?}");
-                1
-            }
-        };
+    // The runtime starts every shim so (`podlab_runtime::starting_shim`): the sandbox's id and
+    // folder on the command line, the rest of its arguments on stdin once they are known.
+    let run = match args.next() {
+        Some(flag) if flag == podlab_runtime::starting_shim::ARGS_ON_STDIN => {
+            podlab_runtime::shim::args_from_stdin(args)
+        }
+        other => Err(format!(
+            "expected {} --id ID --sandbox-dir DIR (the runtime starts shims), got {other:?}",
+            podlab_runtime::starting_shim::ARGS_ON_STDIN
+        )),
     }
-    let run = podlab_runtime::shim::ShimArgs::parse(args)
-        .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
-        .and_then(podlab_runtime::shim::run);
+    .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
+    .and_then(|args| args.map_or(Ok(()), podlab_runtime::shim::run));
     match run {
         Ok(()) => 0,
         Err(e) => {

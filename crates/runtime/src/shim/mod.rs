@@ -1,6 +1,7 @@
 //! `podlab-shim`: one per pod, podlab's twin of `containerd-shim-runc-v2`.
 //!
-//! The library starts it for RunPodSandbox. It detaches at once (fork, the parent exits,
+//! The library starts it for RunPodSandbox, before the sandbox's arguments are known: it
+//! reads them from its stdin ([`args_from_stdin`], [`crate::starting_shim`]). It then detaches (fork, the parent exits,
 //! `setsid`), becomes a child subreaper, starts the pause process in the pod's new namespaces,
 //! pins them, prints one [`ShimReady`] line on its stdout and then serves requests on
 //! `shim.sock` until told to shut down. Containers and exec'd processes are its children: it
