@@ -27,19 +27,24 @@ impl Runtime {
     /// RunPodSandbox: a shim, a pause process in the pod's namespaces, the pins, `lo` up, the
     /// network plugin's attachment, the /etc files. A failure at any step removes everything
     /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
-    ///
-    /// The shim is started first, with the sandbox's folder ([`crate::starting_shim`]): its
-    /// start runs while the folder, `/dev/shm` and the network's namespace are prepared.
     pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
         check_user_namespace(config)?;
-        let shim = self.helper("podlab-shim")?;
-        let starting = StartingShim::start(&self.layout, &shim)?;
-        self.run_pod_sandbox_with(config, starting)
+        let id = SandboxId::generate();
+        let paths = self.layout.sandbox(&id);
+        std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
+        let lock = match SandboxLock::acquire(&paths.lock()) {
+            Ok(lock) => lock,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&paths.dir);
+                return Err(e);
+            }
+        };
+        self.finish_sandbox(&id, &paths, lock, config, None)
     }
 
     /// RunPodSandbox with a shim started ahead for this runtime's root
-    /// ([`StartingShim::spawn`], by a caller with more to do before RunPodSandbox): the
-    /// sandbox gets its id, folder and shim.
+    /// ([`StartingShim::spawn`], by a caller with more to do before RunPodSandbox, as `run
+    /// --rm`): the sandbox gets its id, folder and shim.
     pub fn run_pod_sandbox_with(
         &self,
         config: &PodSandboxConfig,
@@ -58,7 +63,7 @@ impl Runtime {
             return Err(Error::Invalid("a shim started ahead was used twice".into()));
         };
         starting.taken = true;
-        self.finish_sandbox(&id, &paths, lock, config, waiting)
+        self.finish_sandbox(&id, &paths, lock, config, Some(waiting))
     }
 
     /// The rest of RunPodSandbox once the sandbox has its folder and lock.
@@ -68,7 +73,7 @@ impl Runtime {
         paths: &SandboxPaths,
         lock: SandboxLock,
         config: &PodSandboxConfig,
-        waiting: WaitingShim,
+        waiting: Option<WaitingShim>,
     ) -> Result<SandboxId> {
         podlab_fault::point_reached("sandbox.after-folder");
         match self.make_sandbox(id, paths, config, waiting) {
@@ -89,7 +94,7 @@ impl Runtime {
         id: &SandboxId,
         paths: &SandboxPaths,
         config: &PodSandboxConfig,
-        waiting: WaitingShim,
+        waiting: Option<WaitingShim>,
     ) -> Result<()> {
         let created_at = now_ns();
         let network_mode = if config.host_network {
@@ -99,6 +104,7 @@ impl Runtime {
         };
         let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
+        let shim = self.helper("podlab-shim")?;
         write_etc_files(paths, config, &[])?;
         std::fs::create_dir(paths.containers_dir())
             .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
@@ -207,7 +213,14 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            start_shim(id, paths, waiting, make_cgroups, attach, &shim_args)
+            start_shim(
+                id,
+                paths,
+                (waiting, &shim),
+                make_cgroups,
+                attach,
+                &shim_args,
+            )
         });
         let added_while_starting = added_while_starting
             .into_inner()
@@ -714,13 +727,13 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
     write(paths.resolv_conf(), resolv)
 }
 
-/// Gives the shim waiting for them its arguments, makes the sandbox's cgroups (`make_cgroups`)
-/// while it starts the pod, and reads its one line: the sandbox is up, or why not. With a
-/// placement, the pause process waits for one byte on the shim's stdin once it has made the
-/// pod's namespaces, and then enters those cgroups; when they could not be made it reads the
-/// end of the pipe instead and the start fails, with their error as the one returned. The
-/// cgroups' folders and values (about half a millisecond) are so made during the shim's fork
-/// of pause and the pause's namespaces, on the other core, instead of before them.
+/// Starts the shim (unless it was started ahead and waits), gives it its arguments, makes the
+/// sandbox's cgroups (`make_cgroups`) while it starts, and reads its one line: the sandbox is
+/// up, or why not. With a placement, the pause process waits for one byte on the shim's stdin
+/// once it has made the pod's namespaces, and then enters those cgroups; when they could not be
+/// made it reads the end of the pipe instead and the start fails, with their error as the one
+/// returned. The cgroups' folders and values (about half a millisecond) are so made during the
+/// shim's start and the pause's namespaces, on the other core, instead of before them.
 ///
 /// With `args.await_network`, `attach` (the network's ADD) runs next, while the shim goes on
 /// starting, and one more byte tells the shim it may pin and answer; `attach` returning false
@@ -728,7 +741,7 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
 fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
-    mut waiting: WaitingShim,
+    (waiting, shim): (Option<WaitingShim>, &Path),
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
     args: &ShimArgs,
@@ -738,6 +751,15 @@ fn start_shim(
         message,
     };
     let shim_log = || std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
+    // Spawned here, not first thing: the vfork holds this thread until the shim's `execve`
+    // (0.6 ms), and where the network's ADD runs while the shim starts (the CRI's pods), the
+    // ADD, the longer of the two, went out that much later (critest's CreatePod 10.3 -> 10.8-11.4 ms
+    // with the shim spawned first). Only `run --rm`, with more to do before RunPodSandbox, starts
+    // it ahead ([`StartingShim::spawn`]).
+    let mut waiting = match waiting {
+        Some(waiting) => waiting,
+        None => crate::starting_shim::spawn_waiting(paths, id, shim)?,
+    };
     let (Some(mut child), Some(pipe)) = (waiting.child.take(), waiting.pipe.take()) else {
         return Err(failed("the shim started for it is gone".into()));
     };

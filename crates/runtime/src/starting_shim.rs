@@ -1,12 +1,12 @@
 //! A shim started before its pod's configuration is known. A shim's `execve` and its C
 //! library's start take about 1.4 ms here (this VM traps the `CPUID`s glibc asks at start),
-//! while RunPodSandbox spends about a millisecond on the sandbox's folder (the /etc files,
-//! `/dev/shm`, a warm network namespace taken) before the shim's arguments are known, and a
-//! one-shot `run --rm` about as much before RunPodSandbox (the stores, the image, the pod's
-//! folders). Started first, the shim gets that far on the other core meanwhile, then waits on
+//! while a one-shot `run --rm` spends about a millisecond before RunPodSandbox (the stores, the
+//! image, the pod's folders) and in it (the /etc files, `/dev/shm`) before the shim's arguments
+//! are known. Started first, the shim gets that far on the other core meanwhile, then waits on
 //! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
 //! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
-//! Every sandbox's shim starts so: [`Runtime::run_pod_sandbox`] starts it first thing.
+//! Every shim gets its arguments so; [`Runtime::run_pod_sandbox`] spawns it where it always
+//! did, just before it needs it (see `sandbox::start_shim` for why not earlier).
 //!
 //! ```text
 //! caller                                   podlab-shim --args-on-stdin --id ID --sandbox-dir DIR
@@ -85,32 +85,7 @@ impl StartingShim {
             paths,
         };
         starting.lock = Some(SandboxLock::acquire(&starting.paths.lock())?);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(starting.paths.shim_log())
-            .map_err(|e| Error::io("opening", starting.paths.shim_log(), e))?;
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-        let child = Command::new(shim)
-            .arg(ARGS_ON_STDIN)
-            .arg("--id")
-            .arg(starting.id.as_str())
-            .arg("--sandbox-dir")
-            .arg(&starting.paths.dir)
-            .env(
-                "GLIBC_TUNABLES",
-                crate::shim::tunables_without_thread_cache(),
-            )
-            .stdin(Stdio::from(read))
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| Error::io("starting", shim, e))?;
-        starting.process = Some(WaitingShim {
-            child: Some(child),
-            pipe: Some(write),
-        });
+        starting.process = Some(spawn_waiting(&starting.paths, &starting.id, shim)?);
         Ok(starting)
     }
 
@@ -123,6 +98,42 @@ impl StartingShim {
     pub fn sandbox_dir(&self) -> &PathBuf {
         &self.paths.dir
     }
+}
+
+/// Spawns `shim` for sandbox `id`, whose folder `paths` is made and locked: it waits for its
+/// arguments on its stdin, its log in the folder.
+pub(crate) fn spawn_waiting(
+    paths: &SandboxPaths,
+    id: &SandboxId,
+    shim: &Path,
+) -> Result<WaitingShim> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths.shim_log())
+        .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
+    let child = Command::new(shim)
+        .arg(ARGS_ON_STDIN)
+        .arg("--id")
+        .arg(id.as_str())
+        .arg("--sandbox-dir")
+        .arg(&paths.dir)
+        // What the shim would otherwise re-execute itself to get (see shim::memory).
+        .env(
+            "GLIBC_TUNABLES",
+            crate::shim::tunables_without_thread_cache(),
+        )
+        .stdin(Stdio::from(read))
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::io("starting", shim, e))?;
+    Ok(WaitingShim {
+        child: Some(child),
+        pipe: Some(write),
+    })
 }
 
 /// Sends `args` down the shim's stdin: their length (4 bytes, little-endian), then a JSON array
