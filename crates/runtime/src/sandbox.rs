@@ -753,9 +753,9 @@ fn start_shim(
     let shim_log = || std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
     // Spawned here, not first thing: the vfork holds this thread until the shim's `execve`
     // (0.6 ms), and where the network's ADD runs while the shim starts (the CRI's pods), the
-    // ADD, the longer of the two, went out that much later (critest's CreatePod 10.3 -> 10.8-11.4 ms
-    // with the shim spawned first). Only `run --rm`, with more to do before RunPodSandbox, starts
-    // it ahead ([`StartingShim::spawn`]).
+    // ADD, the longer of the two, went out that much later (critest's CreatePod from 10.3 to
+    // 10.8-11.4 ms with the shim spawned first). Only `run --rm`, with more to do before
+    // RunPodSandbox, starts it ahead ([`StartingShim::spawn`]).
     let mut waiting = match waiting {
         Some(waiting) => waiting,
         None => crate::starting_shim::spawn_waiting(paths, id, shim)?,

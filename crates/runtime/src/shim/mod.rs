@@ -1,7 +1,8 @@
 //! `podlab-shim`: one per pod, podlab's twin of `containerd-shim-runc-v2`.
 //!
-//! The library starts it for RunPodSandbox, before the sandbox's arguments are known: it
-//! reads them from its stdin ([`args_from_stdin`], [`crate::starting_shim`]). It then detaches (fork, the parent exits,
+//! The library starts it for RunPodSandbox, with the sandbox's id and folder on its command
+//! line; it reads the rest of its arguments from its stdin ([`args_from_stdin`], sent when
+//! they are known: [`crate::starting_shim`]). It then detaches (fork, the parent exits,
 //! `setsid`), becomes a child subreaper, starts the pause process in the pod's new namespaces,
 //! pins them, prints one [`ShimReady`] line on its stdout and then serves requests on
 //! `shim.sock` until told to shut down. Containers and exec'd processes are its children: it
@@ -220,7 +221,7 @@ impl ShimArgs {
     }
 }
 
-/// The arguments of a shim started ahead with `--args-on-stdin --id ID --sandbox-dir DIR`
+/// The arguments of a shim started as `podlab-shim --args-on-stdin --id ID --sandbox-dir DIR`
 /// ([`crate::starting_shim`]), read from its stdin: their length (4 bytes, little-endian), then
 /// a JSON array of them. None when the pipe ends first: the caller gave the sandbox up. The
 /// arguments must name the sandbox of the command line, which `ps` and `podlab gc` read.
