@@ -105,6 +105,13 @@ impl Runtime {
         let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
         let shim = self.helper("podlab-shim")?;
+        // The shim is spawned now, on a thread of its own: its `vfork` holds that thread, not
+        // this one, until the shim's `execve`, and the shim's start runs while this thread
+        // makes the folder's files, `/dev/shm` and the network's namespace.
+        let waiting = match waiting {
+            Some(waiting) => Spawning::ready(waiting),
+            None => Spawning::start(paths, id, &shim)?,
+        };
         write_etc_files(paths, config, &[])?;
         std::fs::create_dir(paths.containers_dir())
             .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
@@ -213,14 +220,7 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            start_shim(
-                id,
-                paths,
-                (waiting, &shim),
-                make_cgroups,
-                attach,
-                &shim_args,
-            )
+            start_shim(id, paths, waiting, make_cgroups, attach, &shim_args)
         });
         let added_while_starting = added_while_starting
             .into_inner()
@@ -741,7 +741,7 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
 fn start_shim(
     id: &SandboxId,
     paths: &SandboxPaths,
-    (waiting, shim): (Option<WaitingShim>, &Path),
+    waiting: Spawning,
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
     args: &ShimArgs,
@@ -751,15 +751,7 @@ fn start_shim(
         message,
     };
     let shim_log = || std::fs::read_to_string(paths.shim_log()).unwrap_or_default();
-    // Spawned here, not first thing: the vfork holds this thread until the shim's `execve`
-    // (0.6 ms), and where the network's ADD runs while the shim starts (the CRI's pods), the
-    // ADD, the longer of the two, went out that much later (critest's CreatePod from 10.3 to
-    // 10.8-11.4 ms with the shim spawned first). Only `run --rm`, with more to do before
-    // RunPodSandbox, starts it ahead ([`StartingShim::spawn`]).
-    let mut waiting = match waiting {
-        Some(waiting) => waiting,
-        None => crate::starting_shim::spawn_waiting(paths, id, shim)?,
-    };
+    let mut waiting = waiting.wait()?;
     let (Some(mut child), Some(pipe)) = (waiting.child.take(), waiting.pipe.take()) else {
         return Err(failed("the shim started for it is gone".into()));
     };
@@ -803,6 +795,66 @@ fn start_shim(
             "the shim exited without answering; its log says: {}",
             shim_log().trim()
         ))),
+    }
+}
+
+/// The sandbox's shim: started ahead by the caller, or being spawned by a thread of
+/// RunPodSandbox. Spawned in the caller's thread first thing (tried), the `vfork` held it until
+/// the shim's `execve` (0.6 ms), and where the network's ADD runs while the shim starts (the
+/// CRI's pods) the ADD, the longest branch of the start, went out that much later.
+struct Spawning {
+    ready: Option<WaitingShim>,
+    /// Joined when dropped (a start that failed before it used the shim): the shim then reads
+    /// the end of its stdin and exits, and is waited for, before the sandbox's undo.
+    thread: Option<std::thread::JoinHandle<Result<WaitingShim>>>,
+}
+
+impl Spawning {
+    fn ready(waiting: WaitingShim) -> Spawning {
+        Spawning {
+            ready: Some(waiting),
+            thread: None,
+        }
+    }
+
+    /// Spawns `shim` on a thread of its own; in this one if no thread can be had.
+    fn start(paths: &SandboxPaths, id: &SandboxId, shim: &Path) -> Result<Spawning> {
+        let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
+        let thread = std::thread::Builder::new()
+            .name("podlab-spawn".into())
+            .spawn(move || {
+                crate::starting_shim::spawn_waiting(&owned_paths, &owned_id, &owned_shim)
+            });
+        match thread {
+            Ok(thread) => Ok(Spawning {
+                ready: None,
+                thread: Some(thread),
+            }),
+            Err(_) => Ok(Spawning::ready(crate::starting_shim::spawn_waiting(
+                paths, id, shim,
+            )?)),
+        }
+    }
+
+    fn wait(mut self) -> Result<WaitingShim> {
+        if let Some(waiting) = self.ready.take() {
+            return Ok(waiting);
+        }
+        match self.thread.take().map(|thread| thread.join()) {
+            Some(Ok(spawned)) => spawned,
+            Some(Err(_)) => Err(Error::Invalid(
+                "the thread spawning the shim panicked".into(),
+            )),
+            None => Err(Error::Invalid("the shim was waited for twice".into())),
+        }
+    }
+}
+
+impl Drop for Spawning {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
