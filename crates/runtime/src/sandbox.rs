@@ -727,9 +727,9 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
     write(paths.resolv_conf(), resolv)
 }
 
-/// Starts the shim (unless it was started ahead and waits), gives it its arguments, makes the
-/// sandbox's cgroups (`make_cgroups`) while it starts, and reads its one line: the sandbox is
-/// up, or why not. With a placement, the pause process waits for one byte on the shim's stdin
+/// Takes the shim once spawned (or the one started ahead), gives it its arguments, makes the
+/// sandbox's cgroups (`make_cgroups`) while it starts the pod, and reads its one line: the
+/// sandbox is up, or why not. With a placement, the pause process waits for one byte on the shim's stdin
 /// once it has made the pod's namespaces, and then enters those cgroups; when they could not be
 /// made it reads the end of the pipe instead and the start fails, with their error as the one
 /// returned. The cgroups' folders and values (about half a millisecond) are so made during the

@@ -5,8 +5,9 @@
 //! are known. Started first, the shim gets that far on the other core meanwhile, then waits on
 //! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
 //! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
-//! Every shim gets its arguments so; [`Runtime::run_pod_sandbox`] spawns it where it always
-//! did, just before it needs it (see `sandbox::start_shim` for why not earlier).
+//! Every shim gets its arguments so; [`Runtime::run_pod_sandbox`] spawns it on a thread of its
+//! own once the sandbox has its folder, and joins that thread where it needs the shim (see
+//! `sandbox::Spawning` for why not on its own thread).
 //!
 //! ```text
 //! caller                                   podlab-shim --args-on-stdin --id ID --sandbox-dir DIR
