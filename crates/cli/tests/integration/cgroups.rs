@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use podlab_cgroups::{devices, Controller, Version};
-use podlab_runtime::status::SandboxState;
 
 use crate::pods::{container, running, Root, LIMIT};
 use crate::skip_unless;
@@ -144,13 +143,7 @@ spec:
     assert_eq!(listed, allowed, "deny all, then runc's default devices");
 
     // pause: its own cgroup in the pod's, named by the sandbox id; -998 (containerd's).
-    let sandbox = root
-        .runtime()
-        .list_pod_sandboxes()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.state == SandboxState::Ready)
-        .unwrap();
+    let sandbox = root.ready_sandbox();
     let pause = sandbox.pause_pid.unwrap();
     let pause_memory = cgroup_dir(&root, pause, Controller::Memory);
     assert_eq!(pause_memory, pod_memory.join(sandbox.id.as_str()));

@@ -144,6 +144,16 @@ impl Root {
         Runtime::open(RuntimeConfig::with_root(&self.dir)).unwrap()
     }
 
+    /// The first Ready sandbox of the root (the test's one pod).
+    pub fn ready_sandbox(&self) -> podlab_runtime::status::SandboxStatus {
+        self.runtime()
+            .list_pod_sandboxes()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.state == SandboxState::Ready)
+            .expect("a Ready sandbox")
+    }
+
     /// The pod as the store holds it (None once it is gone).
     pub fn pod(&self, name: &str) -> Option<Pod> {
         match self.store().get::<Pod>("default", name) {
@@ -888,13 +898,7 @@ spec:
     assert_eq!(out.code, Some(0), "{out:?}");
     let pod = root.wait_pod("victim", "running", LIMIT, running);
     let app_pid = root.record(&container(&pod, "app")).pid.unwrap();
-    let sandbox = root
-        .runtime()
-        .list_pod_sandboxes()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.state == SandboxState::Ready)
-        .unwrap();
+    let sandbox = root.ready_sandbox();
     let agent = podlab_kubelet::node::running_agent(&root.dir).expect("an agent runs");
     kill9(agent);
     kill9(sandbox.shim_pid.unwrap());
