@@ -104,13 +104,12 @@ impl Runtime {
         };
         let trace = self.pod_trace(&config.metadata);
         let pause = self.helper("podlab-pause")?;
-        let shim = self.helper("podlab-shim")?;
         // The shim is spawned now, on a thread of its own: its `vfork` holds that thread, not
         // this one, until the shim's `execve`, and the shim's start runs while this thread
         // makes the folder's files, `/dev/shm` and the network's namespace.
         let waiting = match waiting {
             Some(waiting) => Spawning::ready(waiting),
-            None => Spawning::start(paths, id, &shim)?,
+            None => Spawning::start(paths, id, &self.helper("podlab-shim")?)?,
         };
         write_etc_files(paths, config, &[])?;
         std::fs::create_dir(paths.containers_dir())
