@@ -359,18 +359,8 @@ impl Runtime {
         }
         let paths = self.layout.sandbox(&sandbox);
         let _lock = SandboxLock::acquire(&paths.lock())?;
-        if let Ok(client) = self.shim(&sandbox) {
-            // One way: the container is stopped, so the shim drops what it kept of it after
-            // the answer (its reply goes to a closed socket and is dropped) instead of making
-            // the caller wait a round trip through the shim's loop.
-            client.send(
-                &Request::Forget {
-                    container: id.clone(),
-                },
-                &[],
-            )?;
-        }
-        // Its cgroup and folder go with the trash (now, or after the answer: crate::trash).
+        // Its cgroup, its folder and what the shim kept of it go with the trash (now, or
+        // after the answer: crate::trash).
         self.forget_container(id);
         self.discard(&paths.container(id).dir, "c-", id.as_str())
     }

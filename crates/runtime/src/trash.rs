@@ -230,12 +230,13 @@ impl Runtime {
             .and_then(|n| n.to_str())
             .unwrap_or_default();
         if name.starts_with(CONTAINER) {
-            let record = entry.join("container.json");
-            if let Some(cgroup) = state::read_record::<ContainerRecord>(&record)
+            let record = state::read_record::<ContainerRecord>(&entry.join("container.json"))
                 .ok()
-                .flatten()
-                .and_then(|r| r.cgroup)
-            {
+                .flatten();
+            if let Some(record) = &record {
+                self.forget_in_shim(record);
+            }
+            if let Some(cgroup) = record.and_then(|r| r.cgroup) {
                 // With its pod's folder when that is left empty: the cleaner may empty the
                 // sandbox's entry first (both are in the trash when it looks), and then only
                 // this removal sees the folder empty.
@@ -252,6 +253,22 @@ impl Runtime {
         }
         // Detaches what is still mounted below it (a pod's /dev/shm) before removing.
         remove_tree(entry)
+    }
+
+    /// Tells the shim of a removed container's pod to drop what it kept of the container (its
+    /// exit, its log pipe, attach sessions), when that shim still runs. One way: the container
+    /// is stopped, and its reply would only make the remover wait a round trip through the
+    /// shim's loop. Sent with the trash, so that a RemoveContainer with a cleaner answers
+    /// without waking the shim.
+    fn forget_in_shim(&self, record: &ContainerRecord) {
+        if let Ok(client) = self.shim(&record.sandbox_id) {
+            let _ = client.send(
+                &crate::protocol::Request::Forget {
+                    container: record.id.clone(),
+                },
+                &[],
+            );
+        }
     }
 
     /// Defers the cleanup of every later removal to a cleaner process forked now (see the

@@ -67,6 +67,11 @@ impl TestRoot {
         self.runtime.run_pod_sandbox(config).unwrap()
     }
 
+    fn shim_pid(&self, sandbox: &SandboxId) -> i32 {
+        let status = self.runtime.pod_sandbox_status(sandbox).unwrap();
+        status.shim_pid.expect("a ready sandbox has a shim")
+    }
+
     fn container(&self, sandbox: &SandboxId, name: &str, command: &[&str]) -> ContainerId {
         let id = self
             .runtime
@@ -608,6 +613,61 @@ fn stop_and_remove_leave_nothing_behind() {
     ));
     root.runtime.remove_pod_sandbox(&sandbox).unwrap();
     assert_nothing_left(&root, &pids);
+}
+
+/// How many of process `pid`'s descriptors are open on `path`.
+fn descriptors_on(pid: i32, path: &std::path::Path) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter(|fd| {
+            fd.as_ref()
+                .is_ok_and(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == path))
+        })
+        .count()
+}
+
+#[test]
+fn a_removed_container_is_let_go_by_its_shim() {
+    let root = TestRoot::new("forget");
+    // Logs outside the containers' folders: a removed container's folder is renamed into the
+    // trash, and a descriptor on a file in it would no longer name the log's path.
+    let mut config = pod("forget");
+    config.log_directory = Some(root.dir.join("logs"));
+    let sandbox = root.sandbox(&config);
+    let shim = root.shim_pid(&sandbox);
+    let start = |name: &str| {
+        let mut config = container_config(name, &["sleep", "1000"]);
+        config.log_path = Some(format!("{name}.log").into());
+        let id = root.runtime.create_container(&sandbox, &config).unwrap();
+        root.runtime.start_container(&id).unwrap();
+        id
+    };
+    let (kept, removed) = (start("kept"), start("removed"));
+    let log_of = |id: &ContainerId| root.runtime.container_status(id).unwrap().log_path;
+    assert!(log_of(&removed).starts_with(root.dir.join("logs")));
+    for id in [&kept, &removed] {
+        root.runtime.stop_container(id, Duration::ZERO).unwrap();
+        // A stopped container's log stays open in its shim, for a reopen or its last lines.
+        assert_eq!(descriptors_on(shim, &log_of(id)), 1, "{id}");
+    }
+    let removed_log = log_of(&removed);
+    root.runtime.remove_container(&removed).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while descriptors_on(shim, &removed_log) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shim {shim} still holds {} after the removal",
+            removed_log.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        descriptors_on(shim, &log_of(&kept)),
+        1,
+        "only the removed one"
+    );
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &[shim]);
 }
 
 #[test]
@@ -1501,12 +1561,7 @@ fn show_the_process_tree_of_a_pod() {
     let sandbox = root.sandbox(&config);
     root.container(&sandbox, "web", &["httpd", "-f", "-p", "8080"]);
     root.container(&sandbox, "sidecar", &["sleep", "1000"]);
-    let shim = root
-        .runtime
-        .pod_sandbox_status(&sandbox)
-        .unwrap()
-        .shim_pid
-        .unwrap();
+    let shim = root.shim_pid(&sandbox);
     let ps = std::process::Command::new("ps")
         .args([
             "-s",

@@ -365,7 +365,22 @@ fn crictl_drives_a_pod_through_podlab_cri() {
     assert_eq!(inspect["status"]["state"], "CONTAINER_EXITED", "{inspect}");
     assert_eq!(inspect["status"]["exitCode"], 137);
     assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    // The shim keeps a stopped container's log open (ReopenContainerLog, its last lines); the
+    // removal has it let go: with the server's cleaner, after the answer.
+    let shim = parent_of(&pause);
+    let app_log = logs.join("app.log");
+    assert_eq!(
+        descriptors_on(shim, &app_log),
+        1,
+        "shim {shim} holds the log"
+    );
     server.ok(&["rm", &id]);
+    assert!(
+        wait_until(Duration::from_secs(10), || descriptors_on(shim, &app_log)
+            == 0),
+        "shim {shim} still holds {} after the removal",
+        app_log.display()
+    );
     server.ok(&["stopp", &sandbox]);
     server.ok(&["rmp", &sandbox]);
     assert!(
@@ -1123,6 +1138,24 @@ fn an_image_volume_mounts_the_pulled_image_read_only_and_reports_its_id() {
     assert_eq!(mount["image"]["imageRef"], image_ref.as_str(), "{inspect}");
     assert_eq!(mount["imageSubPath"], "etc", "{inspect}");
     server.ok(&["rmp", "-f", &sandbox]);
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`'s fourth field).
+fn parent_of(pid: &str) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// How many of process `pid`'s descriptors are open on `path`.
+fn descriptors_on(pid: u32, path: &Path) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter(|fd| {
+            fd.as_ref()
+                .is_ok_and(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == path))
+        })
+        .count()
 }
 
 /// The server's open descriptors.
