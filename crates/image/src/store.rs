@@ -9,7 +9,8 @@
 //!   snapshots/<chainid>/  one read-only folder per unpacked layer (overlay lowerdirs)
 //!   snapshots/empty/      the lower folder of images without layers
 //!   tmp/                  staging folders of imports in progress
-//!   trash/                snapshots a collection took away, deleted once it let the locks go
+//!   trash/                snapshots and blobs a collection took away, deleted once it let the
+//!                         locks go
 //!   ingest/               pulls' downloads: <hex>.partial (resumable), <hex> (verified), <hex>.lock,
 //!                         <hex>.unpack* (a layer unpacked while it downloaded)
 //!   used/<manifest hex>   its mtime is when a container last resolved the image (for image GC)
@@ -832,7 +833,11 @@ impl Store {
     pub(crate) fn empty_trash(&self) {
         if let Ok(entries) = fs::read_dir(&self.trash) {
             for entry in entries.flatten() {
-                let _ = fs::remove_dir_all(entry.path());
+                // A snapshot's folder, or a blob's file.
+                let _ = match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => fs::remove_dir_all(entry.path()),
+                    _ => fs::remove_file(entry.path()),
+                };
             }
         }
     }
@@ -850,10 +855,21 @@ impl Store {
                 return Ok(report);
             }
         };
+        // What goes is renamed into the trash, under a name no other collection takes, and
+        // deleted once the locks are let go (Store::empty_trash): a rename is one directory
+        // entry, while an unlink frees the file's blocks (half a millisecond for a 1.4 MB
+        // layer here) and a pull waits for this collection's lock.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let doomed = |name: &str| {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.trash
+                .join(format!("{name}-{}-{n}", std::process::id()))
+        };
         for digest in self.blobs[0].list()? {
             if !keep.blobs.contains(&digest) {
                 let path = self.blobs[0].path(&digest);
-                fs::remove_file(&path).map_err(|e| Error::io("removing blob", &path, e))?;
+                fs::rename(&path, doomed(&format!("blob-{}", digest.hex())))
+                    .map_err(|e| Error::io("moving blob away", &path, e))?;
                 report.blobs_removed += 1;
             }
         }
@@ -870,12 +886,8 @@ impl Store {
                 report.snapshots_in_use.push(entry.path());
                 continue;
             }
-            // Renamed away, so no half-deleted snapshot is ever seen under its name; deleted
-            // by the caller once the locks are let go (Store::empty_trash).
-            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let doomed = self.trash.join(format!("{id}-{}-{n}", std::process::id()));
-            fs::rename(entry.path(), &doomed)
+            // Renamed away, so no half-deleted snapshot is ever seen under its name.
+            fs::rename(entry.path(), doomed(&id))
                 .map_err(|e| Error::io("moving snapshot away", entry.path(), e))?;
             report.snapshots_removed += 1;
         }

@@ -339,11 +339,14 @@ fn oci_and_docker_archives_of_one_layout_share_content_and_snapshots() {
     assert_eq!(
         fs::read_dir(&trash).unwrap().count(),
         0,
-        "the snapshots taken away are deleted once the lock is let go, not kept in the trash"
+        "the snapshots and blobs taken away are deleted once the lock is let go, not kept in \
+         the trash"
     );
-    // A collection killed after it took a snapshot away, before it deleted it: the next does.
+    // A collection killed after it took a snapshot and a blob away, before it deleted them:
+    // the next does.
     fs::create_dir_all(trash.join("left-by-a-killed-collection/bin")).unwrap();
     fs::write(trash.join("left-by-a-killed-collection/bin/sh"), b"x").unwrap();
+    fs::write(trash.join(format!("blob-{}-1-0", "cd".repeat(32))), b"x").unwrap();
     // And a pull killed while it unpacked a layer as it downloaded; its resumable download
     // stays for the next pull (`image prune` takes it).
     let ingest = store.root().join("ingest");
