@@ -9,11 +9,13 @@
 //! into BPF with `seccompiler` (pure Rust: nothing to link into the static shim).
 //!
 //! One seccompiler filter has a single action on a match; a profile has one per rule. So a
-//! profile becomes several filters, all installed: the kernel runs every one and keeps the
-//! strictest answer (KILL > TRAP > ERRNO > TRACE > LOG > ALLOW). The first filter answers the
-//! default action for every call no rule names (and ALLOW for the rest); each further filter
-//! answers one rule action for its calls (and ALLOW otherwise). A call that a rule names with
-//! conditions that do not hold gets the default action, as libseccomp gives it.
+//! profile becomes several programs, as if each were installed: the kernel runs every filter
+//! and keeps the strictest answer (KILL > TRAP > ERRNO > TRACE > LOG > ALLOW). The first
+//! program answers the default action for every call no rule names (and ALLOW for the rest);
+//! each further program answers one rule action for its calls (and ALLOW otherwise). A call
+//! that a rule names with conditions that do not hold gets the default action, as libseccomp
+//! gives it. The programs are then chained into one filter that gives the same answers
+//! ([`chain`]), as runc installs one.
 //!
 //! Names an ABI does not have (`chown32` on x86_64) are skipped, as libseccomp skips them.
 //!
@@ -37,6 +39,8 @@ use oci_spec::runtime::{
     Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompArgBuilder,
     LinuxSeccompOperator, LinuxSyscall,
 };
+mod chain;
+
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -946,9 +950,9 @@ fn add(calls: &mut Calls, number: i64, rule: Option<SeccompRule>) {
 }
 
 /// The BPF filters of `profile`, to be installed in order ([`install`]); empty for a profile
-/// that allows everything.
+/// that allows everything. Usually one: the programs chained ([`chain`]).
 pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
-    compile_shaped(profile, true)
+    compile_shaped(profile, true).map(chain::chain)
 }
 
 /// A profile compiled ahead of time ([`precompile`]), and its filters.
@@ -1472,14 +1476,18 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_default_profile_compiles_into_blocks_of_calls_an_enosys_filter_and_a_gate() {
-        let filters = compile(&runtime_default(&default_caps())).unwrap();
+    fn the_runtime_default_profile_is_blocks_of_calls_an_enosys_program_and_a_gate_in_one_filter() {
+        let programs = compile_shaped(&runtime_default(&default_caps()), true).unwrap();
         let abis = if cfg!(target_arch = "x86_64") { 2 } else { 1 };
         // Per ABI: the allow-list in blocks of numbers, then clone3's ENOSYS; then the gate.
-        assert!(filters.len() > 2 * abis + 1, "{}", filters.len());
-        assert!(filters.iter().all(|f| f.len() < 4096), "BPF_MAXINSNS");
+        assert!(programs.len() > 2 * abis + 1, "{}", programs.len());
         // seccompiler's five instructions per allowed call are two once compacted.
-        let total: usize = filters.iter().map(Vec::len).sum();
+        let total: usize = programs.iter().map(Vec::len).sum();
+        // Chained into the one filter the kernel gets, no longer than BPF_MAXINSNS.
+        let filters = compile(&runtime_default(&default_caps())).unwrap();
+        assert_eq!(filters.len(), 1);
+        assert_eq!(filters[0].len(), total);
+        assert!(total <= 4096, "{total} instructions");
         let plain: usize = compile_shaped(&runtime_default(&default_caps()), false)
             .unwrap()
             .iter()
@@ -1493,7 +1501,7 @@ mod tests {
 
     /// The answer of a set of filters as the kernel gives it: every filter runs, the newest
     /// first, and the strictest action wins (`seccomp_run_filters`).
-    fn answer(filters: &[BpfProgram], data: &[u32; 16]) -> u32 {
+    pub(super) fn answer(filters: &[BpfProgram], data: &[u32; 16]) -> u32 {
         let action = |ret: u32| (ret & 0xffff_0000) as i32;
         filters
             .iter()
@@ -1521,11 +1529,28 @@ mod tests {
                    "args": [{"index": 1, "value": 511, "op": "SCMP_CMP_EQ"}]}]}"#,
         )
         .unwrap();
+        // Rules that overlap, two errnos and every ABI: chained into one filter, whose answer
+        // must still be the strictest one, and the later rule's among equally strict ones.
+        let overlapping: LinuxSeccomp = serde_json::from_str(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO",
+                "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+                "syscalls": [
+                  {"names": ["getpid", "mkdir", "exit"], "action": "SCMP_ACT_ALLOW"},
+                  {"names": ["mkdir", "rmdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13},
+                  {"names": ["rmdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 2},
+                  {"names": ["kill"], "action": "SCMP_ACT_KILL_PROCESS"},
+                  {"names": ["kill", "tkill"], "action": "SCMP_ACT_TRAP"},
+                  {"names": ["fchmod"], "action": "SCMP_ACT_LOG",
+                   "args": [{"index": 1, "value": 511, "op": "SCMP_CMP_EQ"}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(compile(&overlapping).unwrap().len(), 1);
         let profiles = [
             runtime_default(&default_caps()),
             runtime_default(&admin),
             pause_default(&default_caps()),
             oci,
+            overlapping,
         ];
         let mut arches = vec![Abi::Native.audit_arch(), 0x4000_00b7];
         #[cfg(target_arch = "x86_64")]
@@ -1671,7 +1696,8 @@ mod tests {
             {"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO","errnoRet":13},
             {"names":["unshare"],"action":"SCMP_ACT_KILL_PROCESS"}]}"#;
         let profile: LinuxSeccomp = serde_json::from_str(json).unwrap();
-        // One filter per action, and the gate.
+        // One filter per action, and the gate: left apart, since without x32 admitted each
+        // native program also kills x32 calls (two answers: see `chain`).
         assert_eq!(compile(&profile).unwrap().len(), 3);
         let notify = r#"{"defaultAction":"SCMP_ACT_NOTIFY"}"#;
         let profile: LinuxSeccomp = serde_json::from_str(notify).unwrap();
