@@ -331,6 +331,31 @@ impl Cgroup {
         }
     }
 
+    /// Writes each of `lines` to the controller's `file` with a `write` of its own, through one
+    /// open: a file that takes one entry per write (v1 `devices.allow`) without an open and a
+    /// close for each.
+    pub fn write_each(&self, controller: Controller, file: &str, lines: &[String]) -> Result<()> {
+        use std::io::Write;
+        let Some(dir) = self.dir(controller) else {
+            return Ok(());
+        };
+        let path = dir.join(file);
+        let failed = |line: &str, source| Error::Write {
+            value: line.to_string(),
+            path: path.clone(),
+            source,
+        };
+        let mut opened = open_for_writing(&path).map_err(|e| failed(&lines.join("\n"), e))?;
+        for line in lines {
+            // One write per entry: the kernel reads one rule from each.
+            let written = opened.write(line.as_bytes()).map_err(|e| failed(line, e))?;
+            if written != line.len() {
+                return Err(failed(line, std::io::ErrorKind::WriteZero.into()));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the controller's `file` (None when the controller or the file is missing).
     pub fn read(&self, controller: Controller, file: &str) -> Result<Option<String>> {
         let Some(dir) = self.dir(controller) else {
@@ -366,24 +391,27 @@ fn single_threaded() -> bool {
 /// One write, as the kernel wants cgroup values: the whole value in one `write(2)`.
 pub(crate) fn write_file(path: &Path, value: &str) -> Result<()> {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        // A real cgroup's files are the kernel's and O_CREAT leaves them be; a test's fake
-        // hierarchy gets them made.
-        .create(true)
-        .open(path)
-        .map_err(|source| Error::Write {
-            value: value.to_string(),
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let mut file = open_for_writing(path).map_err(|source| Error::Write {
+        value: value.to_string(),
+        path: path.to_path_buf(),
+        source,
+    })?;
     file.write_all(value.as_bytes())
         .map_err(|source| Error::Write {
             value: value.to_string(),
             path: path.to_path_buf(),
             source,
         })
+}
+
+fn open_for_writing(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        // A real cgroup's files are the kernel's and O_CREAT leaves them be; a test's fake
+        // hierarchy gets them made.
+        .create(true)
+        .open(path)
 }
 
 /// mkdir -p, again when a concurrent removal of an empty parent (another pod's last one)

@@ -114,9 +114,8 @@ pub fn apply(cgroup: &Cgroup, allowed: &[Rule]) -> Result<bool> {
                 return Ok(true);
             }
             cgroup.write(Controller::Devices, "devices.deny", "a")?;
-            for rule in allowed {
-                cgroup.write(Controller::Devices, "devices.allow", &rule.line())?;
-            }
+            let lines: Vec<String> = allowed.iter().map(Rule::line).collect();
+            cgroup.write_each(Controller::Devices, "devices.allow", &lines)?;
             Ok(true)
         }
         Version::V2 => {
