@@ -394,12 +394,22 @@ impl Cri {
             }
             other => other.map_err(from_runtime)?,
         };
-        let passwd = self.store().resolve(&image.name).ok().and_then(|resolved| {
-            podlab_runtime::image::read_from_layers(
-                &self.store().lowerdirs(&resolved),
-                "etc/passwd",
-            )
-        });
+        // Only run_as_username needs the image's passwd (the image resolved and its layers
+        // searched, as the runtime does again for the container).
+        let by_username = config
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.security_context.as_ref())
+            .is_some_and(|security| !security.run_as_username.is_empty());
+        let passwd = by_username
+            .then(|| self.store().resolve(&image.name).ok())
+            .flatten()
+            .and_then(|resolved| {
+                podlab_runtime::image::read_from_layers(
+                    &self.store().lowerdirs(&resolved),
+                    "etc/passwd",
+                )
+            });
         let context = ContainerContext {
             sandbox: &sandbox.config,
             image_name: image.name.clone(),
