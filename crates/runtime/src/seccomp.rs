@@ -26,9 +26,10 @@
 //! profile whose default is ALLOW, and an i386 number is another call's. As libseccomp does
 //! for a profile's `architectures` (containerd's default lists x86_64, x86 and x32), each
 //! filter here is one program per admitted ABI, each judging only its ABI's calls by that ABI's
-//! numbers (the x86_64 one masks bit 30 off when x32 is admitted, and kills x32 calls when it
-//! is not), and one more filter kills a call of any ABI the profile does not admit (the native
-//! one always is). The arguments of an i386 call are compared on their low 32 bits, as
+//! numbers (the x86_64 one masks bit 30 off when x32 is admitted, and leaves x32 calls to the
+//! gate when it is not), and one more program, the gate, kills a call of any ABI the profile
+//! does not admit (the native one always is; x32 calls when x32 is not). So each program has
+//! one answer besides ALLOW, which lets them be chained into one filter. The arguments of an i386 call are compared on their low 32 bits, as
 //! libseccomp compares them for a 32-bit ABI.
 
 use std::collections::BTreeMap;
@@ -1379,7 +1380,8 @@ mod bpf {
 
 /// seccompiler's program made to judge only `abi`'s calls: its arch check (load the arch, jump
 /// over a KILL_PROCESS when it is seccompiler's target) becomes "ALLOW unless `abi`"; in the
-/// native x86_64 program, the number's bit 30 is masked off (x32 admitted) or kills.
+/// native x86_64 program, the number's bit 30 is masked off (x32 admitted), or an x32 call is
+/// allowed here and killed by the gate ([`abi_gate`]): one answer per program.
 fn for_abi(
     program: BpfProgram,
     abi: Abi,
@@ -1406,7 +1408,7 @@ fn for_abi(
             out.push(stmt(AND_K, !X32_SYSCALL_BIT));
         } else {
             out.push(jump(JSET_K, X32_SYSCALL_BIT, 0, 1));
-            out.push(stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS));
+            out.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
         }
     }
     if let Some((lower, upper)) = block {
@@ -1430,13 +1432,21 @@ fn for_abi(
     Ok(out)
 }
 
-/// The filter that kills a call of an ABI `admitted` does not name (libseccomp's bad-arch
-/// action); the native one is always admitted.
+/// The program that kills a call of an ABI `admitted` does not name (libseccomp's bad-arch
+/// action); the native one is always admitted, and on x86_64 its x32 calls (bit 30 of the
+/// number) only when x32 is.
 fn abi_gate(admitted: Admitted) -> BpfProgram {
     use bpf::*;
     let mut gate = vec![stmt(LD_W_ABS, ARCH_OFFSET)];
     for abi in admitted.abis() {
-        gate.push(jump(JEQ_K, abi.audit_arch(), 0, 1));
+        if abi == Abi::Native && cfg!(target_arch = "x86_64") && !admitted.x32 {
+            gate.push(jump(JEQ_K, abi.audit_arch(), 0, 4));
+            gate.push(stmt(LD_W_ABS, NR_OFFSET));
+            gate.push(jump(JSET_K, X32_SYSCALL_BIT, 0, 1));
+            gate.push(stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS));
+        } else {
+            gate.push(jump(JEQ_K, abi.audit_arch(), 0, 1));
+        }
         gate.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
     }
     gate.push(stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS));
@@ -1583,6 +1593,16 @@ mod tests {
                             answer(&plain, &data),
                             "call {nr:#x} arch {arch:#x} argument {arg:#x}"
                         );
+                        let x32_call = arch == Abi::Native.audit_arch()
+                            && nr & X32_SYSCALL_BIT != 0
+                            && cfg!(target_arch = "x86_64");
+                        if x32_call && !Admitted::of(profile).x32 {
+                            assert_eq!(
+                                answer(&shaped, &data),
+                                libc::SECCOMP_RET_KILL_PROCESS,
+                                "x32 call {nr:#x} of a profile without x32"
+                            );
+                        }
                     }
                 }
             }
@@ -1696,9 +1716,10 @@ mod tests {
             {"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO","errnoRet":13},
             {"names":["unshare"],"action":"SCMP_ACT_KILL_PROCESS"}]}"#;
         let profile: LinuxSeccomp = serde_json::from_str(json).unwrap();
-        // One filter per action, and the gate: left apart, since without x32 admitted each
-        // native program also kills x32 calls (two answers: see `chain`).
-        assert_eq!(compile(&profile).unwrap().len(), 3);
+        // A program per action and the gate (which kills x32 calls: x32 is not admitted),
+        // chained into one filter.
+        assert_eq!(compile_shaped(&profile, true).unwrap().len(), 3);
+        assert_eq!(compile(&profile).unwrap().len(), 1);
         let notify = r#"{"defaultAction":"SCMP_ACT_NOTIFY"}"#;
         let profile: LinuxSeccomp = serde_json::from_str(notify).unwrap();
         assert!(compile(&profile).unwrap_err().contains("NOTIFY"));

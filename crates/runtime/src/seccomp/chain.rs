@@ -12,10 +12,10 @@
 //! them by that value's strictness, the newer first among equals, makes the first non-ALLOW
 //! answer the one the kernel would keep.
 //!
-//! A set holding a program that answers two values other than ALLOW (a native program of a
-//! profile that does not admit x32 kills x32 calls and answers the default for the others), or
-//! an instruction other than those [`super::compile`] writes (loads of the call's data, AND,
-//! jumps on constants, returns of constants), is left as separate filters. Programs longer
+//! A set holding a program that answers two values other than ALLOW, or an instruction other
+//! than those [`super::compile`] writes (loads of the call's data, AND, jumps on constants,
+//! returns of constants), is left as separate filters; [`super::compile`] writes neither (the
+//! kill of x32 calls in a profile without x32 is the ABI gate's, not each native program's). Programs longer
 //! together than the kernel's BPF_MAXINSNS make several chains, installed strictest last, so
 //! that a tie between two chains still goes to the newer program.
 
