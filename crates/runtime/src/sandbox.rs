@@ -728,11 +728,12 @@ fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[Strin
 
 /// Takes the shim once spawned (or the one started ahead), gives it its arguments, makes the
 /// sandbox's cgroups (`make_cgroups`) while it starts the pod, and reads its one line: the
-/// sandbox is up, or why not. With a placement, the pause process waits for one byte on the shim's stdin
-/// once it has made the pod's namespaces, and then enters those cgroups; when they could not be
-/// made it reads the end of the pipe instead and the start fails, with their error as the one
-/// returned. The cgroups' folders and values (about half a millisecond) are so made during the
-/// shim's start and the pause's namespaces, on the other core, instead of before them.
+/// sandbox is up, or why not. With a placement, the pause process waits for one byte on the
+/// shim's stdin once it has made the pod's namespaces, and then enters those cgroups; when they
+/// could not be made it reads the end of the pipe instead and the start fails, with their error
+/// as the one returned. The cgroups' folders and values (about half a millisecond) are so made
+/// during the shim's start and the pause's namespaces, on the other core, instead of before
+/// them.
 ///
 /// With `args.await_network`, `attach` (the network's ADD) runs next, while the shim goes on
 /// starting, and one more byte tells the shim it may pin and answer; `attach` returning false

@@ -15,7 +15,7 @@
 //! each further program answers one rule action for its calls (and ALLOW otherwise). A call
 //! that a rule names with conditions that do not hold gets the default action, as libseccomp
 //! gives it. The programs are then chained into one filter that gives the same answers
-//! ([`chain`]), as runc installs one.
+//! (`seccomp/chain.rs`), as runc installs one.
 //!
 //! Names an ABI does not have (`chown32` on x86_64) are skipped, as libseccomp skips them.
 //!
@@ -29,8 +29,8 @@
 //! numbers (the x86_64 one masks bit 30 off when x32 is admitted, and leaves x32 calls to the
 //! gate when it is not), and one more program, the gate, kills a call of any ABI the profile
 //! does not admit (the native one always is; x32 calls when x32 is not). So each program has
-//! one answer besides ALLOW, which lets them be chained into one filter. The arguments of an i386 call are compared on their low 32 bits, as
-//! libseccomp compares them for a 32-bit ABI.
+//! one answer besides ALLOW, which lets them be chained into one filter. The arguments of an
+//! i386 call are compared on their low 32 bits, as libseccomp compares them for a 32-bit ABI.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -951,7 +951,7 @@ fn add(calls: &mut Calls, number: i64, rule: Option<SeccompRule>) {
 }
 
 /// The BPF filters of `profile`, to be installed in order ([`install`]); empty for a profile
-/// that allows everything. Usually one: the programs chained ([`chain`]).
+/// that allows everything. Usually one: the programs chained (`seccomp/chain.rs`).
 pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
     compile_shaped(profile, true).map(chain::chain)
 }

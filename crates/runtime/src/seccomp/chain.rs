@@ -15,9 +15,9 @@
 //! A set holding a program that answers two values other than ALLOW, or an instruction other
 //! than those [`super::compile`] writes (loads of the call's data, AND, jumps on constants,
 //! returns of constants), is left as separate filters; [`super::compile`] writes neither (the
-//! kill of x32 calls in a profile without x32 is the ABI gate's, not each native program's). Programs longer
-//! together than the kernel's BPF_MAXINSNS make several chains, installed strictest last, so
-//! that a tie between two chains still goes to the newer program.
+//! kill of x32 calls in a profile without x32 is the ABI gate's, not each native program's).
+//! Programs longer together than the kernel's BPF_MAXINSNS make several chains, installed
+//! strictest last, so that a tie between two chains still goes to the newer program.
 
 use seccompiler::{sock_filter, BpfProgram};
 
