@@ -93,6 +93,7 @@ mod runtime;
 mod sandbox;
 pub mod seccomp;
 pub mod shim;
+pub mod spawn_cpu;
 pub mod starting_shim;
 pub mod state;
 pub mod status;

@@ -823,7 +823,7 @@ impl Spawning {
         let thread = std::thread::Builder::new()
             .name("podlab-spawn".into())
             .spawn(move || {
-                crate::starting_shim::spawn_waiting(&owned_paths, &owned_id, &owned_shim)
+                crate::starting_shim::spawn_waiting(&owned_paths, &owned_id, &owned_shim, false)
             });
         match thread {
             Ok(thread) => Ok(Spawning {
@@ -831,7 +831,7 @@ impl Spawning {
                 thread: Some(thread),
             }),
             Err(_) => Ok(Spawning::ready(crate::starting_shim::spawn_waiting(
-                paths, id, shim,
+                paths, id, shim, true,
             )?)),
         }
     }

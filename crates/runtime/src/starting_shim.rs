@@ -86,7 +86,8 @@ impl StartingShim {
             paths,
         };
         starting.lock = Some(SandboxLock::acquire(&starting.paths.lock())?);
-        starting.process = Some(spawn_waiting(&starting.paths, &starting.id, shim)?);
+        // The caller goes on with its own work on this CPU while the shim starts.
+        starting.process = Some(spawn_waiting(&starting.paths, &starting.id, shim, true)?);
         Ok(starting)
     }
 
@@ -102,11 +103,14 @@ impl StartingShim {
 }
 
 /// Spawns `shim` for sandbox `id`, whose folder `paths` is made and locked: it waits for its
-/// arguments on its stdin, its log in the folder.
+/// arguments on its stdin, its log in the folder. `off_caller_cpu` for a caller that goes on
+/// working on this thread meanwhile ([`crate::spawn_cpu`]); a thread that only spawns leaves
+/// its CPU to the shim.
 pub(crate) fn spawn_waiting(
     paths: &SandboxPaths,
     id: &SandboxId,
     shim: &Path,
+    off_caller_cpu: bool,
 ) -> Result<WaitingShim> {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -115,7 +119,12 @@ pub(crate) fn spawn_waiting(
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-    let child = Command::new(shim)
+    let cpus = off_caller_cpu.then(crate::spawn_cpu::caller_cpus).flatten();
+    let mut command = Command::new(shim);
+    if let Some(cpus) = &cpus {
+        command.env(crate::spawn_cpu::ENV_CPUS, crate::spawn_cpu::encode(cpus));
+    }
+    let child = command
         .arg(ARGS_ON_STDIN)
         .arg("--id")
         .arg(id.as_str())
@@ -131,6 +140,9 @@ pub(crate) fn spawn_waiting(
         .stderr(log)
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
+    if let Some(cpus) = &cpus {
+        crate::spawn_cpu::move_off_caller_cpu(child.id(), cpus);
+    }
     Ok(WaitingShim {
         child: Some(child),
         pipe: Some(write),

@@ -1282,6 +1282,13 @@ fn a_shim_started_ahead_runs_the_sandbox_it_is_then_given() {
         inode(pause, NsKind::Uts)
     );
     assert_eq!(root.exec(&app, &["hostname"]), ("ahead-1\n".to_string(), 0));
+    // Spawned off this thread's CPU (podlab_runtime::spawn_cpu), the shim took this thread's
+    // affinity back before it forked: its pause and containers have it too.
+    let mine = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    for pid in [shim, pause, pid_of(&root, &app)] {
+        let theirs = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(pid)).unwrap();
+        assert_eq!(theirs, mine, "the CPUs process {pid} may run on");
+    }
     // The argument pipe is not left to pause: its stdin is /dev/null, as a shim spawned with
     // its arguments gives it.
     assert_eq!(

@@ -43,7 +43,12 @@ extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc:
         )),
     }
     .map_err(|e| anyhow::anyhow!("podlab-shim: {e}"))
-    .and_then(|args| args.map_or(Ok(()), podlab_runtime::shim::run));
+    .and_then(|args| {
+        // Started off its caller's CPU, which the caller set after the spawn and before it
+        // sent the arguments: what the shim starts gets the caller's affinity back.
+        podlab_runtime::spawn_cpu::restore_caller_cpus();
+        args.map_or(Ok(()), podlab_runtime::shim::run)
+    });
     match run {
         Ok(()) => 0,
         Err(e) => {

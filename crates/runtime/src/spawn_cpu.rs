@@ -1,0 +1,122 @@
+//! Where a freshly spawned shim starts: on a CPU other than its caller's.
+//!
+//! A spawn's child `execve`s while its caller waits in `vfork`, on the caller's CPU, and the
+//! kernel's balancing at `execve` often leaves it there. The caller then wakes and goes on with
+//! its own work (the stores, the pod's folders and cgroups) on that same CPU, and the shim's
+//! start (its `execve` and glibc's, about a millisecond on this VM) waits behind it, while the
+//! other CPU is idle: measured in one `run --rm` of three, pause's namespaces came 1.2–1.5 ms
+//! later when caller and shim shared a CPU (docs/benchmarks.md, session 26). So right after the
+//! spawn the caller takes its own CPU out of the shim's affinity, which moves the shim at once
+//! if it is still there. The shim puts back the caller's affinity (passed in [`ENV_CPUS`]) once
+//! it has read its arguments, which the caller sends after the hint, and before it forks
+//! anything: pause and the containers inherit the caller's affinity, as they would without the
+//! hint. A caller allowed on one CPU only (`taskset -c 0`) gives no hint.
+
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+
+/// The caller's affinity, for the shim to take back: CPU numbers separated by commas.
+pub const ENV_CPUS: &str = "PODLAB_SHIM_CPUS";
+
+/// The caller's affinity when it allows more than one CPU (else there is no other CPU to
+/// start a child on).
+pub(crate) fn caller_cpus() -> Option<CpuSet> {
+    let cpus = sched_getaffinity(Pid::from_raw(0)).ok()?;
+    (allowed(&cpus).len() > 1).then_some(cpus)
+}
+
+/// `cpus` as [`ENV_CPUS`] carries it.
+pub(crate) fn encode(cpus: &CpuSet) -> String {
+    allowed(cpus)
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn decode(text: &str) -> Option<CpuSet> {
+    let mut cpus = CpuSet::new();
+    for cpu in text.split(',') {
+        cpus.set(cpu.trim().parse().ok()?).ok()?;
+    }
+    Some(cpus)
+}
+
+fn allowed(cpus: &CpuSet) -> Vec<usize> {
+    (0..CpuSet::count())
+        .filter(|&cpu| cpus.is_set(cpu).unwrap_or(false))
+        .collect()
+}
+
+/// Takes the caller's current CPU out of `child`'s affinity (`cpus`, the caller's), so the
+/// kernel moves it to another one now. Best effort: a hint, never an error.
+pub(crate) fn move_off_caller_cpu(child: u32, cpus: &CpuSet) {
+    // SAFETY: sched_getcpu has no preconditions.
+    let Ok(mine) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
+        return;
+    };
+    let mut others = *cpus;
+    if others.unset(mine).is_err() || allowed(&others).is_empty() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child) {
+        let _ = sched_setaffinity(Pid::from_raw(pid), &others);
+    }
+}
+
+/// In the shim, once its arguments are read (the hint is set by then) and before it forks:
+/// takes back the caller's affinity from [`ENV_CPUS`] (and removes the variable), so that
+/// nothing the shim starts keeps the hint.
+pub fn restore_caller_cpus() {
+    let Some(text) = std::env::var_os(ENV_CPUS) else {
+        return;
+    };
+    // SAFETY: called at the shim's start, while it has one thread.
+    unsafe { std::env::remove_var(ENV_CPUS) };
+    if let Some(cpus) = text.to_str().and_then(decode) {
+        let _ = sched_setaffinity(Pid::from_raw(0), &cpus);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_affinity_goes_through_the_variable_unchanged() {
+        let mut cpus = CpuSet::new();
+        for cpu in [0, 1, 5, 63, 64] {
+            cpus.set(cpu).unwrap();
+        }
+        let text = encode(&cpus);
+        assert_eq!(text, "0,1,5,63,64");
+        assert_eq!(allowed(&decode(&text).unwrap()), [0, 1, 5, 63, 64]);
+    }
+
+    #[test]
+    fn a_garbled_variable_is_no_affinity() {
+        assert!(decode("0,x").is_none());
+        assert!(decode("").is_none());
+        assert!(decode("99999").is_none(), "beyond the set's size");
+    }
+
+    #[test]
+    fn a_child_is_moved_off_the_callers_cpu() {
+        let Some(cpus) = caller_cpus() else {
+            eprintln!("skipped: this process may run on one CPU only");
+            return;
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        move_off_caller_cpu(child.id(), &cpus);
+        let theirs = sched_getaffinity(Pid::from_raw(child.id() as i32)).unwrap();
+        let (theirs, all) = (allowed(&theirs), allowed(&cpus));
+        let _ = child.kill();
+        let _ = child.wait();
+        // The caller's CPU then, whichever it was: the child's set is the caller's less one.
+        assert_eq!(theirs.len(), all.len() - 1, "{theirs:?} of {all:?}");
+        assert!(theirs.iter().all(|cpu| all.contains(cpu)));
+    }
+}
