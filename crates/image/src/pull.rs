@@ -27,7 +27,8 @@
 //!   fetched again; a download cut off (network, kill) leaves `ROOT/ingest/<hex>.partial`,
 //!   which the next pull continues with an HTTP range request, hashing what is there first.
 //! * **All or nothing**: the image is named only when every blob is verified and every layer
-//!   unpacked ([`crate::Store`]'s staging), so a failed pull leaves nothing half-imported;
+//!   unpacked ([`crate::Store`]'s staging, or straight from `ingest/` when every layer was
+//!   unpacked ahead), so a failed pull leaves nothing half-imported;
 //!   [`crate::Store::verify`] checks the store.
 //!
 //! The registry client is `oci-client` (async, on tokio): [`pull`] makes a current-thread

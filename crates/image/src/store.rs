@@ -277,6 +277,15 @@ impl Store {
         names: Vec<(String, Digest)>,
     ) -> Result<Vec<ImageSummary>> {
         staging.commit()?;
+        self.name_images(&loaded, names)
+    }
+
+    /// Writes `names` into the index (the commit point of an import or a pull).
+    fn name_images(
+        &self,
+        loaded: &BTreeMap<Digest, Loaded>,
+        names: Vec<(String, Digest)>,
+    ) -> Result<Vec<ImageSummary>> {
         let mut index = self.index()?;
         let mut summaries = Vec::new();
         for (name, digest) in names {
@@ -513,8 +522,11 @@ impl Store {
 
     /// Names the pulled image `manifest` `name`: its blobs, verified and complete in `ingest/`
     /// or already in the store, are moved into a staging folder, its layers unpacked, and the
-    /// whole committed as an import is. On any error nothing is named and the store is as it was.
-    /// On error, the layer at fault when there was one.
+    /// whole committed as an import is; when every layer was unpacked ahead whole while it
+    /// downloaded, nothing can fail halfway and blobs and layers go straight into the store
+    /// (the staging folder's four `mkdir`s and `rmdir`s saved). On any error nothing is named
+    /// (content moved in without a name is garbage for `gc`). On error, the layer at fault when
+    /// there was one.
     pub(crate) fn commit_pulled(
         &self,
         blobs: &[Digest],
@@ -539,6 +551,21 @@ impl Store {
         let _lock = self.lock(true).map_err(none)?;
         self.remove_stale_staging();
         let ingest = self.ingest_dir();
+        let replaced = self
+            .index()
+            .map_err(none)?
+            .names
+            .get(name)
+            .is_some_and(|t| &t.digest != manifest);
+        let names = vec![(name.to_owned(), manifest.clone())];
+        if let Some(ready) = self.ready_in_ingest(blobs, manifest, &ingest) {
+            let committed = self
+                .commit_from_ingest(blobs, ready, names.clone(), &ingest)
+                .map_err(none)?;
+            if let Some(mut summaries) = committed {
+                return Ok(self.after_pull_commit(summaries.remove(0), blobs, manifest, replaced));
+            }
+        }
         let staging = Staging::new(&self.tmp, &self.blobs[0], &self.snapshots)
             .map_err(none)?
             .with_unpacked_ahead(ingest.clone());
@@ -561,24 +588,95 @@ impl Store {
                 .adopt(&file, digest)
                 .map_err(|e| (Some(digest.clone()), e))?;
         }
-        let replaced = self
-            .index()
-            .map_err(none)?
-            .names
-            .get(name)
-            .is_some_and(|t| &t.digest != manifest);
-        let names = vec![(name.to_owned(), manifest.clone())];
         let loaded = self
             .unpack_staged(&staging, &names)
             .map_err(|e| (staging.failed_layer(), e))?;
         let mut summaries = self.commit_unpacked(staging, loaded, names).map_err(none)?;
-        crate::unpack_ahead::discard_ready(&ingest, blobs);
+        Ok(self.after_pull_commit(summaries.remove(0), blobs, manifest, replaced))
+    }
+
+    /// What follows a pull's commit, under the store's lock: the layers unpacked ahead that
+    /// the commit passed over go, the image's use is marked, and a tag that moved may leave
+    /// its old image garbage.
+    fn after_pull_commit(
+        &self,
+        summary: ImageSummary,
+        blobs: &[Digest],
+        manifest: &Digest,
+        replaced: bool,
+    ) -> (ImageSummary, bool) {
+        crate::unpack_ahead::discard_ready(&self.ingest_dir(), blobs);
         self.mark_used(manifest);
         if replaced {
             // The tag moved: the old image may be garbage now (best effort, as for imports).
             let _ = self.index().and_then(|index| self.collect_garbage(&index));
         }
-        Ok((summaries.remove(0), replaced))
+        (summary, replaced)
+    }
+
+    /// The pulled image, when everything its commit needs is there and checked already: each
+    /// blob in the store or verified in `ingest`, each layer a snapshot of the store or unpacked
+    /// ahead whole from its verified blob with the DiffID the config names
+    /// ([`crate::unpack_ahead`]). Nothing is left to unpack, so nothing can fail halfway and
+    /// the commit needs no staging folder ([`Store::commit_from_ingest`]); `None` sends the
+    /// commit through one.
+    fn ready_in_ingest(&self, blobs: &[Digest], manifest: &Digest, ingest: &Path) -> Option<Ready> {
+        let downloaded = Blobs::new(ingest.to_owned());
+        if !blobs
+            .iter()
+            .all(|d| self.blobs[0].contains(d) || downloaded.contains(d))
+        {
+            return None;
+        }
+        let folders = [downloaded, self.blobs[0].clone()];
+        // An error here is the staged commit's to report.
+        let loaded = Loaded::read(Content::new(&folders), manifest, &self.snapshots).ok()?;
+        let mut moves = Vec::new();
+        for (at, layer) in loaded.layers.iter().enumerate() {
+            let to = snapshot::path(&self.snapshots, &layer.chain_id);
+            if to.is_dir() {
+                continue;
+            }
+            let ready = crate::unpack_ahead::ready(ingest, &layer.digest, &layer.diff_id, at == 0)?;
+            moves.push((ready, to));
+        }
+        Some(Ready { loaded, moves })
+    }
+
+    /// Moves a pull's layers and blobs from `ingest` straight into the store and names the
+    /// image, as [`Staging::commit`] moves staged ones: the name is still written last, so a
+    /// failure before it leaves only content without a name (garbage for `gc`), never an image
+    /// that is not whole. `None` when a layer could not be moved: the staged commit goes on
+    /// from there (a snapshot moved already is whole, and found in the store).
+    fn commit_from_ingest(
+        &self,
+        blobs: &[Digest],
+        ready: Ready,
+        names: Vec<(String, Digest)>,
+        ingest: &Path,
+    ) -> Result<Option<Vec<ImageSummary>>> {
+        let Ready { loaded, moves } = ready;
+        let sync_layers = durable::sync_unpacked_layers();
+        for (folder, to) in moves {
+            if sync_layers {
+                durable::sync_tree(&folder)?;
+            }
+            if fs::rename(&folder, &to).is_err() {
+                return Ok(None);
+            }
+        }
+        let downloaded = Blobs::new(ingest.to_owned());
+        for digest in blobs {
+            if !self.blobs[0].contains(digest) {
+                self.blobs[0].adopt(&downloaded.path(digest), digest)?;
+            }
+        }
+        durable::sync_dir(self.blobs[0].dir())?;
+        if sync_layers {
+            durable::sync_dir(&self.snapshots)?;
+        }
+        let loaded = BTreeMap::from([(loaded.manifest_digest.clone(), loaded)]);
+        self.name_images(&loaded, names).map(Some)
     }
 
     /// Every named image with its size, last use and whether a container uses it, for image
@@ -976,4 +1074,11 @@ fn assign_names(path: &Path, found: &[Found], name: Option<&str>) -> Result<Vec<
                 .join(", "),
         }),
     }
+}
+
+/// A pull whose commit needs no staging ([`Store::ready_in_ingest`]): its manifest and config,
+/// and the layers unpacked ahead with the snapshot folders they become.
+struct Ready {
+    loaded: Loaded,
+    moves: Vec<(PathBuf, PathBuf)>,
 }

@@ -369,6 +369,60 @@ fn plain_http_is_used_only_for_hosts_configured_so_and_docker_schema2_pulls() {
 }
 
 #[test]
+fn a_pull_unpacked_while_downloading_commits_without_a_staging_folder() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::new(&dir.path().join("layout"));
+    // Every layer unpacked whole while it downloads.
+    let ready = layout.image(
+        &[&[("bottom", b"1\n")], &[("top", b"2\n")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&ready, "ready");
+    // Its upper layer leaves out a folder it writes in (`sub/`), whose attributes come from
+    // below: not kept unpacked ahead, it is unpacked at the commit, in a staging folder.
+    let staged = layout.image(
+        &[&[("bottom", b"3\n")], &[("sub/top", b"4\n")]],
+        Compression::Gzip,
+        "amd64",
+    );
+    layout.tag(&staged, "staged");
+    layout.save();
+    registry.push(&layout, "ready", "demo/commit:ready");
+    registry.push(&layout, "staged", "demo/commit:staged");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path()).unwrap();
+    // The staging folders' parent made a file: a commit that needs one fails.
+    let tmp = store_dir.path().join("tmp");
+    let _ = fs::remove_dir_all(&tmp);
+    fs::write(&tmp, b"").unwrap();
+
+    let name = format!("{}/demo/commit:ready", registry.host());
+    pull(&store, &reference(&name), &options(&registry)).expect("committed from ingest/");
+    assert_eq!(
+        read_in_image(&store, &name, "top").as_deref(),
+        Some(&b"2\n"[..])
+    );
+    assert_no_unpacked_layers_left(&store_dir);
+
+    let name = format!("{}/demo/commit:staged", registry.host());
+    let err = pull(&store, &reference(&name), &options(&registry)).unwrap_err();
+    assert!(store.resolve(&name).is_err(), "not named after {err}");
+    fs::remove_file(&tmp).unwrap();
+    fs::create_dir(&tmp).unwrap();
+    pull(&store, &reference(&name), &options(&registry)).expect("committed through staging");
+    assert_eq!(
+        read_in_image(&store, &name, "sub/top").as_deref(),
+        Some(&b"4\n"[..])
+    );
+    assert_no_unpacked_layers_left(&store_dir);
+    assert_consistent(&store);
+}
+
+#[test]
 fn mirrors_are_tried_in_order_and_a_dead_one_is_skipped() {
     let Some(registry) = Registry::start(false, false) else {
         return;
