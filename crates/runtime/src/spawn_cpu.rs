@@ -71,7 +71,7 @@ pub fn restore_caller_cpus() {
     let Some(text) = std::env::var_os(ENV_CPUS) else {
         return;
     };
-    // SAFETY: called at the shim's start, while it has one thread.
+    // SAFETY: the shim calls it before it forks or starts a thread: it has one thread.
     unsafe { std::env::remove_var(ENV_CPUS) };
     if let Some(cpus) = text.to_str().and_then(decode) {
         let _ = sched_setaffinity(Pid::from_raw(0), &cpus);
