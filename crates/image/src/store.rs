@@ -560,7 +560,7 @@ impl Store {
         let names = vec![(name.to_owned(), manifest.clone())];
         if let Some(ready) = self.ready_in_ingest(blobs, manifest, &ingest) {
             let committed = self
-                .commit_from_ingest(blobs, ready, names.clone(), &ingest)
+                .commit_from_ingest(blobs, ready, names.clone())
                 .map_err(none)?;
             if let Some(mut summaries) = committed {
                 return Ok(self.after_pull_commit(summaries.remove(0), blobs, manifest, replaced));
@@ -631,6 +631,7 @@ impl Store {
         let folders = [downloaded, self.blobs[0].clone()];
         // An error here is the staged commit's to report.
         let loaded = Loaded::read(Content::new(&folders), manifest, &self.snapshots).ok()?;
+        let [downloaded, _] = folders;
         let mut moves = Vec::new();
         for (at, layer) in loaded.layers.iter().enumerate() {
             let to = snapshot::path(&self.snapshots, &layer.chain_id);
@@ -640,7 +641,11 @@ impl Store {
             let ready = crate::unpack_ahead::ready(ingest, &layer.digest, &layer.diff_id, at == 0)?;
             moves.push((ready, to));
         }
-        Some(Ready { loaded, moves })
+        Some(Ready {
+            loaded,
+            moves,
+            downloaded,
+        })
     }
 
     /// Moves a pull's layers and blobs from `ingest` straight into the store and names the
@@ -653,9 +658,12 @@ impl Store {
         blobs: &[Digest],
         ready: Ready,
         names: Vec<(String, Digest)>,
-        ingest: &Path,
     ) -> Result<Option<Vec<ImageSummary>>> {
-        let Ready { loaded, moves } = ready;
+        let Ready {
+            loaded,
+            moves,
+            downloaded,
+        } = ready;
         let sync_layers = durable::sync_unpacked_layers();
         for (folder, to) in moves {
             if sync_layers {
@@ -665,7 +673,6 @@ impl Store {
                 return Ok(None);
             }
         }
-        let downloaded = Blobs::new(ingest.to_owned());
         for digest in blobs {
             if !self.blobs[0].contains(digest) {
                 self.blobs[0].adopt(&downloaded.path(digest), digest)?;
@@ -1077,8 +1084,10 @@ fn assign_names(path: &Path, found: &[Found], name: Option<&str>) -> Result<Vec<
 }
 
 /// A pull whose commit needs no staging ([`Store::ready_in_ingest`]): its manifest and config,
-/// and the layers unpacked ahead with the snapshot folders they become.
+/// the layers unpacked ahead with the snapshot folders they become, and `ingest/` as the
+/// folder of its downloaded blobs.
 struct Ready {
     loaded: Loaded,
     moves: Vec<(PathBuf, PathBuf)>,
+    downloaded: Blobs,
 }
