@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::faults::{bridge_ports, cgroups_of, holders_of, kept_warm_ids, pod_leases, veths};
 use crate::pods::{processes_of, running, Root};
+use crate::support::wait_until;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -35,18 +36,48 @@ spec:
     command: [sh, -c, "trap 'exit 0' TERM; sleep 1000 & wait"]
 "#;
 
-/// The agent's resident memory (KiB) and open descriptors.
-fn agent_usage(pid: i32) -> (i64, usize) {
+/// The agent's resident memory (KiB).
+fn agent_rss(pid: i32) -> i64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status
+    status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap();
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
-        .count();
-    (rss, fds)
+}
+
+/// What each of the agent's open descriptors refers to (`3 -> socket:[…]`), sorted.
+fn agent_fds(pid: i32) -> Vec<String> {
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|fd| {
+            let target = std::fs::read_link(fd.path()).unwrap_or_default();
+            format!(
+                "{} -> {}",
+                fd.file_name().to_string_lossy(),
+                target.display()
+            )
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
+/// The agent's descriptors at rest: the fewest seen over a few samples. Between pods the agent
+/// still opens some for a moment (the warm-namespace refill's spawn, 250 ms after a pod's start,
+/// opens /dev/null three times and a pipe); a single sample counted such a moment's descriptors
+/// as kept, and failed a full CI run on a loaded node.
+fn agent_fds_at_rest(pid: i32) -> Vec<String> {
+    (0..10)
+        .map(|i| {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            agent_fds(pid)
+        })
+        .min_by_key(Vec::len)
+        .unwrap()
 }
 
 #[test]
@@ -119,7 +150,7 @@ fn churn_of_a_networked_pod_leaves_nothing_and_the_agent_stays_flat() {
             note(format!("cgroup {}", cgroup.display()));
         }
         if cycle == settle {
-            first = Some(agent_usage(pid));
+            first = Some((agent_rss(pid), agent_fds_at_rest(pid)));
         }
         if left.len() > 20 {
             break;
@@ -128,17 +159,28 @@ fn churn_of_a_networked_pod_leaves_nothing_and_the_agent_stays_flat() {
     assert!(left.is_empty(), "left behind:\n{}", left.join("\n"));
     let agent = agent.unwrap();
     let (rss_first, fds_first) = first.unwrap();
-    let (rss_last, fds_last) = agent_usage(agent);
+    // A leak stays; a descriptor open for a moment goes within the bound.
+    let mut fds_last = agent_fds_at_rest(agent);
+    let _ = wait_until(Duration::from_secs(10), || {
+        fds_last = agent_fds_at_rest(agent);
+        fds_last.len() <= fds_first.len()
+    });
+    let rss_last = agent_rss(agent);
     let elapsed = start.elapsed();
     println!(
         "PODLAB-CHURN: {cycles} cycles in {:.0} s ({:.0} ms each), 0 leaks; agent at cycle {settle}: \
-         {rss_first} KiB RSS, {fds_first} fds; at cycle {cycles}: {rss_last} KiB RSS, {fds_last} fds",
+         {rss_first} KiB RSS, {} fds; at cycle {cycles}: {rss_last} KiB RSS, {} fds",
         elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1000.0 / cycles as f64
+        elapsed.as_secs_f64() * 1000.0 / cycles as f64,
+        fds_first.len(),
+        fds_last.len()
     );
-    assert_eq!(
-        fds_last, fds_first,
-        "the agent's open descriptors grew from cycle {settle} to {cycles}"
+    assert!(
+        fds_last.len() <= fds_first.len(),
+        "the agent's open descriptors grew from cycle {settle} to {cycles}:\nat cycle {settle}:\n  {}\n\
+         at the end:\n  {}",
+        fds_first.join("\n  "),
+        fds_last.join("\n  ")
     );
     assert!(
         rss_last - rss_first <= RSS_GROWTH_LIMIT_KIB,
