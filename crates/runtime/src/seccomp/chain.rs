@@ -3,9 +3,9 @@
 //!
 //! The kernel runs every installed filter on each call its per-call cache cannot answer and
 //! keeps the strictest answer, the newest filter's among equally strict ones
-//! (`seccomp_run_filters`). A profile compiled into twelve filters (blocks of the allow-list,
-//! one per rule action, for each ABI, and the ABI gate) is twelve programs run on such a call
-//! for the container's whole life, and twelve times an install's fixed cost (the checks, the
+//! (`seccomp_run_filters`). A profile compiled into several filters (the allow-list and one
+//! per rule action, for each ABI, and the ABI gate) is that many programs run on such a call
+//! for the container's whole life, and that many times an install's fixed cost (the checks, the
 //! JIT, the cache's fill), where runc installs one. Chained, the first program that does not
 //! answer ALLOW answers for all, and that is the kernel's answer when the programs are ordered
 //! strictest first: each program here answers ALLOW or one other value of its own, so ordering

@@ -581,3 +581,54 @@ fn a_working_dir_through_a_leaked_descriptor_never_lands_outside_the_root() {
     let (out, _, code) = shell(&root, &app, "ls /proc/$$/fd; pwd -P");
     assert_eq!((out.as_str(), code), ("0\n1\n2\n/\n", 0));
 }
+
+/// How long the kernel takes to install each compiled profile (`seccomp(2)` with no_new_privs,
+/// in a forked child, medians of 200): the compiled program's length is paid at every
+/// container's start, in the checks, the JIT and the per-call cache the kernel fills by running
+/// the filter for each call number of both ABIs.
+#[test]
+#[ignore = "a measurement, not a check: run with --ignored --nocapture"]
+fn measure_the_install_of_each_seccomp_profile() {
+    use podlab_runtime::seccomp;
+    let caps = podlab_runtime::capabilities::default_names();
+    for (name, profile) in [
+        ("runtime default", seccomp::runtime_default(&caps)),
+        ("pause", seccomp::pause_default(&caps)),
+    ] {
+        let filters = seccomp::compile(&profile).unwrap();
+        let length: usize = filters.iter().map(Vec::len).sum();
+        let mut times: Vec<Duration> = (0..200)
+            .map(|_| {
+                let (read, write) = nix::unistd::pipe().unwrap();
+                // SAFETY: the child only makes system calls and exits.
+                match unsafe { nix::unistd::fork() }.unwrap() {
+                    nix::unistd::ForkResult::Child => {
+                        // SAFETY: prctl with constant arguments.
+                        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+                        let start = std::time::Instant::now();
+                        let installed = seccomp::install(&filters).is_ok();
+                        let nanos = start.elapsed().as_nanos() as u64;
+                        let report = if installed { nanos } else { u64::MAX };
+                        let _ = nix::unistd::write(&write, &report.to_ne_bytes());
+                        // SAFETY: ends the forked child without running the parent's exit code.
+                        unsafe { libc::_exit(0) }
+                    }
+                    nix::unistd::ForkResult::Parent { child } => {
+                        drop(write);
+                        let mut bytes = [0u8; 8];
+                        nix::unistd::read(&read, &mut bytes).unwrap();
+                        nix::sys::wait::waitpid(child, None).unwrap();
+                        let nanos = u64::from_ne_bytes(bytes);
+                        assert_ne!(nanos, u64::MAX, "{name}: the install failed");
+                        Duration::from_nanos(nanos)
+                    }
+                }
+            })
+            .collect();
+        println!(
+            "PODLAB-SECCOMP-INSTALL: {name}: {} filter(s), {length} instructions, {:.3} ms",
+            filters.len(),
+            median_ms(&mut times)
+        );
+    }
+}
