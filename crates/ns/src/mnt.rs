@@ -531,7 +531,7 @@ const HOST_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "t
 pub fn mount_dev(rootfs: &Path) -> Result<()> {
     let devices = host_devices()
         .into_iter()
-        .map(|(name, host)| (name, detached::Source::Path(host)))
+        .map(|(name, host)| (name, DeviceFile::Mounted(detached::Source::Path(host))))
         .collect();
     mount_dev_from(rootfs, devices, None)
 }
@@ -545,14 +545,41 @@ pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
-/// [`mount_dev`] with the device files taken from `devices` (bound by path, or attached), the
+/// The host's character devices of [`HOST_DEVICES`] that exist, by name, with their numbers
+/// (`st_rdev`), to be made anew with [`DeviceFile::Made`].
+pub fn host_device_numbers() -> Vec<(&'static str, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    host_devices()
+        .into_iter()
+        .filter_map(|(name, host)| {
+            let meta = std::fs::metadata(host).ok()?;
+            meta.file_type()
+                .is_char_device()
+                .then(|| (name, meta.rdev()))
+        })
+        .collect()
+}
+
+/// How one of the default device files gets into a `/dev` of [`mount_dev_from`].
+pub enum DeviceFile {
+    /// A character device made with `mknod` and these numbers, mode 0666, as runc makes a
+    /// container's devices outside a user namespace: one system call where a bind is three
+    /// (the file to mount on, the tree, the mount), each taking the namespace's lock.
+    Made(u64),
+    /// The host's file bound by path or attached: the way inside a user namespace, where the
+    /// kernel refuses `mknod` of a device.
+    Mounted(detached::Source),
+}
+
+/// [`mount_dev`] with the device files from `devices` (made, or bound by path, or attached), the
 /// tmpfs owned by `owner` (uid, gid as the node numbers them; root when None): a container in a
 /// user namespace of its own has its root own its `/dev`, as runc gives it.
 pub fn mount_dev_from(
     rootfs: &Path,
-    devices: Vec<(&str, detached::Source)>,
+    devices: Vec<(&str, DeviceFile)>,
     owner: Option<(u32, u32)>,
 ) -> Result<()> {
+    use nix::sys::stat::{Mode, SFlag};
     let dev = rootfs.join("dev");
     create_dir(&dev)?;
     let mut options = String::from("nosuid,strictatime,mode=755,size=65536k");
@@ -560,15 +587,31 @@ pub fn mount_dev_from(
         options.push_str(&format!(",uid={uid},gid={gid}"));
     }
     mount_tmpfs(&dev, &options)?;
-    for (name, source) in devices {
+    for (name, file) in devices {
         let node = dev.join(name);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&node)
-            .map_err(|e| Error::io("creating", &node, e))?;
-        source.place(&node, false)?;
+        match file {
+            DeviceFile::Made(rdev) => {
+                // 0666 whatever the caller's umask, without a chmod after.
+                let umask = nix::sys::stat::umask(Mode::empty());
+                let made = nix::sys::stat::mknod(
+                    &node,
+                    SFlag::S_IFCHR,
+                    Mode::from_bits_truncate(0o666),
+                    rdev,
+                );
+                nix::sys::stat::umask(umask);
+                made.map_err(|e| mount_error("mknod", &node, e))?;
+            }
+            DeviceFile::Mounted(source) => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o666)
+                    .open(&node)
+                    .map_err(|e| Error::io("creating", &node, e))?;
+                source.place(&node, false)?;
+            }
+        }
     }
     let pts = dev.join("pts");
     create_dir(&pts)?;

@@ -28,6 +28,7 @@ use std::path::{Component, Path, PathBuf};
 use nix::sched::CloneFlags;
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal};
 use podlab_ns::mnt::detached::{Detached, Source};
+use podlab_ns::mnt::DeviceFile;
 use podlab_ns::{mnt, NsKind};
 
 use crate::config::Mount;
@@ -304,7 +305,7 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
 
 /// What the container's mounts are made of: paths to bind, or mounts made detached.
 struct Sources<'p> {
-    devices: Vec<(&'static str, Source)>,
+    devices: Vec<(&'static str, DeviceFile)>,
     /// A privileged container's: every other device of the host's `/dev`, by relative path.
     host_devices: Vec<(PathBuf, Source)>,
     shm: Option<Source>,
@@ -355,10 +356,7 @@ fn copy_node_namespace<'p>(
     }
     trace.lap("overlay rootfs");
     let sources = Sources {
-        devices: mnt::host_devices()
-            .into_iter()
-            .map(|(name, host)| (name, Source::Path(host)))
-            .collect(),
+        devices: default_devices(plan, |host| Ok(Source::Path(host.to_path_buf())))?,
         host_devices: privileged_devices(plan)
             .into_iter()
             .map(|(relative, host)| (relative, Source::Path(host)))
@@ -392,10 +390,7 @@ fn enter_template<'p>(
         None => Detached::overlay(&plan.lowerdirs, &plan.upper, &plan.work)
             .map_err(|e| ns_failure("make the overlay rootfs", Some(&plan.rootfs), e))?,
     };
-    let mut devices = Vec::new();
-    for (name, host) in mnt::host_devices() {
-        devices.push((name, detached(&host, false)?));
-    }
+    let devices = default_devices(plan, |host| detached(host, false))?;
     let mut host_devices = Vec::new();
     for (relative, host) in privileged_devices(plan) {
         host_devices.push((relative, detached(&host, false)?));
@@ -435,6 +430,25 @@ fn enter_template<'p>(
         volumes,
     };
     Ok((at, sources))
+}
+
+/// The default device files of the container's `/dev`: made with `mknod`, as runc makes them,
+/// or, for a container in a user namespace of its own (where the kernel refuses `mknod` of a
+/// device), the host's mounted by `mount`.
+fn default_devices(
+    plan: &ContainerPlan<'_>,
+    mount: impl Fn(&Path) -> Step<Source>,
+) -> Step<Vec<(&'static str, DeviceFile)>> {
+    if plan.user.is_none() {
+        let made = mnt::host_device_numbers().into_iter();
+        return Ok(made
+            .map(|(name, rdev)| (name, DeviceFile::Made(rdev)))
+            .collect());
+    }
+    mnt::host_devices()
+        .into_iter()
+        .map(|(name, host)| Ok((name, DeviceFile::Mounted(mount(&host)?))))
+        .collect()
 }
 
 /// A volume made detached in the caller's namespace: a copy of the host path with the mounts

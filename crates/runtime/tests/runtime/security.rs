@@ -104,6 +104,31 @@ fn dev_has_only_the_default_devices_and_no_kmsg() {
         expected.join(" "),
         "no host device but the defaults (no kmsg, no disks)"
     );
+    // Made with mknod, as runc makes them outside a user namespace: the host's numbers, and no
+    // mount of their own in the container's table.
+    let pid = pid_of(&root, &id);
+    let table = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let inside = format!("/dev/{name}");
+        assert!(
+            !table
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(inside.as_str())),
+            "{inside} is a mount:\n{table}"
+        );
+        let (numbers, _, code) = shell(&root, &id, &format!("stat -c '%F %t,%T %a' {inside}"));
+        let host = std::fs::metadata(&inside).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let (major, minor) = (libc::major(host.rdev()), libc::minor(host.rdev()));
+        assert_eq!(
+            (numbers.trim(), code),
+            (
+                format!("character special file {major:x},{minor:x} 666").as_str(),
+                0
+            ),
+            "{inside}"
+        );
+    }
 }
 
 /// CVE-2019-5736's way in: a process entering the container is a copy of the runtime's
