@@ -433,13 +433,13 @@ fn enter_template<'p>(
 }
 
 /// The default device files of the container's `/dev`: made with `mknod`, as runc makes them,
-/// or, for a container in a user namespace of its own (where the kernel refuses `mknod` of a
-/// device), the host's mounted by `mount`.
+/// or, in a user namespace (the container's own, or one podlab itself runs in) where the kernel
+/// refuses `mknod` of a device, the host's mounted by `mount`, as runc mounts them there.
 fn default_devices(
     plan: &ContainerPlan<'_>,
     mount: impl Fn(&Path) -> Step<Source>,
 ) -> Step<Vec<(&'static str, DeviceFile)>> {
-    if plan.user.is_none() {
+    if plan.user.is_none() && podlab_ns::user::in_initial_userns() {
         let made = mnt::host_device_numbers().into_iter();
         return Ok(made
             .map(|(name, rdev)| (name, DeviceFile::Made(rdev)))
