@@ -549,13 +549,14 @@ pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
 /// (`st_rdev`), to be made anew with [`DeviceFile::Made`].
 pub fn host_device_numbers() -> Vec<(&'static str, u64)> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    host_devices()
-        .into_iter()
-        .filter_map(|(name, host)| {
-            let meta = std::fs::metadata(host).ok()?;
+    // One stat a device: this is on every container's start.
+    HOST_DEVICES
+        .iter()
+        .filter_map(|name| {
+            let meta = std::fs::metadata(Path::new("/dev").join(name)).ok()?;
             meta.file_type()
                 .is_char_device()
-                .then(|| (name, meta.rdev()))
+                .then(|| (*name, meta.rdev()))
         })
         .collect()
 }
