@@ -307,17 +307,27 @@ fn run_rm(mut pod: Pod, args: &RunArgs) -> Result<i32> {
         LABEL_RUN_OWNER.into(),
         format!("{}:{}", me.pid, me.start_time),
     );
+    let (_, mut container) =
+        container_config(&pod, &dirs, &args.name, 0).expect("the pod's own container");
+    container
+        .labels
+        .insert(LABEL_MANAGED_BY.into(), MANAGED_BY_RUN.into());
+    // RunPodSandbox and CreateContainer in one: the container is made while pause starts.
     let made = podlab_kubelet::volume::set_up(&pod, &dirs, &podlab_kubelet::env::NoObjects)
         .map_err(anyhow::Error::from)
         .and_then(|()| {
-            Ok(match starting {
-                Some(starting) => runtime.run_pod_sandbox_with(&sandbox_config, starting)?,
-                None => runtime.run_pod_sandbox(&sandbox_config)?,
-            })
+            Ok(runtime.run_pod_sandbox_and_container(&sandbox_config, starting, &container)?)
         });
-    let outcome = match &made {
-        Ok(sandbox) => run_container(&runtime, sandbox, &pod, &dirs, &args.name, args.quiet),
-        Err(_) => Ok(1),
+    let (made, outcome) = match made {
+        Ok((sandbox, Ok(id))) => {
+            let outcome = run_container(&runtime, &id, &pod, &args.name, args.quiet);
+            (Ok(sandbox), outcome)
+        }
+        Ok((sandbox, Err(e))) => (
+            Ok(sandbox),
+            Err(anyhow::Error::new(e).context("CreateContainer")),
+        ),
+        Err(e) => (Err(e), Ok(1)),
     };
     crate::trace::mark(&tracing, "exit seen, output streamed");
     if let (Ok(sandbox), Ok(code)) = (&made, &outcome) {
@@ -437,24 +447,16 @@ fn remove_after_return(
     }
 }
 
-/// Creates and starts the container, streams its output (stdout to stdout, stderr to stderr)
+/// Starts the container, streams its output (stdout to stdout, stderr to stderr)
 /// until it exits, and returns its exit code; an interrupt stops it first (exit 128+signal).
 fn run_container(
     runtime: &Runtime,
-    sandbox: &SandboxId,
+    id: &podlab_runtime::ContainerId,
     pod: &Pod,
-    dirs: &PodDirs,
     name: &str,
     quiet: bool,
 ) -> Result<i32> {
-    let (_, mut config) = container_config(pod, dirs, name, 0).expect("the pod's own container");
-    config
-        .labels
-        .insert(LABEL_MANAGED_BY.into(), MANAGED_BY_RUN.into());
-    let id = runtime
-        .create_container(sandbox, &config)
-        .context("CreateContainer")?;
-    match runtime.start_container(&id) {
+    match runtime.start_container(id) {
         Err(podlab_runtime::Error::StartFailed { failure, .. }) => {
             return crate::exec::cannot_run(&failure)
         }
@@ -468,14 +470,14 @@ fn run_container(
         };
         let allocated = crate::attach::Allocated::of(pod, name);
         // The pod lives as long as this command: there is nothing to detach from.
-        let ended = crate::attach::session(runtime, &id, name, allocated, flags, false)?;
+        let ended = crate::attach::session(runtime, id, name, allocated, flags, false)?;
         if let Some(signal) = ended.signal {
             INTERRUPTED.store(signal, Ordering::SeqCst);
         }
         let status = loop {
-            let status = crate::logs::wait_a_while(runtime, &id, Duration::from_millis(100))?;
+            let status = crate::logs::wait_a_while(runtime, id, Duration::from_millis(100))?;
             if INTERRUPTED.load(Ordering::SeqCst) != 0 {
-                runtime.stop_container(&id, Duration::from_secs(2))?;
+                runtime.stop_container(id, Duration::from_secs(2))?;
             }
             if status.state != ContainerState::Running {
                 break status;
@@ -483,16 +485,16 @@ fn run_container(
         };
         return Ok(status.exit_code.unwrap_or(1));
     }
-    let log = runtime.container_log_path(&id)?;
+    let log = runtime.container_log_path(id)?;
     let mut follower = crate::logs::Follower::open(&log);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     let status = loop {
         follower.pump_streams(&mut out, &mut err)?;
         out.flush()?;
         if INTERRUPTED.load(Ordering::SeqCst) != 0 {
-            runtime.stop_container(&id, Duration::from_secs(2))?;
+            runtime.stop_container(id, Duration::from_secs(2))?;
         }
-        let status = crate::logs::wait_a_while(runtime, &id, Duration::from_millis(100))?;
+        let status = crate::logs::wait_a_while(runtime, id, Duration::from_millis(100))?;
         if status.state != ContainerState::Running {
             break status;
         }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::config::ContainerConfig;
+use crate::config::{ContainerConfig, PodSandboxConfig};
 use crate::id::{ContainerId, SandboxId};
 use crate::image::read_from_layers;
 use crate::liveness::now_ns;
@@ -13,7 +13,7 @@ use crate::protocol::{Request, Response};
 use crate::runtime::{remove_tree, Runtime};
 use crate::sandbox::{expect_ok, unexpected};
 use crate::seccomp::{self, SeccompProfile};
-use crate::state::{self, ContainerRecord, ImageRecord, PidMode, SandboxLock, SandboxRecord};
+use crate::state::{self, ContainerRecord, ImageRecord, PidMode, SandboxLock, SandboxPaths};
 use crate::status::{ContainerFilter, ContainerState, ContainerStatus, SandboxState};
 use crate::{Error, Result};
 
@@ -41,6 +41,28 @@ impl Runtime {
                 reason: status.reason.unwrap_or_default(),
             });
         }
+        let record = self.new_container(
+            sandbox_id,
+            &paths,
+            &sandbox.config,
+            sandbox.cgroup.as_ref(),
+            config,
+        )?;
+        self.record_container(&paths, &sandbox.config, record)
+    }
+
+    /// CreateContainer's work up to its record, under the sandbox's lock: the image and the
+    /// process resolved, the container's folders and cgroup made. What it made is removed if
+    /// it fails; the caller records the container ([`Runtime::record_container`]) or removes
+    /// it. `pod_cgroup` is the sandbox's (made already).
+    pub(crate) fn new_container(
+        &self,
+        sandbox_id: &SandboxId,
+        paths: &SandboxPaths,
+        sandbox_config: &PodSandboxConfig,
+        pod_cgroup: Option<&podlab_cgroups::Cgroup>,
+        config: &ContainerConfig,
+    ) -> Result<ContainerRecord> {
         let name = config.metadata.name.clone();
         let invalid = |message: String| Error::InvalidConfig {
             name: name.clone(),
@@ -63,8 +85,8 @@ impl Runtime {
                 }
                 PidMode::Target(target.clone())
             }
-            None if sandbox.config.host_pid => PidMode::Node,
-            None if sandbox.config.share_process_namespace => PidMode::Pod,
+            None if sandbox_config.host_pid => PidMode::Node,
+            None if sandbox_config.share_process_namespace => PidMode::Pod,
             None => PidMode::Container,
         };
         for mount in &config.mounts {
@@ -125,7 +147,7 @@ impl Runtime {
 
         let id = ContainerId::generate();
         let container = paths.container(&id);
-        let log_path = log_path(&sandbox, config, &container.default_log());
+        let log_path = log_path(sandbox_config, config, &container.default_log());
         for dir in [
             container.dir.clone(),
             container.upper(),
@@ -134,7 +156,7 @@ impl Runtime {
         ] {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", dir, e))?;
         }
-        if let Some(user) = &sandbox.config.linux.security.user_namespace {
+        if let Some(user) = &sandbox_config.linux.security.user_namespace {
             // The rootfs's own files (the upper layer, and the work folder overlayfs keeps
             // beside it) belong to the pod's root; its lower layers are idmapped at start.
             let (uid, gid) = user.host_root();
@@ -154,7 +176,7 @@ impl Runtime {
             }
         }
         // runc makes the cgroup at create; its values are the container's from here on.
-        let cgroup = match &sandbox.cgroup {
+        let cgroup = match pod_cgroup {
             Some(pod) => {
                 match crate::cgroups::make_container(
                     pod,
@@ -206,17 +228,34 @@ impl Runtime {
             cgroup,
             user: None,
         };
+        Ok(record)
+    }
+
+    /// CreateContainer's end: the container made by [`Runtime::new_container`] recorded as
+    /// Created, or removed if it cannot be.
+    pub(crate) fn record_container(
+        &self,
+        paths: &SandboxPaths,
+        sandbox_config: &PodSandboxConfig,
+        record: ContainerRecord,
+    ) -> Result<ContainerId> {
+        let container = paths.container(&record.id);
         if let Err(e) = state::write_record(&container.record(), &record) {
-            if let Some(cgroup) = &record.cgroup {
-                let _ = cgroup.remove();
-            }
-            let _ = remove_tree(&container.dir);
+            self.forget_new_container(paths, &record);
             return Err(e);
         }
         podlab_fault::point_reached("container.after-create");
-        self.pod_trace(&sandbox.config.metadata)
+        self.pod_trace(&sandbox_config.metadata)
             .mark("CreateContainer (image, record)");
-        Ok(id)
+        Ok(record.id)
+    }
+
+    /// Removes a container made by [`Runtime::new_container`] and not recorded.
+    pub(crate) fn forget_new_container(&self, paths: &SandboxPaths, record: &ContainerRecord) {
+        if let Some(cgroup) = &record.cgroup {
+            let _ = cgroup.remove();
+        }
+        let _ = remove_tree(&paths.container(&record.id).dir);
     }
 
     /// StartContainer: the shim forks the container's init, which joins the pod, builds the
@@ -523,11 +562,11 @@ fn container_status(record: &ContainerRecord, shim_alive: bool) -> ContainerStat
 /// The log file: the config's path (below the sandbox's log directory when relative), else the
 /// container's own folder.
 fn log_path(
-    sandbox: &SandboxRecord,
+    sandbox_config: &PodSandboxConfig,
     config: &ContainerConfig,
     default: &std::path::Path,
 ) -> PathBuf {
-    match (&config.log_path, &sandbox.config.log_directory) {
+    match (&config.log_path, &sandbox_config.log_directory) {
         (Some(path), _) if path.is_absolute() => path.clone(),
         (Some(path), Some(dir)) => dir.join(path),
         _ => default.to_path_buf(),

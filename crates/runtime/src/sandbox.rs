@@ -28,18 +28,7 @@ impl Runtime {
     /// network plugin's attachment, the /etc files. A failure at any step removes everything
     /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
     pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
-        check_user_namespace(config)?;
-        let id = SandboxId::generate();
-        let paths = self.layout.sandbox(&id);
-        std::fs::create_dir(&paths.dir).map_err(|e| Error::io("creating", &paths.dir, e))?;
-        let lock = match SandboxLock::acquire(&paths.lock()) {
-            Ok(lock) => lock,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&paths.dir);
-                return Err(e);
-            }
-        };
-        self.finish_sandbox(&id, &paths, lock, config, None)
+        self.start_sandbox(config, None, None).map(|(id, _)| id)
     }
 
     /// RunPodSandbox with a shim started ahead for this runtime's root
@@ -48,41 +37,78 @@ impl Runtime {
     pub fn run_pod_sandbox_with(
         &self,
         config: &PodSandboxConfig,
-        mut starting: StartingShim,
+        starting: StartingShim,
     ) -> Result<SandboxId> {
-        if !self.owns(&starting) {
-            return Err(Error::Invalid(format!(
-                "the shim started ahead for {} is not for this runtime's root {}",
-                starting.sandbox_dir().display(),
-                self.layout.root().display()
-            )));
-        }
-        check_user_namespace(config)?;
-        let (id, paths) = (starting.id.clone(), starting.paths.clone());
-        let (Some(lock), Some(waiting)) = (starting.lock.take(), starting.process.take()) else {
-            return Err(Error::Invalid("a shim started ahead was used twice".into()));
-        };
-        starting.taken = true;
-        self.finish_sandbox(&id, &paths, lock, config, Some(waiting))
+        self.start_sandbox(config, Some(starting), None)
+            .map(|(id, _)| id)
     }
 
-    /// The rest of RunPodSandbox once the sandbox has its folder and lock.
-    fn finish_sandbox(
+    /// RunPodSandbox, then CreateContainer of `container` in it, as one call (`run --rm`'s
+    /// pod): the container's image, process, folders and cgroup are made while the shim and
+    /// pause start, on this thread, which would otherwise only wait for them; its record is
+    /// written once the sandbox is Ready, under the same lock. The container's outcome is the
+    /// second value: a container that cannot be made leaves the sandbox Ready, for the caller
+    /// to remove, as CreateContainer after RunPodSandbox would.
+    pub fn run_pod_sandbox_and_container(
         &self,
-        id: &SandboxId,
-        paths: &SandboxPaths,
-        lock: SandboxLock,
         config: &PodSandboxConfig,
-        waiting: Option<WaitingShim>,
-    ) -> Result<SandboxId> {
+        starting: Option<StartingShim>,
+        container: &crate::config::ContainerConfig,
+    ) -> Result<(SandboxId, Result<crate::id::ContainerId>)> {
+        let (id, created) = self.start_sandbox(config, starting, Some(container))?;
+        Ok((
+            id,
+            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into()))),
+        ))
+    }
+
+    fn start_sandbox(
+        &self,
+        config: &PodSandboxConfig,
+        starting: Option<StartingShim>,
+        first: Option<&crate::config::ContainerConfig>,
+    ) -> Result<(SandboxId, Option<Result<crate::id::ContainerId>>)> {
+        check_user_namespace(config)?;
+        let (id, paths, lock, waiting) = match starting {
+            Some(mut starting) => {
+                if !self.owns(&starting) {
+                    return Err(Error::Invalid(format!(
+                        "the shim started ahead for {} is not for this runtime's root {}",
+                        starting.sandbox_dir().display(),
+                        self.layout.root().display()
+                    )));
+                }
+                let (id, paths) = (starting.id.clone(), starting.paths.clone());
+                let (Some(lock), Some(waiting)) = (starting.lock.take(), starting.process.take())
+                else {
+                    return Err(Error::Invalid("a shim started ahead was used twice".into()));
+                };
+                starting.taken = true;
+                (id, paths, lock, Some(waiting))
+            }
+            None => {
+                let id = SandboxId::generate();
+                let paths = self.layout.sandbox(&id);
+                std::fs::create_dir(&paths.dir)
+                    .map_err(|e| Error::io("creating", &paths.dir, e))?;
+                let lock = match SandboxLock::acquire(&paths.lock()) {
+                    Ok(lock) => lock,
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&paths.dir);
+                        return Err(e);
+                    }
+                };
+                (id, paths, lock, None)
+            }
+        };
         podlab_fault::point_reached("sandbox.after-folder");
-        match self.make_sandbox(id, paths, config, waiting) {
-            Ok(()) => {
+        match self.make_sandbox(&id, &paths, config, waiting, first) {
+            Ok(created) => {
                 drop(lock);
-                Ok(id.clone())
+                Ok((id, created))
             }
             Err(err) => {
-                self.undo_sandbox(id, paths, config);
+                self.undo_sandbox(&id, &paths, config);
                 drop(lock);
                 Err(err)
             }
@@ -95,7 +121,8 @@ impl Runtime {
         paths: &SandboxPaths,
         config: &PodSandboxConfig,
         waiting: Option<WaitingShim>,
-    ) -> Result<()> {
+        first: Option<&crate::config::ContainerConfig>,
+    ) -> Result<Option<Result<crate::id::ContainerId>>> {
         let created_at = now_ns();
         let network_mode = if config.host_network {
             NetworkMode::Node
@@ -198,9 +225,11 @@ impl Runtime {
             await_network: attach_while_starting,
         };
         // The ADD runs on a thread of its own from before the shim is spawned: the thread
-        // only execs the plugins, and this one only spawns the shim and writes cgroup files
-        // meanwhile (nothing forks into namespace work while it runs).
+        // only execs the plugins, and this one only spawns the shim, writes cgroup files and
+        // makes the first container's folders meanwhile (nothing forks into namespace work
+        // while it runs).
         let added_while_starting = std::sync::Mutex::new(None);
+        let mut first_made = None;
         let started = std::thread::scope(|scope| {
             let adding = self
                 .network
@@ -219,7 +248,23 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            start_shim(id, paths, waiting, make_cgroups, attach, &shim_args)
+            let meanwhile = || {
+                if let Some(container) = first {
+                    let made =
+                        self.new_container(id, paths, config, pod_cgroup.as_ref(), container);
+                    trace.mark("container's folders, cgroup (ahead)");
+                    first_made = Some(made);
+                }
+            };
+            start_shim(
+                id,
+                paths,
+                waiting,
+                make_cgroups,
+                attach,
+                meanwhile,
+                &shim_args,
+            )
         });
         let added_while_starting = added_while_starting
             .into_inner()
@@ -282,7 +327,13 @@ impl Runtime {
         state::write_record(&paths.record(), &sandbox)?;
         podlab_fault::point_reached("sandbox.after-record");
         trace.mark("sandbox ready (etc files, record)");
-        Ok(())
+        let first_made = first_made.or_else(|| {
+            first.map(|container| {
+                self.new_container(id, paths, config, sandbox.cgroup.as_ref(), container)
+            })
+        });
+        Ok(first_made
+            .map(|made| made.and_then(|record| self.record_container(paths, config, record))))
     }
 
     /// Takes down what a failed RunPodSandbox made: the network attachment (a DEL after a failed
@@ -744,6 +795,7 @@ fn start_shim(
     waiting: Spawning,
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
+    meanwhile: impl FnOnce(),
     args: &ShimArgs,
 ) -> Result<ShimRecord> {
     let failed = |message: String| Error::SandboxStart {
@@ -770,6 +822,10 @@ fn start_shim(
     if let (Ok(()), Some(gate), Some(_)) = (&made, &gate_write, &args.placement) {
         // A shim that died already is seen in its answer below.
         let _ = nix::unistd::write(gate, b"+");
+    }
+    // Before the network's wait: an ADD's plugins take longer than anything done meanwhile.
+    if made.is_ok() {
+        meanwhile();
     }
     if made.is_ok() && args.await_network {
         if let (true, Some(gate)) = (attach(), &gate_write) {
