@@ -79,7 +79,7 @@ fn write_message<'a>(
     Ok(())
 }
 
-/// `podlab logs`' flags, kubectl's.
+// `podlab logs`' flags, kubectl's.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogsArgs {
     /// The pod (or `pod/NAME`); or `-l` instead.

@@ -120,7 +120,7 @@ pub fn delete(ctx: &Ctx, kind: Kind, namespace: &str, name: &str) -> Result<()> 
     Ok(())
 }
 
-/// kubectl's flags that pick objects by label or all at once, and the namespace.
+// kubectl's flags that pick objects by label or all at once, and the namespace.
 #[derive(clap::Args)]
 pub struct Selection {
     /// Every object of the type that matches this label selector.
