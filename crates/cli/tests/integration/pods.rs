@@ -965,51 +965,62 @@ spec:
 
 /// A `kill -9` of `run --rm` while the shim it started ahead waits for its arguments (at the
 /// fault point after the sandbox's folder): the shim reads the end of its stdin and exits by
-/// itself, and gc removes the folder, which has no record.
+/// itself, and gc removes the folder, which has no record. Twice: in a fresh root (the shim
+/// started once the state folder is made) and in one with state (started before the pod is
+/// even decoded).
 #[test]
 fn a_run_killed_while_its_shim_waits_for_its_arguments_leaves_nothing_after_gc() {
     let root = Root::new("run-ahead-killed");
     let log = root.dir.join("fault.log");
-    let killed = Out::of(
-        root.command(&[
-            "run",
-            "ahead",
-            "--rm",
-            "--image",
-            "busybox",
-            "--restart",
-            "Never",
-            "--command",
-            "--",
-            "true",
-        ])
-        .env(podlab_fault::ENV, "sandbox.after-folder")
-        .env(podlab_fault::LOG_ENV, &log)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap(),
-    );
-    assert_eq!(killed.code, None, "killed at the point: {killed:?}");
-    let reached = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(reached.starts_with("sandbox.after-folder "), "{reached:?}");
-    let folders: Vec<_> = std::fs::read_dir(root.dir.join("sandboxes"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(folders.len(), 1, "{folders:?}");
-    assert!(
-        folders[0].join("shim.log").exists(),
-        "the shim was started before the point (its log is opened at its spawn)"
-    );
-    assert!(
-        wait_until(LIMIT, || processes_of(&root.dir).is_empty()),
-        "the waiting shim outlived its caller: {:?}",
-        processes_of(&root.dir)
-    );
-    let gc = root.ok(&["gc"]);
-    assert!(gc.contains("removed sandbox"), "{gc}");
-    root.assert_nothing_left();
+    for round in ["a fresh root", "a root with state"] {
+        let _ = std::fs::remove_file(&log);
+        let killed = Out::of(
+            root.command(&[
+                "run",
+                "ahead",
+                "--rm",
+                "--image",
+                "busybox",
+                "--restart",
+                "Never",
+                "--command",
+                "--",
+                "true",
+            ])
+            .env(podlab_fault::ENV, "sandbox.after-folder")
+            .env(podlab_fault::LOG_ENV, &log)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap(),
+        );
+        assert_eq!(
+            killed.code, None,
+            "{round}: killed at the point: {killed:?}"
+        );
+        let reached = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            reached.starts_with("sandbox.after-folder "),
+            "{round}: {reached:?}"
+        );
+        let folders: Vec<_> = std::fs::read_dir(root.dir.join("sandboxes"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(folders.len(), 1, "{round}: {folders:?}");
+        assert!(
+            folders[0].join("shim.log").exists(),
+            "{round}: the shim was started before the point (its log is opened at its spawn)"
+        );
+        assert!(
+            wait_until(LIMIT, || processes_of(&root.dir).is_empty()),
+            "{round}: the waiting shim outlived its caller: {:?}",
+            processes_of(&root.dir)
+        );
+        let gc = root.ok(&["gc"]);
+        assert!(gc.contains("removed sandbox"), "{round}: {gc}");
+        root.assert_nothing_left();
+    }
 }
 
 fn kill9(pid: i32) {
