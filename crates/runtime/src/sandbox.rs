@@ -133,18 +133,11 @@ impl Runtime {
         let pause = self.helper("podlab-pause")?;
         // The shim is spawned now, on a thread of its own: its `vfork` holds that thread, not
         // this one, until the shim's `execve`, and the shim's start runs while this thread
-        // makes the folder's files, `/dev/shm` and the network's namespace.
+        // takes or makes the network's namespace.
         let waiting = match waiting {
             Some(waiting) => Spawning::ready(waiting),
             None => Spawning::start(paths, id, &self.helper("podlab-shim")?)?,
         };
-        write_etc_files(paths, config, &[])?;
-        std::fs::create_dir(paths.containers_dir())
-            .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
-        std::fs::create_dir(paths.shm()).map_err(|e| Error::io("creating", paths.shm(), e))?;
-        podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
-        podlab_fault::point_reached("sandbox.after-shm");
-        trace.mark("sandbox folder, etc files, shm");
         // The pod's cgroup and the pause container's below it: named now, made while the shim
         // starts (below).
         let pod_cgroup = self.pod_cgroup(config);
@@ -248,13 +241,23 @@ impl Runtime {
                     })
                 });
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
-            let meanwhile = || {
+            // What the shim and pause do not need, made while pause makes the namespaces.
+            let meanwhile = || -> Result<()> {
+                write_etc_files(paths, config, &[])?;
+                std::fs::create_dir(paths.containers_dir())
+                    .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
+                std::fs::create_dir(paths.shm())
+                    .map_err(|e| Error::io("creating", paths.shm(), e))?;
+                podlab_ns::mnt::mount_tmpfs(&paths.shm(), SHM_OPTIONS)?;
+                podlab_fault::point_reached("sandbox.after-shm");
+                trace.mark("sandbox folder, etc files, shm");
                 if let Some(container) = first {
                     let made =
                         self.new_container(id, paths, config, pod_cgroup.as_ref(), container);
                     trace.mark("container's folders, cgroup (ahead)");
                     first_made = Some(made);
                 }
+                Ok(())
             };
             start_shim(
                 id,
@@ -795,7 +798,7 @@ fn start_shim(
     waiting: Spawning,
     make_cgroups: impl FnOnce() -> Result<()>,
     attach: impl FnOnce() -> bool,
-    meanwhile: impl FnOnce(),
+    meanwhile: impl FnOnce() -> Result<()>,
     args: &ShimArgs,
 ) -> Result<ShimRecord> {
     let failed = |message: String| Error::SandboxStart {
@@ -824,10 +827,11 @@ fn start_shim(
         let _ = nix::unistd::write(gate, b"+");
     }
     // Before the network's wait: an ADD's plugins take longer than anything done meanwhile.
-    if made.is_ok() {
-        meanwhile();
-    }
-    if made.is_ok() && args.await_network {
+    let prepared = match &made {
+        Ok(()) => meanwhile(),
+        Err(_) => Ok(()),
+    };
+    if made.is_ok() && prepared.is_ok() && args.await_network {
         if let (true, Some(gate)) = (attach(), &gate_write) {
             let _ = nix::unistd::write(gate, b"+");
         }
@@ -841,6 +845,7 @@ fn start_shim(
     // The first process only forks the daemon and exits.
     let _ = child.wait();
     made?;
+    prepared?;
     if let Some(Err(e)) = read {
         return Err(failed(format!("reading the shim's answer: {e}")));
     }
