@@ -145,6 +145,12 @@ impl Hierarchy {
                 missing.push(controller);
             }
         }
+        // A controller that no hierarchy has (hugetlb where the kernel's config leaves it out)
+        // is mounted nowhere: /proc/self/cgroup names the hierarchies in a few lines, where the
+        // mount table lists every pod's pins and /dev/shm too, read by every podlab command.
+        if let Ok(own) = std::fs::read_to_string("/proc/self/cgroup") {
+            missing.retain(|c| in_a_v1_hierarchy(&own, *c));
+        }
         if !missing.is_empty() {
             let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
                 .map_err(|e| Error::io("reading", "/proc/self/mountinfo", e))?;
@@ -225,6 +231,16 @@ pub(crate) fn fs_magic(path: &Path) -> Option<i64> {
         .map(|s| s.filesystem_type().0 as i64)
 }
 
+/// Whether `/proc/self/cgroup`'s text (`ID:CONTROLLERS:PATH` lines; v2's is `0::PATH`) has a
+/// v1 hierarchy with `controller`.
+fn in_a_v1_hierarchy(proc_self_cgroup: &str, controller: Controller) -> bool {
+    proc_self_cgroup.lines().any(|line| {
+        line.split(':')
+            .nth(1)
+            .is_some_and(|controllers| controllers.split(',').any(|c| c == controller.name()))
+    })
+}
+
 /// The v1 controllers of mountinfo's `cgroup` mounts and their mount points: each mount is the
 /// hierarchy of the controllers whose files it holds.
 fn v1_mounts_in(mountinfo: &str, wanted: &[Controller]) -> Vec<(Controller, PathBuf)> {
@@ -244,6 +260,20 @@ fn v1_mounts_in(mountinfo: &str, wanted: &[Controller]) -> Vec<(Controller, Path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_controller_is_in_a_hierarchy_only_when_proc_self_cgroup_names_it() {
+        let hybrid =
+            "12:pids:/user.slice\n4:cpu,cpuacct:/\n1:name=systemd:/init.scope\n0::/init.scope\n";
+        assert!(in_a_v1_hierarchy(hybrid, Controller::Pids));
+        assert!(in_a_v1_hierarchy(hybrid, Controller::Cpu));
+        assert!(in_a_v1_hierarchy(hybrid, Controller::Cpuacct));
+        assert!(!in_a_v1_hierarchy(hybrid, Controller::Hugetlb));
+        assert!(!in_a_v1_hierarchy(hybrid, Controller::Memory));
+        // cgroup2 alone names no controller; systemd's named hierarchy is none either.
+        assert!(!in_a_v1_hierarchy("0::/user.slice\n", Controller::Pids));
+        assert!(!in_a_v1_hierarchy("1:name=systemd:/\n", Controller::Memory));
+    }
 
     #[test]
     fn mountinfo_v1_controllers_are_found_by_their_files_and_cgroup2_ignored() {
