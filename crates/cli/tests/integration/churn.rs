@@ -121,7 +121,7 @@ fn churn_of_a_networked_pod_leaves_nothing_and_the_agent_stays_flat() {
                 note(format!("process {p} {cmdline}"));
             }
         }
-        for holder in holders_of(&netns) {
+        for holder in holders_of(&netns, &root.dir) {
             note(holder);
         }
         for folder in ["sandboxes", "pods", "logs"] {

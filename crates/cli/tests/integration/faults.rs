@@ -64,14 +64,24 @@ fn namespaces_of(root: &Path) -> BTreeSet<String> {
     found
 }
 
-/// Who still holds one of `names`, by the kernel's word: a process in it, a descriptor open on
-/// it, or a bind mount of it anywhere in this mount namespace.
-pub fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
+/// Who still holds one of `names`, by the kernel's word: a process of `root` in it or with a
+/// descriptor open on it, or a bind mount of it anywhere in this mount namespace.
+///
+/// Only `root`'s processes count ([`of_root`]), and no mount in another test's root: a
+/// namespace's name is its inode number, which the kernel gives to the next namespace made
+/// once this one is freed, and the suite's other tests make pods all the while. (The likely
+/// cause of a CI run's churn failure: at cycle 1 only, under the full suite, descriptor 4 of a
+/// process that no check named was "open on" the deleted pod's network namespace.)
+pub fn holders_of(names: &BTreeSet<String>, root: &Path) -> Vec<String> {
     let mut holders = Vec::new();
+    let of_this_root = of_root(root);
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
+        if !of_this_root(pid) {
+            continue;
+        }
         for kind in [NsKind::Net, NsKind::Ipc, NsKind::Uts, NsKind::Pid] {
             if let Ok(link) = std::fs::read_link(format!("/proc/{pid}/ns/{}", kind.proc_name())) {
                 if names.contains(&*link.to_string_lossy()) {
@@ -96,7 +106,9 @@ pub fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
         }
     }
     for mount in podlab_ns::mnt::mounts_below(Path::new("/")).unwrap_or_default() {
-        if names.contains(&*mount.root.to_string_lossy()) {
+        if names.contains(&*mount.root.to_string_lossy())
+            && !of_another_test(&mount.mount_point, root)
+        {
             holders.push(format!(
                 "{} is mounted on {}",
                 mount.root.display(),
@@ -105,6 +117,48 @@ pub fn holders_of(names: &BTreeSet<String>) -> Vec<String> {
         }
     }
     holders
+}
+
+/// Whether `path` is in the root of another test ([`Root::new`]'s `podlab-it-*` folders).
+fn of_another_test(path: &Path, root: &Path) -> bool {
+    !path.starts_with(root)
+        && path
+            .strip_prefix(std::env::temp_dir())
+            .ok()
+            .and_then(|p| p.components().next())
+            .is_some_and(|top| top.as_os_str().to_string_lossy().starts_with("podlab-it-"))
+}
+
+/// Whether a process belongs to `root`'s pods and agent: one that [`processes_of`] finds
+/// (shims, pause, containers), one started with `PODLAB_ROOT=root` (the agent, its keepers),
+/// or a descendant of either (the plugins the agent runs).
+fn of_root(root: &Path) -> impl Fn(i32) -> bool {
+    let own: BTreeSet<i32> = processes_of(root).into_iter().map(|(pid, _)| pid).collect();
+    let marker = format!("PODLAB_ROOT={}", root.display());
+    move |pid| {
+        let mut pid = pid;
+        for _ in 0..64 {
+            if own.contains(&pid) {
+                return true;
+            }
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+                return true;
+            }
+            let parent = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("PPid:"))
+                        .and_then(|p| p.trim().parse::<i32>().ok())
+                });
+            match parent {
+                Some(parent) if parent > 1 => pid = parent,
+                _ => return false,
+            }
+        }
+        false
+    }
 }
 
 /// The host ends attached to podlab's bridge in this network namespace.
@@ -302,7 +356,7 @@ fn crash_and_collect(point: &Point, bystander_ip: &str) -> Vec<String> {
     for (pid, cmdline) in processes_of(&root.dir) {
         note(format!("process {pid} {cmdline}"));
     }
-    for holder in holders_of(&namespaces) {
+    for holder in holders_of(&namespaces, &root.dir) {
         note(holder);
     }
     for folder in ["sandboxes", "pods", "logs"] {
