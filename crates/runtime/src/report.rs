@@ -21,8 +21,6 @@ pub fn monotonic_ns() -> u64 {
 pub enum ReportLine {
     Marks(Vec<(String, u64)>),
     Failed(InitFailure),
-    /// A step the parent acts on before the child is done (pause: its namespaces are made).
-    Reached(String),
 }
 
 /// The child's end of the report pipe, and the moments its steps ended.
@@ -51,11 +49,6 @@ impl Trace {
         let mut bytes = serde_json::to_vec(line).unwrap_or_default();
         bytes.push(b'\n');
         let _ = self.report.write_all(&bytes);
-    }
-
-    /// Tells the parent now that `step` is done, for it to act on while the child goes on.
-    pub fn reached(&mut self, step: &str) {
-        self.send(&ReportLine::Reached(step.to_string()));
     }
 
     /// Sends the marks; the next thing the parent hears is end-of-file (the `execve`) or a
@@ -109,30 +102,18 @@ pub struct StartStep {
 
 /// Reads a child's report pipe to its end.
 pub fn read_report(report: OwnedFd) -> Report {
-    read_report_with(report, |_| {})
-}
-
-/// Reads a child's report pipe to its end, calling `reached` with each step the child says
-/// it reached ([`Trace::reached`]) as the line comes, not at the end.
-pub fn read_report_with(report: OwnedFd, mut reached: impl FnMut(&str)) -> Report {
-    use std::io::BufRead;
-    let mut pipe = std::io::BufReader::new(std::fs::File::from(report));
-    let mut report = Report::default();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match pipe.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        if text.is_empty() {
-            continue;
-        }
-        match serde_json::from_slice::<ReportLine>(text) {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let mut pipe = std::fs::File::from(report);
+    let _ = pipe.read_to_end(&mut bytes);
+    let mut report = Report {
+        closed_at: monotonic_ns(),
+        ..Report::default()
+    };
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<ReportLine>(line) {
             Ok(ReportLine::Marks(marks)) => report.marks.extend(marks),
             Ok(ReportLine::Failed(failure)) => report.failure = Some(failure),
-            Ok(ReportLine::Reached(step)) => reached(&step),
             Err(_) => {
                 report.failure = Some(InitFailure {
                     step: "init".into(),
@@ -140,13 +121,12 @@ pub fn read_report_with(report: OwnedFd, mut reached: impl FnMut(&str)) -> Repor
                     errno: None,
                     message: format!(
                         "unreadable report from the container's init: {}",
-                        String::from_utf8_lossy(text)
+                        String::from_utf8_lossy(line)
                     ),
                 })
             }
         }
     }
-    report.closed_at = monotonic_ns();
     report
 }
 

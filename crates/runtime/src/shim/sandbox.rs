@@ -168,57 +168,47 @@ pub(crate) fn start(
         None => None,
     };
     let cgroups_made = gate.as_ref().filter(|_| args.placement.is_some());
-    let mut record = ShimRecord {
-        shim,
-        pause: None,
-        namespaces: Vec::new(),
-    };
-    // Pause's namespaces are pinned as soon as it has made them, while it goes on with its
-    // root and filters; the rest (`pin_pause`) after its `execve`.
-    let mut pinned_early = Ok(());
-    let started = start_pause(
+    let pause_pid = start_pause(
         args,
         own_pid.as_fd(),
         cgroups_made.map(|fd| fd.as_fd()),
         userns.as_ref().map(|fd| fd.as_fd()),
-        |pid| pinned_early = pin_pause(args, paths, pid, &mut record, true),
-    );
+    )?;
     drop(userns);
-    let undo = |record: &ShimRecord, pause: Option<Pid>| {
-        unpin_all(&record.namespaces);
-        if let Some(pid) = pause {
-            kill_and_reap(pid);
-        }
-        let _ = std::fs::remove_file(paths.shim_record());
-    };
-    let pause_pid = match (started, pinned_early) {
-        (Ok(pid), Ok(())) => pid,
-        (Ok(pid), Err(message)) => {
-            undo(&record, Some(pid));
-            return Err(message);
-        }
-        // A pause that failed has been waited for.
-        (Err(message), _) => {
-            undo(&record, None);
-            return Err(message);
-        }
-    };
     podlab_fault::point_reached("shim.after-pause");
     if let (true, Some(gate)) = (args.await_network, &gate) {
         crate::trace::process_mark("shim", "pause started, waits for the network");
         if !read_one_byte(gate.as_raw_fd()) {
-            undo(&record, Some(pause_pid));
+            kill_and_reap(pause_pid);
             return Err(
                 "the caller did not attach the pod's network (its ADD failed, or it died)".into(),
             );
         }
     }
     drop(gate);
-    if let Err(message) = pin_pause(args, paths, pause_pid, &mut record, false) {
-        undo(&record, Some(pause_pid));
-        return Err(message);
+    let pause = match ProcessIdentity::of(pause_pid.as_raw()) {
+        Ok(identity) => identity,
+        Err(e) => {
+            kill_and_reap(pause_pid);
+            return Err(e.to_string());
+        }
+    };
+    let mut record = ShimRecord {
+        shim,
+        pause: Some(pause),
+        namespaces: Vec::new(),
+    };
+    super::save(&paths.shim_record(), &record);
+    match pin_all(args, paths, pause.pid, &mut record.namespaces) {
+        Ok(()) => {}
+        Err(message) => {
+            unpin_all(&record.namespaces);
+            kill_and_reap(pause_pid);
+            let _ = std::fs::remove_file(paths.shim_record());
+            return Err(message);
+        }
     }
-    let pause = record.pause.expect("pin_pause records pause");
+    super::save(&paths.shim_record(), &record);
     podlab_fault::point_reached("shim.after-pins");
     let open = |kind: NsKind| -> Result<OwnedFd, String> {
         ops::open(&paths.ns(kind), kind).map_err(|e| e.to_string())
@@ -243,32 +233,12 @@ pub(crate) fn start(
     match opened {
         Ok(namespaces) => Ok((pause, namespaces, record)),
         Err(message) => {
-            undo(&record, Some(pause_pid));
+            unpin_all(&record.namespaces);
+            kill_and_reap(pause_pid);
+            let _ = std::fs::remove_file(paths.shim_record());
             Err(message)
         }
     }
-}
-
-/// What pause says on its report pipe once it has made the pod's namespaces.
-const NAMESPACES_MADE: &str = "namespaces made";
-
-/// Records pause in the shim's record (first, so that `gc` finds it if the shim dies while
-/// pinning) and pins its namespaces not pinned yet; `early`, while pause is still starting,
-/// not its user namespace nor a network namespace the caller attaches meanwhile.
-fn pin_pause(
-    args: &ShimArgs,
-    paths: &SandboxPaths,
-    pause: Pid,
-    record: &mut ShimRecord,
-    early: bool,
-) -> Result<(), String> {
-    if record.pause.is_none() {
-        record.pause = Some(ProcessIdentity::of(pause.as_raw()).map_err(|e| e.to_string())?);
-        super::save(&paths.shim_record(), record);
-    }
-    pin_all(args, paths, pause.as_raw(), &mut record.namespaces, early)?;
-    super::save(&paths.shim_record(), record);
-    Ok(())
 }
 
 /// The namespaces the pod gets of its own: uts and net unless hostNetwork (the node's uts
@@ -343,7 +313,6 @@ fn start_pause(
     own_pid: BorrowedFd<'_>,
     cgroups_made: Option<BorrowedFd<'_>>,
     userns: Option<BorrowedFd<'_>>,
-    namespaces_made: impl FnOnce(Pid),
 ) -> Result<Pid, String> {
     let process = pause_process(args)?;
     let template = match &args.mount_template {
@@ -403,13 +372,7 @@ fn start_pause(
         })
     })?;
     drop(null);
-    let mut namespaces_made = Some(namespaces_made);
-    let report = crate::report::read_report_with(report_r, |step| {
-        if let (NAMESPACES_MADE, Some(made)) = (step, namespaces_made.take()) {
-            made(pid);
-        }
-    });
-    match report.failure {
+    match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
             let _ = podlab_ns::child::wait_for(pid);
@@ -458,8 +421,6 @@ fn pause_child(
             .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
     trace.lap("the pod's namespaces");
-    // The shim pins them while this child goes on with its root and filters.
-    trace.reached(NAMESPACES_MADE);
     // The caller has made the cgroups meanwhile (containerd's pinned network namespace is
     // likewise made outside the sandbox's cgroup); entered before the mount namespace hides
     // /sys/fs/cgroup and before anything of the sandbox container's runs.
@@ -575,19 +536,12 @@ fn pin_all(
     paths: &SandboxPaths,
     pause: i32,
     pinned: &mut Vec<PinnedNamespace>,
-    early: bool,
 ) -> Result<(), String> {
     std::fs::create_dir_all(paths.ns_dir())
         .map_err(|e| format!("creating {}: {e}", paths.ns_dir().display()))?;
     let mut kinds = pod_kinds(args.host_network, args.host_ipc, args.share_pid);
     if args.security.user_namespace.is_some() {
         kinds.push(NsKind::User);
-    }
-    kinds.retain(|kind| !pinned.iter().any(|p| p.kind == *kind));
-    if early {
-        // Pause enters the user namespace last; the network namespace the caller pinned is
-        // the caller's until it has attached it (its undo, or `gc`, DELs through that pin).
-        kinds.retain(|kind| *kind != NsKind::User && !(*kind == NsKind::Net && args.await_network));
     }
     for kind in kinds {
         let path = paths.ns(kind);
