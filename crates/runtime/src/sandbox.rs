@@ -330,11 +330,7 @@ impl Runtime {
         state::write_record(&paths.record(), &sandbox)?;
         podlab_fault::point_reached("sandbox.after-record");
         trace.mark("sandbox ready (etc files, record)");
-        let first_made = first_made.or_else(|| {
-            first.map(|container| {
-                self.new_container(id, paths, config, sandbox.cgroup.as_ref(), container)
-            })
-        });
+        // Made meanwhile whenever the shim started (`start_shim` runs it before answering).
         Ok(first_made
             .map(|made| made.and_then(|record| self.record_container(paths, config, record))))
     }

@@ -636,8 +636,9 @@ const PAUSE_CALLS: &[&str] = &[
 /// The pause process's `RuntimeDefault`: containerd's default profile ([`runtime_default`])
 /// with only the rules of the calls the pause process makes (`PAUSE_CALLS`), so it allows
 /// nothing containerd's profile does not, and installs in about half the time (measured: 0.06
-/// ms against 0.10, `measure_the_install_of_each_seccomp_profile`). containerd gives the sandbox container its whole default
-/// profile; a process that only waits for signals needs none of the rest.
+/// ms against 0.10, `measure_the_install_of_each_seccomp_profile`). containerd gives the
+/// sandbox container its whole default profile; a process that only waits for signals needs
+/// none of the rest.
 pub fn pause_default(bounding: &[String]) -> LinuxSeccomp {
     let mut profile = runtime_default(bounding);
     let rules = profile.syscalls().clone().unwrap_or_default();
