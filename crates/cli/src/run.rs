@@ -467,13 +467,19 @@ fn run_container(
     name: &str,
     quiet: bool,
 ) -> Result<i32> {
-    match runtime.start_container(id) {
+    let stdin = pod_stdin(pod);
+    // Without stdin the exit is what the command waits for: asked for with the Start.
+    let started = match stdin {
+        true => runtime.start_container(id).map(|()| None),
+        false => runtime.start_container_and_wait(id).map(Some),
+    };
+    let mut waiter = match started {
         Err(podlab_runtime::Error::StartFailed { failure, .. }) => {
             return crate::exec::cannot_run(&failure)
         }
         started => started.context("StartContainer")?,
-    }
-    if pod_stdin(pod) {
+    };
+    if stdin {
         let flags = crate::attach::Flags {
             stdin: true,
             tty: pod_tty(pod),
@@ -499,21 +505,29 @@ fn run_container(
     let log = runtime.container_log_path(id)?;
     let mut follower = crate::logs::Follower::open(&log);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    let status = loop {
+    let exit_code = loop {
         follower.pump_streams(&mut out, &mut err)?;
         out.flush()?;
         if INTERRUPTED.load(Ordering::SeqCst) != 0 {
             runtime.stop_container(id, Duration::from_secs(2))?;
         }
-        let status = crate::logs::wait_a_while(runtime, id, Duration::from_millis(100))?;
+        let limit = Duration::from_millis(100);
+        match waiter.as_ref().map(|w| w.wait(limit)) {
+            Some(Ok(Some(exit))) => break Some(exit.exit_code),
+            Some(Ok(None)) => continue,
+            // The shim went away: the status says what is known (Unknown).
+            Some(Err(_)) => waiter = None,
+            None => {}
+        }
+        let status = crate::logs::wait_a_while(runtime, id, limit)?;
         if status.state != ContainerState::Running {
-            break status;
+            break status.exit_code;
         }
     };
     follower.pump_streams(&mut out, &mut err)?;
     out.flush()?;
     match INTERRUPTED.load(Ordering::SeqCst) {
-        0 => Ok(status.exit_code.unwrap_or(1)),
+        0 => Ok(exit_code.unwrap_or(1)),
         signal => Ok(128 + signal),
     }
 }

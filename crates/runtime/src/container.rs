@@ -262,6 +262,27 @@ impl Runtime {
     /// rootfs and `execve`s. An init failure is [`Error::StartFailed`] with the failing step
     /// (kubelet: `RunContainerError`); the container is then Exited with reason StartError.
     pub fn start_container(&self, id: &ContainerId) -> Result<()> {
+        self.start_then(id, None).map(drop)
+    }
+
+    /// [`Runtime::start_container`], with a Wait sent right behind the Start on the same
+    /// connection: the container's exit then comes on it ([`ExitWaiter::wait`]), with no
+    /// second connection to the shim and no status read before and after (`run --rm`).
+    pub fn start_container_and_wait(&self, id: &ContainerId) -> Result<ExitWaiter> {
+        let wait = Request::Wait {
+            container: id.clone(),
+        };
+        let (client, sandbox) = self.start_then(id, Some(&wait))?;
+        Ok(ExitWaiter { client, sandbox })
+    }
+
+    /// Sends Start (and `next`, which the shim reads once Start is answered), then waits for
+    /// Start's answer.
+    fn start_then(
+        &self,
+        id: &ContainerId,
+        next: Option<&Request>,
+    ) -> Result<(crate::protocol::ShimClient, SandboxId)> {
         let sandbox = self.sandbox_of(id)?;
         let paths = self.layout.sandbox(&sandbox);
         let _lock = SandboxLock::acquire(&paths.lock())?;
@@ -277,10 +298,13 @@ impl Runtime {
             },
             &template,
         )?;
+        if let Some(next) = next {
+            client.send(next, &[])?;
+        }
         match client.receive(None)? {
             Response::Started { .. } => {
                 podlab_fault::point_reached("container.after-start");
-                Ok(())
+                Ok((client, sandbox))
             }
             other => Err(unexpected(&sandbox, Some(id), "Start", other)),
         }
@@ -517,6 +541,43 @@ impl Runtime {
             .read(&self.layout.sandbox(&sandbox).container(id).record())?
             .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
         Ok(ContainerRecord::clone(&record))
+    }
+}
+
+/// A started container's connection to its shim, on which a Wait was sent
+/// ([`Runtime::start_container_and_wait`]).
+#[derive(Debug)]
+pub struct ExitWaiter {
+    client: crate::protocol::ShimClient,
+    sandbox: SandboxId,
+}
+
+/// How a container ended, as its shim recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerExit {
+    pub exit_code: i32,
+    /// Nanoseconds since the epoch.
+    pub finished_at: i64,
+}
+
+impl ExitWaiter {
+    /// The container's exit once it has exited (its record says the same by then); `None`
+    /// when `limit` passed first. An error when the shim went away: the container's status
+    /// is then Unknown.
+    pub fn wait(&self, limit: Duration) -> Result<Option<ContainerExit>> {
+        if !self.client.wait_readable(limit)? {
+            return Ok(None);
+        }
+        match self.client.receive(None)? {
+            Response::Exited {
+                exit_code,
+                finished_at,
+            } => Ok(Some(ContainerExit {
+                exit_code,
+                finished_at,
+            })),
+            other => Err(unexpected(&self.sandbox, None, "Wait", other)),
+        }
     }
 }
 

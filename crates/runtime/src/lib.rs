@@ -107,6 +107,7 @@ pub use config::{
     Mount, PodSandboxConfig, PodSandboxMetadata, PortMapping, RuntimeConfig, SandboxSecurity,
     SecurityConfig,
 };
+pub use container::{ContainerExit, ExitWaiter};
 pub use error::{Error, InitFailure, Result};
 pub use exec::{ExecProcess, ExecStdio, TtyExec};
 pub use gc::GcReport;
