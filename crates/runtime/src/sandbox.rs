@@ -12,7 +12,7 @@ use crate::network::{NetworkAttachment, PodNetwork};
 use crate::protocol::{Request, Response, ShimClient, ShimReady};
 use crate::runtime::{remove_tree, Runtime};
 use crate::shim::ShimArgs;
-use crate::starting_shim::{StartingShim, WaitingShim};
+use crate::starting_shim::{Spawning, StartingShim};
 use crate::state::{self, SandboxLock, SandboxPaths, SandboxRecord, ShimRecord};
 use crate::status::{NetworkMode, SandboxFilter, SandboxState, SandboxStatus};
 use crate::{Error, Result};
@@ -120,7 +120,7 @@ impl Runtime {
         id: &SandboxId,
         paths: &SandboxPaths,
         config: &PodSandboxConfig,
-        waiting: Option<WaitingShim>,
+        waiting: Option<Spawning>,
         first: Option<&crate::config::ContainerConfig>,
     ) -> Result<Option<Result<crate::id::ContainerId>>> {
         let created_at = now_ns();
@@ -135,8 +135,8 @@ impl Runtime {
         // this one, until the shim's `execve`, and the shim's start runs while this thread
         // takes or makes the network's namespace.
         let waiting = match waiting {
-            Some(waiting) => Spawning::ready(waiting),
-            None => Spawning::start(paths, id, &self.helper("podlab-shim")?)?,
+            Some(waiting) => waiting,
+            None => Spawning::start(paths, id, &self.helper("podlab-shim")?, None),
         };
         // The pod's cgroup and the pause container's below it: named now, made while the shim
         // starts (below).
@@ -852,66 +852,6 @@ fn start_shim(
             "the shim exited without answering; its log says: {}",
             shim_log().trim()
         ))),
-    }
-}
-
-/// The sandbox's shim: started ahead by the caller, or being spawned by a thread of
-/// RunPodSandbox. Spawned in the caller's thread first thing (tried), the `vfork` held it until
-/// the shim's `execve` (0.6 ms), and where the network's ADD runs while the shim starts (the
-/// CRI's pods) the ADD, the longest branch of the start, went out that much later.
-struct Spawning {
-    ready: Option<WaitingShim>,
-    /// Joined when dropped (a start that failed before it used the shim): the shim then reads
-    /// the end of its stdin and exits, and is waited for, before the sandbox's undo.
-    thread: Option<std::thread::JoinHandle<Result<WaitingShim>>>,
-}
-
-impl Spawning {
-    fn ready(waiting: WaitingShim) -> Spawning {
-        Spawning {
-            ready: Some(waiting),
-            thread: None,
-        }
-    }
-
-    /// Spawns `shim` on a thread of its own; in this one if no thread can be had.
-    fn start(paths: &SandboxPaths, id: &SandboxId, shim: &Path) -> Result<Spawning> {
-        let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
-        let thread = std::thread::Builder::new()
-            .name("podlab-spawn".into())
-            .spawn(move || {
-                crate::starting_shim::spawn_waiting(&owned_paths, &owned_id, &owned_shim, false)
-            });
-        match thread {
-            Ok(thread) => Ok(Spawning {
-                ready: None,
-                thread: Some(thread),
-            }),
-            Err(_) => Ok(Spawning::ready(crate::starting_shim::spawn_waiting(
-                paths, id, shim, true,
-            )?)),
-        }
-    }
-
-    fn wait(mut self) -> Result<WaitingShim> {
-        if let Some(waiting) = self.ready.take() {
-            return Ok(waiting);
-        }
-        match self.thread.take().map(|thread| thread.join()) {
-            Some(Ok(spawned)) => spawned,
-            Some(Err(_)) => Err(Error::Invalid(
-                "the thread spawning the shim panicked".into(),
-            )),
-            None => Err(Error::Invalid("the shim was waited for twice".into())),
-        }
-    }
-}
-
-impl Drop for Spawning {
-    fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -6,8 +6,9 @@
 //! start (its `execve` and glibc's, about a millisecond on this VM) waits behind it, while the
 //! other CPU is idle: measured in one `run --rm` of three, pause's namespaces came 1.2–1.5 ms
 //! later when caller and shim shared a CPU (docs/benchmarks.md, session 26). So right after the
-//! spawn the caller takes its own CPU out of the shim's affinity, which moves the shim at once
-//! if it is still there. The shim puts back the caller's affinity (passed in [`ENV_CPUS`]) once
+//! spawn the caller's CPU (that of the thread that goes on working, when a thread of its own
+//! spawns) is taken out of the shim's affinity, which moves the shim at once if it is still
+//! there. The shim puts back the caller's affinity (passed in [`ENV_CPUS`]) once
 //! it has read its arguments, which the caller sends after the hint, and before it forks
 //! anything: pause and the containers inherit the caller's affinity, as they would without the
 //! hint. A caller allowed on one CPU only (`taskset -c 0`) gives no hint.
@@ -48,15 +49,18 @@ fn allowed(cpus: &CpuSet) -> Vec<usize> {
         .collect()
 }
 
-/// Takes the caller's current CPU out of `child`'s affinity (`cpus`, the caller's), so the
-/// kernel moves it to another one now. Best effort: a hint, never an error.
-pub(crate) fn move_off_caller_cpu(child: u32, cpus: &CpuSet) {
+/// The CPU the calling thread runs on now.
+pub(crate) fn this_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu has no preconditions.
-    let Ok(mine) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
-        return;
-    };
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
+/// Takes `cpu` (the caller's: the CPU of the thread that goes on working meanwhile) out of
+/// `child`'s affinity (`cpus`, the caller's), so the kernel moves it to another one now. Best
+/// effort: a hint, never an error.
+pub(crate) fn move_off_cpu(child: u32, cpus: &CpuSet, cpu: usize) {
     let mut others = *cpus;
-    if others.unset(mine).is_err() || allowed(&others).is_empty() {
+    if others.unset(cpu).is_err() || allowed(&others).is_empty() {
         return;
     }
     if let Ok(pid) = i32::try_from(child) {
@@ -110,13 +114,14 @@ mod tests {
             .arg("10")
             .spawn()
             .unwrap();
-        move_off_caller_cpu(child.id(), &cpus);
+        let mine = this_cpu().expect("sched_getcpu");
+        move_off_cpu(child.id(), &cpus, mine);
         let theirs = sched_getaffinity(Pid::from_raw(child.id() as i32)).unwrap();
         let (theirs, all) = (allowed(&theirs), allowed(&cpus));
         let _ = child.kill();
         let _ = child.wait();
-        // The caller's CPU then, whichever it was: the child's set is the caller's less one.
+        // The caller's CPU then: the child's set is the caller's less that one.
         assert_eq!(theirs.len(), all.len() - 1, "{theirs:?} of {all:?}");
-        assert!(theirs.iter().all(|cpu| all.contains(cpu)));
+        assert!(theirs.iter().all(|cpu| all.contains(cpu) && *cpu != mine));
     }
 }

@@ -5,13 +5,13 @@
 //! are known. Started first, the shim gets that far on the other core meanwhile, then waits on
 //! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
 //! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
-//! Every shim gets its arguments so; [`Runtime::run_pod_sandbox`] spawns it on a thread of its
-//! own once the sandbox has its folder, and joins that thread where it needs the shim (see
-//! `sandbox::Spawning` for why not on its own thread).
+//! Every shim gets its arguments so, and is spawned by a thread of its own ([`Spawning`]): here
+//! once the folder and lock are made, by [`Runtime::run_pod_sandbox`] once the sandbox has its
+//! folder; the thread is joined where the shim is needed.
 //!
 //! ```text
 //! caller                                   podlab-shim --args-on-stdin --id ID --sandbox-dir DIR
-//!   mkdir DIR, lock, spawn ───────────────▶ execve, glibc's start
+//!   mkdir DIR, lock, spawn (a thread) ────▶ execve, glibc's start
 //!   stores, image, /etc files, /dev/shm      read(0) …
 //!   write(len, ["--id", ID, …]) ──────────▶ parse, fork the daemon, pause …
 //!   cgroups, then write("+") ─────────────▶ pause enters them
@@ -42,7 +42,7 @@ pub struct StartingShim {
     pub(crate) paths: SandboxPaths,
     pub(crate) lock: Option<SandboxLock>,
     /// Taken by the sandbox's start.
-    pub(crate) process: Option<WaitingShim>,
+    pub(crate) process: Option<Spawning>,
     /// The sandbox's start has the folder now (its undo removes it on failure).
     pub(crate) taken: bool,
 }
@@ -86,8 +86,14 @@ impl StartingShim {
             paths,
         };
         starting.lock = Some(SandboxLock::acquire(&starting.paths.lock())?);
-        // The caller goes on with its own work on this CPU while the shim starts.
-        starting.process = Some(spawn_waiting(&starting.paths, &starting.id, shim, true)?);
+        // The caller goes on with its own work on this CPU while a thread spawns the shim (the
+        // spawn's `vfork` holds that thread until the shim's `execve`) and the shim starts.
+        starting.process = Some(Spawning::start(
+            &starting.paths,
+            &starting.id,
+            shim,
+            crate::spawn_cpu::this_cpu(),
+        ));
         Ok(starting)
     }
 
@@ -103,14 +109,14 @@ impl StartingShim {
 }
 
 /// Spawns `shim` for sandbox `id`, whose folder `paths` is made and locked: it waits for its
-/// arguments on its stdin, its log in the folder. `off_caller_cpu` for a caller that goes on
-/// working on this thread meanwhile ([`crate::spawn_cpu`]); a thread that only spawns leaves
-/// its CPU to the shim.
+/// arguments on its stdin, its log in the folder. `off_cpu`: the CPU of a thread that goes on
+/// working meanwhile, which the shim is kept off ([`crate::spawn_cpu`]); a thread that only
+/// spawns, for a caller that waits for it, leaves its CPU to the shim.
 pub(crate) fn spawn_waiting(
     paths: &SandboxPaths,
     id: &SandboxId,
     shim: &Path,
-    off_caller_cpu: bool,
+    off_cpu: Option<usize>,
 ) -> Result<WaitingShim> {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -119,9 +125,9 @@ pub(crate) fn spawn_waiting(
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-    let cpus = off_caller_cpu.then(crate::spawn_cpu::caller_cpus).flatten();
+    let cpus = off_cpu.and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
     let mut command = Command::new(shim);
-    if let Some(cpus) = &cpus {
+    if let Some((cpus, _)) = &cpus {
         command.env(crate::spawn_cpu::ENV_CPUS, crate::spawn_cpu::encode(cpus));
     }
     let child = command
@@ -140,13 +146,73 @@ pub(crate) fn spawn_waiting(
         .stderr(log)
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
-    if let Some(cpus) = &cpus {
-        crate::spawn_cpu::move_off_caller_cpu(child.id(), cpus);
+    if let Some((cpus, cpu)) = &cpus {
+        crate::spawn_cpu::move_off_cpu(child.id(), cpus, *cpu);
     }
     Ok(WaitingShim {
         child: Some(child),
         pipe: Some(write),
     })
+}
+
+/// A sandbox's shim being spawned by a thread of its own, or spawned already. Spawned in the
+/// caller's thread, the `vfork` held it until the shim's `execve` (0.6 ms), and where the
+/// network's ADD runs while the shim starts (the CRI's pods) the ADD, the longest branch of the
+/// start, went out that much later; a `run --rm`'s command went on to its pod's folders later.
+pub(crate) struct Spawning {
+    /// Spawned (or failed) in the caller's thread.
+    done: Option<Result<WaitingShim>>,
+    /// Joined when dropped (a start that failed before it used the shim): the shim then reads
+    /// the end of its stdin and exits, and is waited for, before the sandbox's undo.
+    thread: Option<std::thread::JoinHandle<Result<WaitingShim>>>,
+}
+
+impl Spawning {
+    /// Spawns `shim` on a thread of its own, kept off `off_cpu` ([`spawn_waiting`]); in this
+    /// thread, and off its CPU, if no thread can be had.
+    pub(crate) fn start(
+        paths: &SandboxPaths,
+        id: &SandboxId,
+        shim: &Path,
+        off_cpu: Option<usize>,
+    ) -> Spawning {
+        let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
+        let thread = std::thread::Builder::new()
+            .name("podlab-spawn".into())
+            .spawn(move || spawn_waiting(&owned_paths, &owned_id, &owned_shim, off_cpu));
+        match thread {
+            Ok(thread) => Spawning {
+                done: None,
+                thread: Some(thread),
+            },
+            Err(_) => Spawning {
+                done: Some(spawn_waiting(paths, id, shim, crate::spawn_cpu::this_cpu())),
+                thread: None,
+            },
+        }
+    }
+
+    /// The spawned shim, once its spawn is done.
+    pub(crate) fn wait(mut self) -> Result<WaitingShim> {
+        if let Some(done) = self.done.take() {
+            return done;
+        }
+        match self.thread.take().map(|thread| thread.join()) {
+            Some(Ok(spawned)) => spawned,
+            Some(Err(_)) => Err(Error::Invalid(
+                "the thread spawning the shim panicked".into(),
+            )),
+            None => Err(Error::Invalid("the shim was waited for twice".into())),
+        }
+    }
+}
+
+impl Drop for Spawning {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Sends `args` down the shim's stdin: their length (4 bytes, little-endian), then a JSON array
