@@ -1005,8 +1005,8 @@ impl Precompiled {
 }
 
 /// Compiles `spec` now and keeps the filters for [`compile_cached`]: the shim does it for the
-/// pod's `RuntimeDefault` while it waits for the first CreateContainer, so that a container's
-/// init, forked from it, finds its filters made instead of compiling them on the way to its
+/// pod's `RuntimeDefault` while it waits for pause to start, so that a container's init,
+/// forked from it, finds its filters made instead of compiling them on the way to its
 /// `execve` (0.25 ms of a release build).
 pub fn precompile(spec: SeccompSpec) {
     if let Ok(filters) = compile(&spec.profile()) {

@@ -417,7 +417,22 @@ impl Shim {
         let gate = (args.placement.is_some() || args.await_network)
             .then(take_gate_pipe)
             .transpose()?;
-        let started = sandbox::start(&args, &paths, me, gate);
+        // The first container's likely filters, compiled while this process would only wait
+        // for pause: done once the pod was announced, the compile (0.25 ms) held a CPU the
+        // caller then wanted for the sandbox's records and its StartContainer.
+        let precompile = || {
+            if args.security.seccomp == crate::seccomp::SeccompProfile::RuntimeDefault
+                && !args.security.privileged
+            {
+                if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
+                    crate::seccomp::precompile(crate::seccomp::SeccompSpec::Named {
+                        named: crate::seccomp::NamedProfile::RuntimeDefault,
+                        bounding: default_caps,
+                    });
+                }
+            }
+        };
+        let started = sandbox::start(&args, &paths, me, gate, precompile);
         let (pause, namespaces, record) = match started {
             Ok(started) => started,
             Err(message) => {
@@ -428,17 +443,6 @@ impl Shim {
         };
         crate::trace::process_mark("shim", "namespaces (shim, pause, pins, lo)");
         announce(&ShimReady::Ready(record.clone()));
-        if args.security.seccomp == crate::seccomp::SeccompProfile::RuntimeDefault
-            && !args.security.privileged
-        {
-            // While the caller prepares the first container: its likely profile, compiled.
-            if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
-                crate::seccomp::precompile(crate::seccomp::SeccompSpec::Named {
-                    named: crate::seccomp::NamedProfile::RuntimeDefault,
-                    bounding: default_caps,
-                });
-            }
-        }
         Ok(Shim {
             paths,
             listener,

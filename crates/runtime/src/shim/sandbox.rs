@@ -156,6 +156,7 @@ pub(crate) fn start(
     paths: &SandboxPaths,
     shim: ProcessIdentity,
     gate: Option<OwnedFd>,
+    while_pause_starts: impl FnOnce(),
 ) -> Result<(ProcessIdentity, PodNamespaces, ShimRecord), String> {
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
@@ -173,6 +174,7 @@ pub(crate) fn start(
         own_pid.as_fd(),
         cgroups_made.map(|fd| fd.as_fd()),
         userns.as_ref().map(|fd| fd.as_fd()),
+        while_pause_starts,
     )?;
     drop(userns);
     podlab_fault::point_reached("shim.after-pause");
@@ -313,6 +315,7 @@ fn start_pause(
     own_pid: BorrowedFd<'_>,
     cgroups_made: Option<BorrowedFd<'_>>,
     userns: Option<BorrowedFd<'_>>,
+    while_pause_starts: impl FnOnce(),
 ) -> Result<Pid, String> {
     let process = pause_process(args)?;
     let template = match &args.mount_template {
@@ -372,6 +375,8 @@ fn start_pause(
         })
     })?;
     drop(null);
+    // pause makes its namespaces, waits for its cgroups and makes its root meanwhile.
+    while_pause_starts();
     match crate::report::read_report(report_r).failure {
         None => Ok(pid),
         Some(failure) => {
