@@ -323,15 +323,26 @@ fn run_rm(
     container
         .labels
         .insert(LABEL_MANAGED_BY.into(), MANAGED_BY_RUN.into());
-    // RunPodSandbox and CreateContainer in one: the container is made while pause starts.
+    // RunPodSandbox and CreateContainer in one: the container is made while pause starts,
+    // and without stdin started (its exit waited for) as soon as the sandbox is ready.
+    let stdin = pod_stdin(&pod);
     let made = podlab_kubelet::volume::set_up(&pod, &dirs, &podlab_kubelet::env::NoObjects)
         .map_err(anyhow::Error::from)
         .and_then(|()| {
-            Ok(runtime.run_pod_sandbox_and_container(&sandbox_config, starting, &container)?)
+            Ok(match stdin {
+                true => runtime
+                    .run_pod_sandbox_and_container(&sandbox_config, starting, &container)
+                    .map(|(sandbox, made)| (sandbox, made.map(|id| (id, None))))?,
+                false => runtime
+                    .run_pod_sandbox_and_start(&sandbox_config, starting, &container)
+                    .map(|(sandbox, made)| {
+                        (sandbox, made.map(|(id, started)| (id, Some(started))))
+                    })?,
+            })
         });
     let (made, outcome) = match made {
-        Ok((sandbox, Ok(id))) => {
-            let outcome = run_container(&runtime, &id, &pod, &args.name, args.quiet);
+        Ok((sandbox, Ok((id, started)))) => {
+            let outcome = run_container(&runtime, &id, &pod, &args.name, args.quiet, started);
             (Ok(sandbox), outcome)
         }
         Ok((sandbox, Err(e))) => (
@@ -458,20 +469,23 @@ fn remove_after_return(
     }
 }
 
-/// Starts the container, streams its output (stdout to stdout, stderr to stderr)
-/// until it exits, and returns its exit code; an interrupt stops it first (exit 128+signal).
+/// Starts the container (unless `started` says how its start went), streams its output
+/// (stdout to stdout, stderr to stderr) until it exits, and returns its exit code; an
+/// interrupt stops it first (exit 128+signal).
 fn run_container(
     runtime: &Runtime,
     id: &podlab_runtime::ContainerId,
     pod: &Pod,
     name: &str,
     quiet: bool,
+    started: Option<podlab_runtime::Result<podlab_runtime::ExitWaiter>>,
 ) -> Result<i32> {
     let stdin = pod_stdin(pod);
     // Without stdin the exit is what the command waits for: asked for with the Start.
-    let started = match stdin {
-        true => runtime.start_container(id).map(|()| None),
-        false => runtime.start_container_and_wait(id).map(Some),
+    let started = match (started, stdin) {
+        (Some(started), _) => started.map(Some),
+        (None, true) => runtime.start_container(id).map(|()| None),
+        (None, false) => runtime.start_container_and_wait(id).map(Some),
     };
     let mut waiter = match started {
         Err(podlab_runtime::Error::StartFailed { failure, .. }) => {

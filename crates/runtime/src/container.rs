@@ -301,13 +301,8 @@ impl Runtime {
         if let Some(next) = next {
             client.send(next, &[])?;
         }
-        match client.receive(None)? {
-            Response::Started { .. } => {
-                podlab_fault::point_reached("container.after-start");
-                Ok((client, sandbox))
-            }
-            other => Err(unexpected(&sandbox, Some(id), "Start", other)),
-        }
+        let waiter = started(client, &sandbox, id)?;
+        Ok((waiter.client, sandbox))
     }
 
     /// StopContainer: SIGTERM, up to `grace` for it to exit, then SIGKILL. A container that is
@@ -578,6 +573,24 @@ impl ExitWaiter {
             })),
             other => Err(unexpected(&self.sandbox, None, "Wait", other)),
         }
+    }
+}
+
+/// The answer to a Start sent on `client` (with a Wait behind it, for the waiter).
+pub(crate) fn started(
+    client: crate::protocol::ShimClient,
+    sandbox: &SandboxId,
+    id: &ContainerId,
+) -> Result<ExitWaiter> {
+    match client.receive(None)? {
+        Response::Started { .. } => {
+            podlab_fault::point_reached("container.after-start");
+            Ok(ExitWaiter {
+                client,
+                sandbox: sandbox.clone(),
+            })
+        }
+        other => Err(unexpected(sandbox, Some(id), "Start", other)),
     }
 }
 

@@ -28,7 +28,8 @@ impl Runtime {
     /// network plugin's attachment, the /etc files. A failure at any step removes everything
     /// made so far and returns the error (kubelet: `FailedCreatePodSandBox`).
     pub fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<SandboxId> {
-        self.start_sandbox(config, None, None).map(|(id, _)| id)
+        self.start_sandbox(config, None, None, false)
+            .map(|(id, _)| id)
     }
 
     /// RunPodSandbox with a shim started ahead for this runtime's root
@@ -39,7 +40,7 @@ impl Runtime {
         config: &PodSandboxConfig,
         starting: StartingShim,
     ) -> Result<SandboxId> {
-        self.start_sandbox(config, Some(starting), None)
+        self.start_sandbox(config, Some(starting), None, false)
             .map(|(id, _)| id)
     }
 
@@ -55,11 +56,39 @@ impl Runtime {
         starting: Option<StartingShim>,
         container: &crate::config::ContainerConfig,
     ) -> Result<(SandboxId, Result<crate::id::ContainerId>)> {
-        let (id, created) = self.start_sandbox(config, starting, Some(container))?;
-        Ok((
-            id,
-            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into()))),
-        ))
+        let (id, created) = self.start_sandbox(config, starting, Some(container), false)?;
+        let created =
+            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into())));
+        Ok((id, created.map(|first| first.id)))
+    }
+
+    /// [`Runtime::run_pod_sandbox_and_container`], then StartContainer with a Wait behind it
+    /// ([`Runtime::start_container_and_wait`]): `run --rm`'s pod without stdin. Where the
+    /// container's /etc files are final before the shim is ready (no network ADD runs while
+    /// it starts), its record is written and its Start and Wait are sent on the shim's socket
+    /// while the shim still starts: the shim takes them up as soon as the sandbox is ready,
+    /// while this thread writes the sandbox's record. The second value is the container's
+    /// creation (an error: a sandbox Ready without it), then its start.
+    pub fn run_pod_sandbox_and_start(
+        &self,
+        config: &PodSandboxConfig,
+        starting: Option<StartingShim>,
+        container: &crate::config::ContainerConfig,
+    ) -> Result<(
+        SandboxId,
+        Result<(crate::id::ContainerId, Result<crate::container::ExitWaiter>)>,
+    )> {
+        let (sandbox, created) = self.start_sandbox(config, starting, Some(container), true)?;
+        let created =
+            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into())));
+        let started = created.map(|first| {
+            let waiter = match first.queued_start {
+                Some(client) => crate::container::started(client, &sandbox, &first.id),
+                None => self.start_container_and_wait(&first.id),
+            };
+            (first.id, waiter)
+        });
+        Ok((sandbox, started))
     }
 
     fn start_sandbox(
@@ -67,7 +96,8 @@ impl Runtime {
         config: &PodSandboxConfig,
         starting: Option<StartingShim>,
         first: Option<&crate::config::ContainerConfig>,
-    ) -> Result<(SandboxId, Option<Result<crate::id::ContainerId>>)> {
+        start_first: bool,
+    ) -> Result<(SandboxId, Option<Result<FirstContainer>>)> {
         check_user_namespace(config)?;
         let (id, paths, lock, waiting) = match starting {
             Some(mut starting) => {
@@ -102,7 +132,7 @@ impl Runtime {
             }
         };
         podlab_fault::point_reached("sandbox.after-folder");
-        match self.make_sandbox(&id, &paths, config, waiting, first) {
+        match self.make_sandbox(&id, &paths, config, waiting, first, start_first) {
             Ok(created) => {
                 drop(lock);
                 Ok((id, created))
@@ -122,7 +152,8 @@ impl Runtime {
         config: &PodSandboxConfig,
         waiting: Option<Spawning>,
         first: Option<&crate::config::ContainerConfig>,
-    ) -> Result<Option<Result<crate::id::ContainerId>>> {
+        start_first: bool,
+    ) -> Result<Option<Result<FirstContainer>>> {
         let created_at = now_ns();
         let network_mode = if config.host_network {
             NetworkMode::Node
@@ -223,6 +254,14 @@ impl Runtime {
         // while it runs).
         let added_while_starting = std::sync::Mutex::new(None);
         let mut first_made = None;
+        // A namespace made ahead has its addresses already: the /etc files get them at once.
+        let prepared_ips: &[String] = prepared.as_ref().map_or(&[], |p| &p.attachment.ips);
+        let template: Vec<_> = self
+            .mount_template
+            .iter()
+            .map(|t| std::os::fd::AsRawFd::as_raw_fd(&t.fd()))
+            .collect();
+        let id_of_sandbox = id;
         let started = std::thread::scope(|scope| {
             let adding = self
                 .network
@@ -243,7 +282,7 @@ impl Runtime {
             let attach = || adding.is_none_or(|thread| thread.join().unwrap_or(false));
             // What the shim and pause do not need, made while pause makes the namespaces.
             let meanwhile = || -> Result<()> {
-                write_etc_files(paths, config, &[])?;
+                write_etc_files(paths, config, prepared_ips)?;
                 std::fs::create_dir(paths.containers_dir())
                     .map_err(|e| Error::io("creating", paths.containers_dir(), e))?;
                 std::fs::create_dir(paths.shm())
@@ -255,7 +294,19 @@ impl Runtime {
                     let made =
                         self.new_container(id, paths, config, pod_cgroup.as_ref(), container);
                     trace.mark("container's folders, cgroup (ahead)");
-                    first_made = Some(made);
+                    // Its /etc files are final unless an ADD still runs: then it is recorded
+                    // and started once the sandbox is Ready.
+                    first_made = Some(match made {
+                        Ok(record) if start_first && !attach_while_starting => {
+                            self.record_container(paths, config, record).map(|id| {
+                                Made::Queued(FirstContainer {
+                                    queued_start: queue_start(id_of_sandbox, paths, &id, &template),
+                                    id,
+                                })
+                            })
+                        }
+                        made => made.map(Made::New),
+                    });
                 }
                 Ok(())
             };
@@ -314,7 +365,7 @@ impl Runtime {
         if !attach_while_starting {
             podlab_fault::point_reached("sandbox.after-network");
         }
-        if !attachment.ips.is_empty() {
+        if attach_while_starting && !attachment.ips.is_empty() {
             write_etc_files(paths, config, &attachment.ips)?;
         }
         let sandbox = SandboxRecord {
@@ -331,8 +382,18 @@ impl Runtime {
         podlab_fault::point_reached("sandbox.after-record");
         trace.mark("sandbox ready (etc files, record)");
         // Made meanwhile whenever the shim started (`start_shim` runs it before answering).
-        Ok(first_made
-            .map(|made| made.and_then(|record| self.record_container(paths, config, record))))
+        Ok(first_made.map(|made| {
+            made.and_then(|made| match made {
+                Made::Queued(first) => Ok(first),
+                Made::New(record) => {
+                    self.record_container(paths, config, record)
+                        .map(|id| FirstContainer {
+                            id,
+                            queued_start: None,
+                        })
+                }
+            })
+        }))
     }
 
     /// Takes down what a failed RunPodSandbox made: the network attachment (a DEL after a failed
@@ -733,6 +794,43 @@ fn check_user_namespace(config: &PodSandboxConfig) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first container of a sandbox made in the same call, and the connection its Start and
+/// Wait were sent on while the shim started, if they were.
+pub(crate) struct FirstContainer {
+    pub(crate) id: crate::id::ContainerId,
+    pub(crate) queued_start: Option<ShimClient>,
+}
+
+/// What the sandbox's start made of its first container meanwhile.
+enum Made {
+    /// Made, to be recorded once the sandbox is Ready.
+    New(crate::state::ContainerRecord),
+    /// Recorded, its start sent ahead (or not, when the socket could not be reached).
+    Queued(FirstContainer),
+}
+
+/// Sends StartContainer and Wait for `container` on the socket of the shim that is starting
+/// sandbox `id`: the shim binds its socket before it forks pause and reads its connections
+/// once the sandbox is ready. None when the socket cannot be reached yet (the container is
+/// then started once the sandbox is Ready, as StartContainer would).
+fn queue_start(
+    id: &SandboxId,
+    paths: &SandboxPaths,
+    container: &crate::id::ContainerId,
+    template: &[std::os::fd::RawFd],
+) -> Option<ShimClient> {
+    let client = ShimClient::connect(&paths.socket(), id.as_str()).ok()?;
+    let start = Request::Start {
+        container: container.clone(),
+    };
+    let wait = Request::Wait {
+        container: container.clone(),
+    };
+    client.send(&start, template).ok()?;
+    client.send(&wait, &[]).ok()?;
+    Some(client)
 }
 
 fn write_etc_files(paths: &SandboxPaths, config: &PodSandboxConfig, ips: &[String]) -> Result<()> {
