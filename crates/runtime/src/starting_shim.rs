@@ -27,6 +27,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use nix::sched::CpuSet;
+
 use crate::config::RuntimeConfig;
 use crate::id::SandboxId;
 use crate::runtime::Runtime;
@@ -109,14 +111,15 @@ impl StartingShim {
 }
 
 /// Spawns `shim` for sandbox `id`, whose folder `paths` is made and locked: it waits for its
-/// arguments on its stdin, its log in the folder. `off_cpu`: the CPU of a thread that goes on
-/// working meanwhile, which the shim is kept off ([`crate::spawn_cpu`]); a thread that only
-/// spawns, for a caller that waits for it, leaves its CPU to the shim.
+/// arguments on its stdin, its log in the folder. `off_cpu`: the caller's affinity and the CPU
+/// of its thread that goes on working meanwhile, which the shim is kept off
+/// ([`crate::spawn_cpu`]); a thread that only spawns, for a caller that waits for it, leaves
+/// its CPU to the shim.
 pub(crate) fn spawn_waiting(
     paths: &SandboxPaths,
     id: &SandboxId,
     shim: &Path,
-    off_cpu: Option<usize>,
+    off_cpu: Option<(CpuSet, usize)>,
 ) -> Result<WaitingShim> {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -125,7 +128,7 @@ pub(crate) fn spawn_waiting(
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-    let cpus = off_cpu.and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
+    let cpus = off_cpu;
     let mut command = Command::new(shim);
     if let Some((cpus, _)) = &cpus {
         command.env(crate::spawn_cpu::ENV_CPUS, crate::spawn_cpu::encode(cpus));
@@ -176,19 +179,30 @@ impl Spawning {
         shim: &Path,
         off_cpu: Option<usize>,
     ) -> Spawning {
+        let hint = off_cpu.and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
         let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
         let thread = std::thread::Builder::new()
             .name("podlab-spawn".into())
-            .spawn(move || spawn_waiting(&owned_paths, &owned_id, &owned_shim, off_cpu));
+            .spawn(move || spawn_waiting(&owned_paths, &owned_id, &owned_shim, hint));
         match thread {
-            Ok(thread) => Spawning {
-                done: None,
-                thread: Some(thread),
-            },
-            Err(_) => Spawning {
-                done: Some(spawn_waiting(paths, id, shim, crate::spawn_cpu::this_cpu())),
-                thread: None,
-            },
+            Ok(thread) => {
+                if let Some((cpus, cpu)) = &hint {
+                    let pthread = std::os::unix::thread::JoinHandleExt::as_pthread_t(&thread);
+                    crate::spawn_cpu::move_thread_off_cpu(pthread, cpus, *cpu);
+                }
+                Spawning {
+                    done: None,
+                    thread: Some(thread),
+                }
+            }
+            Err(_) => {
+                let here = crate::spawn_cpu::this_cpu()
+                    .and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
+                Spawning {
+                    done: Some(spawn_waiting(paths, id, shim, here)),
+                    thread: None,
+                }
+            }
         }
     }
 
