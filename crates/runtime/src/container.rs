@@ -262,47 +262,32 @@ impl Runtime {
     /// rootfs and `execve`s. An init failure is [`Error::StartFailed`] with the failing step
     /// (kubelet: `RunContainerError`); the container is then Exited with reason StartError.
     pub fn start_container(&self, id: &ContainerId) -> Result<()> {
-        self.start_then(id, None).map(drop)
+        self.start_then(id, false).map(drop)
     }
 
     /// [`Runtime::start_container`], with a Wait sent right behind the Start on the same
     /// connection: the container's exit then comes on it ([`ExitWaiter::wait`]), with no
     /// second connection to the shim and no status read before and after (`run --rm`).
     pub fn start_container_and_wait(&self, id: &ContainerId) -> Result<ExitWaiter> {
-        let wait = Request::Wait {
-            container: id.clone(),
-        };
-        let (client, sandbox) = self.start_then(id, Some(&wait))?;
-        Ok(ExitWaiter { client, sandbox })
+        self.start_then(id, true)
     }
 
-    /// Sends Start (and `next`, which the shim reads once Start is answered), then waits for
-    /// Start's answer.
-    fn start_then(
-        &self,
-        id: &ContainerId,
-        next: Option<&Request>,
-    ) -> Result<(crate::protocol::ShimClient, SandboxId)> {
+    /// Sends Start (and a Wait behind it when `wait`), then waits for Start's answer.
+    fn start_then(&self, id: &ContainerId, wait: bool) -> Result<ExitWaiter> {
         let sandbox = self.sandbox_of(id)?;
         let paths = self.layout.sandbox(&sandbox);
         let _lock = SandboxLock::acquire(&paths.lock())?;
         let client = self.shim(&sandbox)?;
-        let template: Vec<_> = self
-            .mount_template
+        send_start(&client, id, &self.mount_template_fds(), wait)?;
+        started(client, &sandbox, id)
+    }
+
+    /// The mount template's descriptor as a Start carries it, if the runtime has one.
+    pub(crate) fn mount_template_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.mount_template
             .iter()
             .map(|t| std::os::fd::AsRawFd::as_raw_fd(&t.fd()))
-            .collect();
-        client.send(
-            &Request::Start {
-                container: id.clone(),
-            },
-            &template,
-        )?;
-        if let Some(next) = next {
-            client.send(next, &[])?;
-        }
-        let waiter = started(client, &sandbox, id)?;
-        Ok((waiter.client, sandbox))
+            .collect()
     }
 
     /// StopContainer: SIGTERM, up to `grace` for it to exit, then SIGKILL. A container that is
@@ -574,6 +559,31 @@ impl ExitWaiter {
             other => Err(unexpected(&self.sandbox, None, "Wait", other)),
         }
     }
+}
+
+/// Sends StartContainer of `id` on `client`, with the mount template's descriptor, and when
+/// `wait` a Wait behind it (the shim reads it once Start is answered).
+pub(crate) fn send_start(
+    client: &crate::protocol::ShimClient,
+    id: &ContainerId,
+    template: &[std::os::fd::RawFd],
+    wait: bool,
+) -> Result<()> {
+    client.send(
+        &Request::Start {
+            container: id.clone(),
+        },
+        template,
+    )?;
+    if wait {
+        client.send(
+            &Request::Wait {
+                container: id.clone(),
+            },
+            &[],
+        )?;
+    }
+    Ok(())
 }
 
 /// The answer to a Start sent on `client` (with a Wait behind it, for the waiter).

@@ -256,12 +256,7 @@ impl Runtime {
         let mut first_made = None;
         // A namespace made ahead has its addresses already: the /etc files get them at once.
         let prepared_ips: &[String] = prepared.as_ref().map_or(&[], |p| &p.attachment.ips);
-        let template: Vec<_> = self
-            .mount_template
-            .iter()
-            .map(|t| std::os::fd::AsRawFd::as_raw_fd(&t.fd()))
-            .collect();
-        let id_of_sandbox = id;
+        let template = self.mount_template_fds();
         let started = std::thread::scope(|scope| {
             let adding = self
                 .network
@@ -297,14 +292,14 @@ impl Runtime {
                     // Its /etc files are final unless an ADD still runs: then it is recorded
                     // and started once the sandbox is Ready.
                     first_made = Some(match made {
-                        Ok(record) if start_first && !attach_while_starting => {
-                            self.record_container(paths, config, record).map(|id| {
+                        Ok(record) if start_first && !attach_while_starting => self
+                            .record_container(paths, config, record)
+                            .map(|container| {
                                 Made::Queued(FirstContainer {
-                                    queued_start: queue_start(id_of_sandbox, paths, &id, &template),
-                                    id,
+                                    queued_start: queue_start(id, paths, &container, &template),
+                                    id: container,
                                 })
-                            })
-                        }
+                            }),
                         made => made.map(Made::New),
                     });
                 }
@@ -822,14 +817,7 @@ fn queue_start(
     template: &[std::os::fd::RawFd],
 ) -> Option<ShimClient> {
     let client = ShimClient::connect(&paths.socket(), id.as_str()).ok()?;
-    let start = Request::Start {
-        container: container.clone(),
-    };
-    let wait = Request::Wait {
-        container: container.clone(),
-    };
-    client.send(&start, template).ok()?;
-    client.send(&wait, &[]).ok()?;
+    crate::container::send_start(&client, container, template, true).ok()?;
     Some(client)
 }
 

@@ -26,6 +26,12 @@ pub(crate) fn caller_cpus() -> Option<CpuSet> {
     (allowed(&cpus).len() > 1).then_some(cpus)
 }
 
+/// The caller's affinity and `cpu` (its working thread's) for a spawn kept off that CPU; None
+/// when there is no CPU or no other CPU.
+pub(crate) fn hint(cpu: Option<usize>) -> Option<(CpuSet, usize)> {
+    Some((caller_cpus()?, cpu?))
+}
+
 /// `cpus` as [`ENV_CPUS`] carries it.
 pub(crate) fn encode(cpus: &CpuSet) -> String {
     allowed(cpus)

@@ -128,9 +128,8 @@ pub(crate) fn spawn_waiting(
         .map_err(|e| Error::io("opening", paths.shim_log(), e))?;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Error::io("making", "the shim's argument pipe", e.into()))?;
-    let cpus = off_cpu;
     let mut command = Command::new(shim);
-    if let Some((cpus, _)) = &cpus {
+    if let Some((cpus, _)) = &off_cpu {
         command.env(crate::spawn_cpu::ENV_CPUS, crate::spawn_cpu::encode(cpus));
     }
     let child = command
@@ -149,7 +148,7 @@ pub(crate) fn spawn_waiting(
         .stderr(log)
         .spawn()
         .map_err(|e| Error::io("starting", shim, e))?;
-    if let Some((cpus, cpu)) = &cpus {
+    if let Some((cpus, cpu)) = &off_cpu {
         crate::spawn_cpu::move_off_cpu(child.id(), cpus, *cpu);
     }
     Ok(WaitingShim {
@@ -179,7 +178,7 @@ impl Spawning {
         shim: &Path,
         off_cpu: Option<usize>,
     ) -> Spawning {
-        let hint = off_cpu.and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
+        let hint = crate::spawn_cpu::hint(off_cpu);
         let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
         let thread = std::thread::Builder::new()
             .name("podlab-spawn".into())
@@ -195,14 +194,15 @@ impl Spawning {
                     thread: Some(thread),
                 }
             }
-            Err(_) => {
-                let here = crate::spawn_cpu::this_cpu()
-                    .and_then(|cpu| Some((crate::spawn_cpu::caller_cpus()?, cpu)));
-                Spawning {
-                    done: Some(spawn_waiting(paths, id, shim, here)),
-                    thread: None,
-                }
-            }
+            Err(_) => Spawning {
+                done: Some(spawn_waiting(
+                    paths,
+                    id,
+                    shim,
+                    crate::spawn_cpu::hint(crate::spawn_cpu::this_cpu()),
+                )),
+                thread: None,
+            },
         }
     }
 
