@@ -21,6 +21,7 @@ mod exec;
 mod explain;
 mod gc;
 mod get;
+mod handover;
 mod image;
 mod image_pull;
 mod index;

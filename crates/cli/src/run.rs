@@ -379,7 +379,8 @@ fn run_rm(
 /// The pod's removal once its container has exited and its output is streamed: CNI DEL (a
 /// plugin run each), the shim's shutdown with pause and the namespace pins, the sandbox's
 /// folder and cgroups, the volumes. None of it changes what the command reports, so a child
-/// of this command does it while the command returns `code`, as kubelet tears a pod down
+/// of this command does it while the command returns `code` (a child sharing its memory, the
+/// command ending at once: [`crate::handover`]), as kubelet tears a pod down
 /// after its status is final (it takes well under the 2 s that `podlab gc` and the node agent
 /// may find it in; both leave a sandbox alone while the child holds its lock). On the default
 /// CNI network the child then leaves a network namespace attached for the next one-shot pod,
@@ -387,7 +388,8 @@ fn run_rm(
 /// ([`crate::network::warm`]): everything is gone within 2 s. The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
-/// waits for the child and prints the removal's phases after the mark where it returned.
+/// forks the child, waits for it and prints the removal's phases after the mark where it
+/// returned.
 fn remove_after_return(
     runtime: &Runtime,
     sandbox: &SandboxId,
@@ -399,6 +401,17 @@ fn remove_after_return(
     // A child forked from a process with other threads could inherit a lock one of them held
     // (malloc's, stdio's): then the removal is done here, before returning.
     let threads = std::fs::read_dir("/proc/self/task").map_or(usize::MAX, |t| t.count());
+    if threads == 1 && tracing.is_none() {
+        // The command's output is complete; it ends here, and the removal goes on in a child
+        // that shares its memory (no copy of it, no teardown of it on the command's way out).
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let returned = std::time::Instant::now();
+        let Err(e) = crate::handover::exit_leaving(code, || {
+            removal_child(runtime, sandbox, root, dirs, &None, returned)
+        });
+        eprintln!("podlab: clone: {e}; removing the pod's sandbox in a forked child");
+    }
     let forked = if threads == 1 {
         // SAFETY: the process has this one thread; the child only runs the removal and exits.
         unsafe { nix::unistd::fork() }
@@ -407,37 +420,10 @@ fn remove_after_return(
     };
     match forked {
         Ok(nix::unistd::ForkResult::Child) => {
-            // The command returns now: a warm namespace is kept until 1.5 s after this.
             let returned = std::time::Instant::now();
-            // A Ctrl-C at the terminal, after the command returned, must not stop it midway.
-            let _ = nix::unistd::setsid();
-            if let Ok(null) = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/null")
-            {
-                let null = std::os::fd::AsRawFd::as_raw_fd(&null);
-                // SAFETY: dup2 onto stdin and stdout of this single-threaded child.
-                unsafe {
-                    libc::dup2(null, 0);
-                    libc::dup2(null, 1);
-                }
-            }
-            // The next one-shot pod's network is made now, off its way: the bridge stays
-            // for the namespace kept warm (see `network::warm`).
-            let warm = crate::network::warm::will_follow(root);
-            let removed = runtime.remove_pod_sandbox(sandbox);
-            podlab_kubelet::volume::tear_down(root, dirs);
-            crate::trace::mark(&tracing, "volumes torn down");
-            if warm {
-                crate::network::warm::start_keeper(root, returned);
-            }
-            let failed = removed.is_err();
-            if let Err(e) = removed {
-                eprintln!("podlab: removing the pod's sandbox {sandbox}: {e} (`podlab gc` removes what is left)");
-            }
+            let status = removal_child(runtime, sandbox, root, dirs, &tracing, returned);
             // No destructor runs: the trace file is the command's to print and remove.
-            std::process::exit(i32::from(failed));
+            std::process::exit(status);
         }
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             crate::trace::mark(&tracing, "command returns (removal goes on)");
@@ -465,6 +451,52 @@ fn remove_after_return(
                     1
                 }
             }
+        }
+    }
+}
+
+/// The removal, in a child of the command once the command has returned (`returned`):
+/// detached from the terminal's session and from stdin and stdout, it removes the sandbox and
+/// the volumes, then on the default CNI network forks the keeper of a warm namespace. Returns
+/// the child's exit status (1 if the removal failed, said on stderr).
+fn removal_child(
+    runtime: &Runtime,
+    sandbox: &SandboxId,
+    root: &std::path::Path,
+    dirs: &PodDirs,
+    tracing: &Option<crate::trace::Tracing>,
+    returned: std::time::Instant,
+) -> i32 {
+    // A Ctrl-C at the terminal, after the command returned, must not stop it midway.
+    let _ = nix::unistd::setsid();
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let null = std::os::fd::AsRawFd::as_raw_fd(&null);
+        // SAFETY: dup2 onto stdin and stdout of this single-threaded child.
+        unsafe {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+        }
+    }
+    // The next one-shot pod's network is made now, off its way: the bridge stays for the
+    // namespace kept warm (see `network::warm`).
+    let warm = crate::network::warm::will_follow(root);
+    let removed = runtime.remove_pod_sandbox(sandbox);
+    podlab_kubelet::volume::tear_down(root, dirs);
+    crate::trace::mark(tracing, "volumes torn down");
+    if warm {
+        crate::network::warm::start_keeper(root, returned);
+    }
+    match removed {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "podlab: removing the pod's sandbox {sandbox}: {e} (`podlab gc` removes what is left)"
+            );
+            1
         }
     }
 }
