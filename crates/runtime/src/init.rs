@@ -64,6 +64,9 @@ pub struct ContainerPlan<'a> {
     pub mount_template: Option<BorrowedFd<'a>>,
     /// Its cgroup and oom_score_adj, taken before anything else.
     pub placement: crate::cgroups::Placement,
+    /// The CPU the shim ran on when it forked this process: the process leaves it
+    /// ([`crate::spawn_cpu::leave_cpu`]).
+    pub shim_cpu: Option<usize>,
     /// The pod's user namespace, entered once the mounts are made.
     pub user: Option<JoinUser<'a>>,
 }
@@ -127,6 +130,9 @@ pub fn sys_failure(step: &str, path: Option<&Path>, errno: nix::Error) -> InitFa
 /// The body of a new container's process. Never returns: it `execve`s or reports and exits.
 pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) -> ! {
     run_child(stdio, report, |trace| {
+        if let Some(cpu) = plan.shim_cpu {
+            crate::spawn_cpu::leave_cpu(cpu);
+        }
         plan.placement.enter()?;
         trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;

@@ -277,6 +277,7 @@ impl Shim {
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
             placement: placement_of(&record),
+            shim_cpu: crate::spawn_cpu::this_cpu(),
             user: self.namespaces.user(),
         };
         let stdio = Stdio {
