@@ -572,6 +572,7 @@ pub(crate) fn send_start(
     client.send(
         &Request::Start {
             container: id.clone(),
+            waited: wait,
         },
         template,
     )?;

@@ -33,8 +33,14 @@ pub enum Request {
     Ping,
     /// Start a created container (its container.json is in the sandbox folder). A descriptor
     /// sent with it is the mount namespace to make the container from
-    /// ([`crate::mount_template`]).
-    Start { container: ContainerId },
+    /// ([`crate::mount_template`]). `waited`: a Wait for the container follows on the same
+    /// connection (its caller is after the exit, as `run --rm`), so the container's process
+    /// starts on a CPU other than the shim's ([`crate::spawn_cpu::leave_cpu`]).
+    Start {
+        container: ContainerId,
+        #[serde(default)]
+        waited: bool,
+    },
     /// Send a signal to a running container's process.
     Signal { container: ContainerId, signal: i32 },
     /// Answer `Exited` once the container has exited (at once if it has).

@@ -100,8 +100,10 @@ pub(crate) fn move_off_cpu(child: u32, cpus: &CpuSet, cpu: usize) {
 /// CPU: sched tracepoints showed the container's program, the shim and the command all on one
 /// CPU of two while the other was idle, the program waiting 0.3 ms behind the shim and its
 /// exit 0.2 ms behind the command (docs/benchmarks.md, session 30). The program keeps the
-/// affinity it would have had; only where it starts differs. Best effort: a hint, never an
-/// error.
+/// affinity it would have had; only where it starts differs. Only for a Start whose caller
+/// waits for the exit (`run --rm`): a CRI Start's answer is all its caller waits for, and
+/// there the wake-ups across CPUs cost more than the overlap gains. Best effort: a hint,
+/// never an error.
 pub(crate) fn leave_cpu(shim_cpu: usize) {
     if this_cpu() != Some(shim_cpu) {
         return;

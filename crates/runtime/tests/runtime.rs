@@ -1300,6 +1300,42 @@ fn a_shim_started_ahead_runs_the_sandbox_it_is_then_given() {
     assert_nothing_left(&root, &[shim, pause]);
 }
 
+/// A Start with a Wait behind it (`run --rm`'s) starts the container's process on a CPU other
+/// than the shim's, and gives it back the affinity it inherited: the container has the
+/// caller's CPUs, as one started without the move (podlab_runtime::spawn_cpu::leave_cpu).
+#[test]
+fn a_container_started_for_its_exit_keeps_the_callers_cpus() {
+    let root = TestRoot::new("waited-cpus");
+    let sandbox = root.runtime.run_pod_sandbox(&pod("waited-cpus")).unwrap();
+    let id = root
+        .runtime
+        .create_container(&sandbox, &container_config("app", &["sleep", "1000"]))
+        .unwrap();
+    let waiter = root.runtime.start_container_and_wait(&id).unwrap();
+    let mine = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let app = pid_of(&root, &id);
+    let theirs = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(app)).unwrap();
+    assert_eq!(theirs, mine, "the CPUs the container's process may run on");
+    assert_eq!(root.exec(&id, &["true"]).1, 0);
+    root.runtime
+        .stop_container(&id, Duration::from_secs(1))
+        .unwrap();
+    let exit = waiter
+        .wait(Duration::from_secs(20))
+        .unwrap()
+        .expect("the exit, once stopped");
+    assert!(
+        matches!(exit.exit_code, 137 | 143),
+        "sleep ends at SIGTERM or SIGKILL: {}",
+        exit.exit_code
+    );
+    let status = root.runtime.pod_sandbox_status(&sandbox).unwrap();
+    let (shim, pause) = (status.shim_pid.unwrap(), status.pause_pid.unwrap());
+    root.runtime.stop_pod_sandbox(&sandbox).unwrap();
+    root.runtime.remove_pod_sandbox(&sandbox).unwrap();
+    assert_nothing_left(&root, &[shim, pause]);
+}
+
 #[test]
 fn a_shim_started_ahead_and_not_used_leaves_nothing() {
     let root = TestRoot::new("ahead-unused");

@@ -186,8 +186,9 @@ impl Shim {
         &mut self,
         id: &ContainerId,
         mount_template: Option<OwnedFd>,
+        waited: bool,
     ) -> Response {
-        match self.try_start(id, mount_template) {
+        match self.try_start(id, mount_template, waited) {
             Ok(response) => response,
             Err(message) => Response::Error { message },
         }
@@ -197,6 +198,7 @@ impl Shim {
         &mut self,
         id: &ContainerId,
         mount_template: Option<OwnedFd>,
+        waited: bool,
     ) -> Result<Response, String> {
         if self
             .containers
@@ -277,7 +279,14 @@ impl Shim {
             process: record.process.clone(),
             mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
             placement: placement_of(&record),
-            shim_cpu: crate::spawn_cpu::this_cpu(),
+            // Only when the caller waits for the exit: a CRI Start's caller does not, and there
+            // the wake-ups across CPUs cost more than the overlap gains (critest's
+            // StartContainer 3.19-3.58 ms against 3.76-3.83 with the move).
+            shim_cpu: if waited {
+                crate::spawn_cpu::this_cpu()
+            } else {
+                None
+            },
             user: self.namespaces.user(),
         };
         let stdio = Stdio {

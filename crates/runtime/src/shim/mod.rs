@@ -613,8 +613,8 @@ impl Shim {
             Request::Ping => Some(Response::Pong {
                 pause_alive: self.pause_alive,
             }),
-            Request::Start { container } => {
-                Some(self.start_container(&container, fds.into_iter().next()))
+            Request::Start { container, waited } => {
+                Some(self.start_container(&container, fds.into_iter().next(), waited))
             }
             Request::Signal { container, signal } => {
                 Some(self.signal_container(&container, signal))
