@@ -9,17 +9,17 @@
 //! `clone(CLONE_VM)` shares the address space instead: the command's exit only lets go of
 //! it, and the child unmaps it when it ends, off the caller's way.
 //!
-//! Two processes in one address space are safe here because they never run at the same time
-//! outside the kernel:
+//! Two processes in one address space are safe here because they never run code that touches
+//! it at the same time:
 //! - the child starts on a stack of its own and, in raw system calls only, waits for the end
 //!   of a pipe whose other end only the command holds: it reads end-of-file once the
 //!   command's exit has closed its descriptors, which the kernel does after it let go of the
 //!   memory;
 //! - the command, once `clone` returned, makes two raw system calls: it tells the kernel not
 //!   to clear its thread id at its exit (`set_tid_address`: the word is in the thread block
-//!   the child goes on using), then calls `exit_group`. It
-//!   never returns, so nothing it owns is dropped: what the child borrows from its stack
-//!   stays where it is, in memory that stays mapped as long as the child lives.
+//!   the child goes on using), then calls `exit_group`. It never returns, so nothing it owns
+//!   is dropped: what the child borrows from its stack stays where it is, in memory that
+//!   stays mapped as long as the child lives.
 //!
 //! The child then is the command's continuation as a process of its own (its own pid and
 //! descriptor table, the command's signal handlers copied, the parent its reaper once the
