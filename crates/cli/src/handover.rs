@@ -125,7 +125,7 @@ pub fn exit_leaving<'a>(code: i32, work: impl FnOnce() -> i32 + 'a) -> Result<In
 extern "C" fn continue_in_child(continuation: *mut libc::c_void) -> libc::c_int {
     // SAFETY: the Box leaked by `exit_leaving`, handed to this child alone.
     let continuation = unsafe { Box::from_raw(continuation.cast::<Continuation<'static>>()) };
-    // Raw system calls (no errno: the parent's is the same word) until the parent is gone.
+    // Raw system calls until the parent is gone, their errno unread (the word is the parent's).
     // SAFETY: this child's copies of the pipe's ends.
     unsafe {
         libc::syscall(libc::SYS_close, continuation.parent_end);

@@ -65,7 +65,7 @@ pub struct ContainerPlan<'a> {
     /// Its cgroup and oom_score_adj, taken before anything else.
     pub placement: crate::cgroups::Placement,
     /// The CPU the shim ran on when it forked this process: the process leaves it
-    /// ([`crate::spawn_cpu::leave_cpu`]).
+    /// (`spawn_cpu::leave_cpu`).
     pub shim_cpu: Option<usize>,
     /// The pod's user namespace, entered once the mounts are made.
     pub user: Option<JoinUser<'a>>,

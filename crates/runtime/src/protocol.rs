@@ -35,7 +35,7 @@ pub enum Request {
     /// sent with it is the mount namespace to make the container from
     /// ([`crate::mount_template`]). `waited`: a Wait for the container follows on the same
     /// connection (its caller is after the exit, as `run --rm`), so the container's process
-    /// starts on a CPU other than the shim's ([`crate::spawn_cpu::leave_cpu`]).
+    /// starts on a CPU other than the shim's (`spawn_cpu::leave_cpu`).
     Start {
         container: ContainerId,
         #[serde(default)]

@@ -57,9 +57,7 @@ impl Runtime {
         container: &crate::config::ContainerConfig,
     ) -> Result<(SandboxId, Result<crate::id::ContainerId>)> {
         let (id, created) = self.start_sandbox(config, starting, Some(container), false)?;
-        let created =
-            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into())));
-        Ok((id, created.map(|first| first.id)))
+        Ok((id, made_first(created).map(|first| first.id)))
     }
 
     /// [`Runtime::run_pod_sandbox_and_container`], then StartContainer with a Wait behind it
@@ -74,14 +72,9 @@ impl Runtime {
         config: &PodSandboxConfig,
         starting: Option<StartingShim>,
         container: &crate::config::ContainerConfig,
-    ) -> Result<(
-        SandboxId,
-        Result<(crate::id::ContainerId, Result<crate::container::ExitWaiter>)>,
-    )> {
+    ) -> Result<(SandboxId, Result<StartedFirst>)> {
         let (sandbox, created) = self.start_sandbox(config, starting, Some(container), true)?;
-        let created =
-            created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into())));
-        let started = created.map(|first| {
+        let started = made_first(created).map(|first| {
             let waiter = match first.queued_start {
                 Some(client) => crate::container::started(client, &sandbox, &first.id),
                 None => self.start_container_and_wait(&first.id),
@@ -796,6 +789,14 @@ fn check_user_namespace(config: &PodSandboxConfig) -> Result<()> {
 pub(crate) struct FirstContainer {
     pub(crate) id: crate::id::ContainerId,
     pub(crate) queued_start: Option<ShimClient>,
+}
+
+/// `run_pod_sandbox_and_start`'s first container and how its start went.
+pub type StartedFirst = (crate::id::ContainerId, Result<crate::container::ExitWaiter>);
+
+/// The first container a sandbox's start was asked to make, which it always made or failed to.
+fn made_first(created: Option<Result<FirstContainer>>) -> Result<FirstContainer> {
+    created.unwrap_or_else(|| Err(Error::Invalid("no container was made".into())))
 }
 
 /// What the sandbox's start made of its first container meanwhile.

@@ -1,5 +1,5 @@
 //! Where a freshly spawned shim starts: on a CPU other than its caller's; and where a
-//! container's process starts: on a CPU other than the shim's ([`leave_cpu`]).
+//! container's process starts: on a CPU other than the shim's (`leave_cpu`).
 //!
 //! A spawn's child `execve`s while its caller waits in `vfork`, on the caller's CPU, and the
 //! kernel's balancing at `execve` often leaves it there. The caller then wakes and goes on with
@@ -56,6 +56,13 @@ fn allowed(cpus: &CpuSet) -> Vec<usize> {
         .collect()
 }
 
+/// `cpus` less `cpu`; None when no other CPU is left (or `cpu` is beyond the set).
+fn without(cpus: &CpuSet, cpu: usize) -> Option<CpuSet> {
+    let mut others = *cpus;
+    others.unset(cpu).ok()?;
+    (!allowed(&others).is_empty()).then_some(others)
+}
+
 /// The CPU the calling thread runs on now.
 pub(crate) fn this_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu has no preconditions.
@@ -66,13 +73,12 @@ pub(crate) fn this_cpu() -> Option<usize> {
 /// made, so that it runs on another CPU at once: a new thread starts on its creator's CPU here
 /// and waited there behind it (0.6 ms, sched tracepoints) while the other CPU was idle.
 pub(crate) fn move_thread_off_cpu(thread: libc::pthread_t, cpus: &CpuSet, cpu: usize) {
-    let others: Vec<usize> = allowed(cpus).into_iter().filter(|c| *c != cpu).collect();
-    if others.is_empty() {
+    let Some(others) = without(cpus, cpu) else {
         return;
-    }
+    };
     // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for other in others {
+    for other in allowed(&others) {
         unsafe { libc::CPU_SET(other, &mut set) };
     }
     // SAFETY: `thread` is a live thread of this process (its JoinHandle is held); best effort.
@@ -83,10 +89,9 @@ pub(crate) fn move_thread_off_cpu(thread: libc::pthread_t, cpus: &CpuSet, cpu: u
 /// `child`'s affinity (`cpus`, the caller's), so the kernel moves it to another one now. Best
 /// effort: a hint, never an error.
 pub(crate) fn move_off_cpu(child: u32, cpus: &CpuSet, cpu: usize) {
-    let mut others = *cpus;
-    if others.unset(cpu).is_err() || allowed(&others).is_empty() {
+    let Some(others) = without(cpus, cpu) else {
         return;
-    }
+    };
     if let Ok(pid) = i32::try_from(child) {
         let _ = sched_setaffinity(Pid::from_raw(pid), &others);
     }
@@ -111,10 +116,9 @@ pub(crate) fn leave_cpu(shim_cpu: usize) {
     let Ok(inherited) = sched_getaffinity(Pid::from_raw(0)) else {
         return;
     };
-    let mut others = inherited;
-    if others.unset(shim_cpu).is_err() || allowed(&others).is_empty() {
+    let Some(others) = without(&inherited, shim_cpu) else {
         return;
-    }
+    };
     if sched_setaffinity(Pid::from_raw(0), &others).is_ok() {
         let _ = sched_setaffinity(Pid::from_raw(0), &inherited);
     }

@@ -5,7 +5,7 @@
 //! are known. Started first, the shim gets that far on the other core meanwhile, then waits on
 //! its stdin for its arguments; [`Runtime::run_pod_sandbox_with`] sends them down the same pipe
 //! that later carries the cgroups' and the network's bytes (see `shim::take_gate_pipe`).
-//! Every shim gets its arguments so, and is spawned by a thread of its own ([`Spawning`]): here
+//! Every shim gets its arguments so, and is spawned by a thread of its own (`Spawning`): here
 //! once the folder and lock are made, by [`Runtime::run_pod_sandbox`] once the sandbox has its
 //! folder; the thread is joined where the shim is needed.
 //!
