@@ -1,7 +1,10 @@
 //! The runtime's cgroups, as containerd's CRI plugin and runc place them: the pod's cgroup
 //! (kubelet's `kubepods/<qos>/pod<uid>`, named by the sandbox config's `cgroup_parent` and given
 //! the pod-level values kubelet computes), and below it one cgroup per container, the pause
-//! sandbox included, named by its id, given its own values and the device rules.
+//! sandbox included, named by its id, given its own values and the device rules. A container
+//! of CreateContainer gets its cgroup from the shim at its start (containerd's CRI runs
+//! `runc create`, which makes it, in StartContainer); the first container of a pod made with
+//! it (`run`) gets its while the shim starts.
 //!
 //! Every process podlab starts enters its cgroup and takes its `oom_score_adj` first thing
 //! after the fork ([`Placement::enter`]), before it joins a namespace or allocates anything of

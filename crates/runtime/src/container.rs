@@ -47,12 +47,14 @@ impl Runtime {
             &sandbox.config,
             sandbox.cgroup.as_ref(),
             config,
+            StartParts::AtStart,
         )?;
         self.record_container(&paths, &sandbox.config, record)
     }
 
     /// CreateContainer's work up to its record, under the sandbox's lock: the image and the
-    /// process resolved, the container's folders and cgroup made. What it made is removed if
+    /// process resolved, the container's folder made (and its layer's folders and cgroup when
+    /// `parts` says so). What it made is removed if
     /// it fails; the caller records the container ([`Runtime::record_container`]) or removes
     /// it. `pod_cgroup` is the sandbox's (made already).
     pub(crate) fn new_container(
@@ -62,6 +64,7 @@ impl Runtime {
         sandbox_config: &PodSandboxConfig,
         pod_cgroup: Option<&podlab_cgroups::Cgroup>,
         config: &ContainerConfig,
+        parts: StartParts,
     ) -> Result<ContainerRecord> {
         let name = config.metadata.name.clone();
         let invalid = |message: String| Error::InvalidConfig {
@@ -148,35 +151,22 @@ impl Runtime {
         let id = ContainerId::generate();
         let container = paths.container(&id);
         let log_path = log_path(sandbox_config, config, &container.default_log());
-        for dir in [
-            container.dir.clone(),
-            container.upper(),
-            container.work(),
-            container.rootfs(),
-        ] {
-            std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", dir, e))?;
-        }
-        if let Some(user) = &sandbox_config.linux.security.user_namespace {
-            // The rootfs's own files (the upper layer, and the work folder overlayfs keeps
-            // beside it) belong to the pod's root; its lower layers are idmapped at start.
-            let (uid, gid) = user.host_root();
-            let (uid, gid) = (
-                Some(nix::unistd::Uid::from_raw(uid)),
-                Some(nix::unistd::Gid::from_raw(gid)),
-            );
-            for dir in [container.upper(), container.work()] {
-                if let Err(errno) = nix::unistd::chown(&dir, uid, gid) {
-                    let _ = remove_tree(&container.dir);
-                    return Err(Error::Sys {
-                        call: "chown",
-                        target: dir.display().to_string(),
-                        errno,
-                    });
-                }
+        std::fs::create_dir_all(&container.dir)
+            .map_err(|e| Error::io("creating", &container.dir, e))?;
+        if parts == StartParts::Now {
+            let owner = sandbox_config
+                .linux
+                .security
+                .user_namespace
+                .as_ref()
+                .map(|user| user.host_root());
+            if let Err(e) = make_layer_dirs(&container, owner) {
+                let _ = remove_tree(&container.dir);
+                return Err(e);
             }
         }
         // runc makes the cgroup at create; its values are the container's from here on.
-        let cgroup = match pod_cgroup {
+        let cgroup = match pod_cgroup.filter(|_| parts == StartParts::Now) {
             Some(pod) => {
                 match crate::cgroups::make_container(
                     pod,
@@ -419,9 +409,10 @@ impl Runtime {
     }
 
     /// UpdateContainerResources: new values for a container's cgroup, written to the kernel at
-    /// once; fields left at 0 keep the container's current ones (the CRI's rule). Fails when the
-    /// kernel refuses a value (a memory limit below what the container uses now: EBUSY), or
-    /// when the container has no cgroup (cgroups are off).
+    /// once (a container not started yet gets them with its cgroup at its start); fields left
+    /// at 0 keep the container's current ones (the CRI's rule). Fails when the kernel refuses a
+    /// value (a memory limit below what the container uses now: EBUSY), or when the container
+    /// has no cgroup (cgroups are off).
     pub fn update_container_resources(
         &self,
         id: &ContainerId,
@@ -433,11 +424,19 @@ impl Runtime {
         let path = paths.container(id).record();
         let mut record: ContainerRecord = state::read_record(&path)?
             .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
-        let cgroup = record.cgroup.clone().ok_or_else(|| Error::InvalidConfig {
-            name: record.config.metadata.name.clone(),
-            message: "the container has no cgroup (cgroups are off on this node)".into(),
-        })?;
-        resources.apply(&cgroup)?;
+        match &record.cgroup {
+            Some(cgroup) => resources.apply(cgroup)?,
+            // Its cgroup comes at its start, with the values recorded here (containerd updates
+            // a created container's spec alone).
+            None if record.state == ContainerState::Created
+                && self.sandbox_record(&sandbox, &paths)?.cgroup.is_some() => {}
+            None => {
+                return Err(Error::InvalidConfig {
+                    name: record.config.metadata.name.clone(),
+                    message: "the container has no cgroup (cgroups are off on this node)".into(),
+                })
+            }
+        }
         record.config.resources.cgroup = record.config.resources.cgroup.merged(resources);
         state::write_record(&path, &record)
     }
@@ -559,6 +558,52 @@ impl ExitWaiter {
             other => Err(unexpected(&self.sandbox, None, "Wait", other)),
         }
     }
+}
+
+/// When a new container's parts for running are made: its writable layer (the overlay's upper
+/// and work folders, the folder its rootfs is mounted on) and its cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartParts {
+    /// With its record: a pod and its first container made together (`run`), where they are
+    /// made while the shim starts.
+    Now,
+    /// By the shim at the container's start, as containerd's CRI runs `runc create` (which
+    /// makes the cgroup) in StartContainer: CreateContainer then writes two inodes (its folder
+    /// and record) rather than five, and no cgroup. On an ext4 without a journal, as here,
+    /// each new inode walks every recently deleted inode of its group first: 0.15-0.8 ms each
+    /// in critest's /tmp, most of what CreateContainer cost.
+    AtStart,
+}
+
+/// Makes a container's upper, work and rootfs folders (those that are missing), the first two
+/// owned by `owner` (the node's ids of a user-namespaced pod's root: the rootfs's own files
+/// belong to the pod's root, its lower layers are idmapped at start).
+pub(crate) fn make_layer_dirs(
+    container: &state::ContainerPaths,
+    owner: Option<(u32, u32)>,
+) -> Result<()> {
+    // The rootfs folder last: once it exists, so do the others.
+    for dir in [container.upper(), container.work(), container.rootfs()] {
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io("creating", dir, e)),
+        }
+    }
+    if let Some((uid, gid)) = owner {
+        let (uid, gid) = (
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        );
+        for dir in [container.upper(), container.work()] {
+            nix::unistd::chown(&dir, uid, gid).map_err(|errno| Error::Sys {
+                call: "chown",
+                target: dir.display().to_string(),
+                errno,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Sends StartContainer of `id` on `client`, with the mount template's descriptor, and when

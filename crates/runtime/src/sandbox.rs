@@ -279,8 +279,14 @@ impl Runtime {
                 podlab_fault::point_reached("sandbox.after-shm");
                 trace.mark("sandbox folder, etc files, shm");
                 if let Some(container) = first {
-                    let made =
-                        self.new_container(id, paths, config, pod_cgroup.as_ref(), container);
+                    let made = self.new_container(
+                        id,
+                        paths,
+                        config,
+                        pod_cgroup.as_ref(),
+                        container,
+                        crate::container::StartParts::Now,
+                    );
                     trace.mark("container's folders, cgroup (ahead)");
                     // Its /etc files are final unless an ADD still runs: then it is recorded
                     // and started once the sandbox is Ready.

@@ -217,6 +217,28 @@ impl Shim {
         if !self.pause_alive {
             return Err("the sandbox's pause process has exited".into());
         }
+        // A container made by CreateContainer gets its layer's folders and its cgroup now
+        // (`container::StartParts::AtStart`).
+        if !paths.rootfs().is_dir() {
+            let owner = self
+                .namespaces
+                .user
+                .as_ref()
+                .map(|(_, map)| map.host_root());
+            crate::container::make_layer_dirs(&paths, owner).map_err(|e| e.to_string())?;
+        }
+        let mut unsaved_cgroup = UnsavedCgroup(None);
+        if let (None, Some(pod)) = (&record.cgroup, &self.pod_cgroup) {
+            let cgroup = crate::cgroups::make_container(
+                pod,
+                id.as_str(),
+                &record.config.resources.cgroup,
+                record.config.security.privileged,
+            )
+            .map_err(|e| e.to_string())?;
+            record.cgroup = Some(cgroup.clone());
+            unsaved_cgroup = UnsavedCgroup(Some(cgroup));
+        }
         let log = open_log(&record.log_path)?;
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -320,6 +342,7 @@ impl Shim {
         if let Some(failure) = report.failure {
             let _ = podlab_ns::child::wait_for(pid);
             self.record_start_failure(&mut record, &failure);
+            unsaved_cgroup.saved();
             return Ok(Response::StartFailed(failure));
         }
         // The process sent its console's master before its execve.
@@ -352,6 +375,7 @@ impl Shim {
                 None => user,
             });
         save(&paths.record(), &record);
+        unsaved_cgroup.saved();
         let started_at = record.started_at;
         let live = Live {
             pid: pid.as_raw(),
@@ -723,6 +747,24 @@ impl Shim {
 enum ExecFds {
     Stdio(OwnedFd, OwnedFd, OwnedFd),
     Console(OwnedFd, WindowSize),
+}
+
+/// A cgroup made by a start, removed (with what runs in it) when the start ends before its
+/// record names it.
+struct UnsavedCgroup(Option<podlab_cgroups::Cgroup>);
+
+impl UnsavedCgroup {
+    fn saved(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for UnsavedCgroup {
+    fn drop(&mut self) {
+        if let Some(cgroup) = self.0.take() {
+            let _ = cgroup.remove();
+        }
+    }
 }
 
 /// Where a container's processes (its own and those exec'd into it) go first.

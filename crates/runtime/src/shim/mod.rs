@@ -388,6 +388,9 @@ pub(crate) struct Shim {
     pause: ProcessIdentity,
     pause_alive: bool,
     namespaces: PodNamespaces,
+    /// The pod's cgroup (pause's parent), in which a container gets its own at its start
+    /// (None when cgroups are off).
+    pod_cgroup: Option<podlab_cgroups::Cgroup>,
     record: ShimRecord,
     /// The main stack, whose pages below the idle loop go back after each burst of work.
     stack: Option<memory::StackTop>,
@@ -458,6 +461,11 @@ impl Shim {
             pause,
             pause_alive: true,
             namespaces,
+            pod_cgroup: args
+                .placement
+                .as_ref()
+                .and_then(|p| p.cgroup.as_ref())
+                .and_then(|pause| pause.parent()),
             record,
             stack: memory::StackTop::find(),
         })
