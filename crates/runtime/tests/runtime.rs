@@ -769,6 +769,84 @@ fn regression_gc_sweeps_the_cgroups_of_a_lost_sandbox_whatever_its_cgroup_parent
     assert_nothing_left(&root, &pids[1..]);
 }
 
+/// CreateContainer makes a container's folder and record only (containerd runs `runc create`
+/// in StartContainer): its overlay's folders and its cgroup come at its start, with the values
+/// an UpdateContainerResources gave it meanwhile; and a container removed unstarted leaves no
+/// cgroup.
+#[test]
+fn a_created_container_gets_its_layer_and_cgroup_at_its_start() {
+    let root = TestRoot::new("startparts");
+    let exists = |cgroup: &podlab_cgroups::Cgroup| cgroup.unique_dirs().iter().any(|d| d.exists());
+    let Some(node) = podlab_runtime::cgroups::NodeCgroups::detect(&root.state_dir()) else {
+        panic!("this test runs as root on a machine with cgroups");
+    };
+    let mut config = pod("parts");
+    config.linux.cgroup_parent = "start-parts/pod-parts".into();
+    let sandbox = root.sandbox(&config);
+    let pod_cgroup = node.pod(&config.linux.cgroup_parent);
+    assert!(
+        exists(&pod_cgroup.child(sandbox.as_str())),
+        "pause has no cgroup"
+    );
+    let created = |name: &str| {
+        root.runtime
+            .create_container(&sandbox, &container_config(name, &["sleep", "1000"]))
+            .unwrap()
+    };
+    let folder = |id: &ContainerId| {
+        root.state_dir()
+            .join("sandboxes")
+            .join(sandbox.as_str())
+            .join("containers")
+            .join(id.as_str())
+    };
+
+    let app = created("app");
+    assert!(folder(&app).join("container.json").is_file());
+    for made_at_start in ["upper", "work", "rootfs"] {
+        assert!(
+            !folder(&app).join(made_at_start).exists(),
+            "{made_at_start} made at create"
+        );
+    }
+    assert!(
+        !exists(&pod_cgroup.child(app.as_str())),
+        "the cgroup was made at create"
+    );
+
+    let limit = 48 << 20;
+    let update = podlab_cgroups::Resources {
+        memory_limit_in_bytes: limit,
+        ..Default::default()
+    };
+    root.runtime
+        .update_container_resources(&app, &update)
+        .unwrap();
+    root.runtime.start_container(&app).unwrap();
+    let cgroup = pod_cgroup.child(app.as_str());
+    assert!(
+        cgroup.processes().unwrap().contains(&pid_of(&root, &app)),
+        "the started container runs in {cgroup:?}"
+    );
+    assert_eq!(
+        podlab_cgroups::memory::limit(&cgroup).unwrap(),
+        Some(limit as u64)
+    );
+    for made_at_start in ["upper", "work", "rootfs"] {
+        assert!(
+            folder(&app).join(made_at_start).is_dir(),
+            "no {made_at_start}"
+        );
+    }
+
+    let unstarted = created("unstarted");
+    root.runtime.remove_container(&unstarted).unwrap();
+    assert!(!folder(&unstarted).exists());
+    assert!(!exists(&pod_cgroup.child(unstarted.as_str())));
+    root.runtime.remove_container(&app).unwrap();
+    assert!(!exists(&cgroup), "{cgroup:?} is left after RemoveContainer");
+}
+
 #[test]
 fn an_exported_bundle_runs_under_runc() {
     let root = TestRoot::new("bundle");
