@@ -260,6 +260,7 @@ pub fn pull(
         }
         Ok(())
     };
+    store.prepare_ingest();
     let plan = fetch::Plan {
         reference,
         hosts: &hosts,

@@ -151,6 +151,20 @@ impl Store {
         self.root.join("ingest")
     }
 
+    /// Makes the ingest folder (best effort: a fetch makes it too) and marks it, on ext4, as
+    /// the top of unrelated subtrees (`FS_TOPDIR_FL`, `chattr +T`): the Orlov allocator then
+    /// places each layer's unpack folder in a block group of its own choosing instead of the
+    /// store's. Without a journal (as on this lab's disk) ext4 skips, one by one, every inode
+    /// of the group freed in the last 60-360 s before it takes a free one, and a store that
+    /// pulls and removes images frees many: a busybox layer's 35 new inodes cost 0.1-0.2 ms
+    /// each in the store's group against 11 us in a quiet one. Other filesystems ignore it.
+    pub(crate) fn prepare_ingest(&self) {
+        let ingest = self.ingest_dir();
+        if fs::create_dir_all(&ingest).is_ok() {
+            set_top_folder(&ingest);
+        }
+    }
+
     pub(crate) fn blobs_dir(&self) -> PathBuf {
         self.blobs[0].dir().to_owned()
     }
@@ -1090,4 +1104,60 @@ struct Ready {
     loaded: Loaded,
     moves: Vec<(PathBuf, PathBuf)>,
     downloaded: Blobs,
+}
+
+/// Sets `FS_TOPDIR_FL` on `dir` unless it is set (see [`Store::prepare_ingest`]); any error (a
+/// filesystem without the flag) leaves it as it is.
+fn set_top_folder(dir: &Path) {
+    const FS_TOPDIR_FL: libc::c_long = 0x0002_0000;
+    let Ok(folder) = fs::File::open(dir) else {
+        return;
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&folder);
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS read and write one long at the pointer given.
+    unsafe {
+        if libc::ioctl(fd, libc::FS_IOC_GETFLAGS, &mut flags) == 0 && flags & FS_TOPDIR_FL == 0 {
+            flags |= FS_TOPDIR_FL;
+            libc::ioctl(fd, libc::FS_IOC_SETFLAGS, &flags);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(dir: &Path) -> Option<libc::c_long> {
+        let folder = fs::File::open(dir).unwrap();
+        let mut flags: libc::c_long = 0;
+        // SAFETY: FS_IOC_GETFLAGS writes one long at the pointer given.
+        let got = unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&folder),
+                libc::FS_IOC_GETFLAGS,
+                &mut flags,
+            )
+        };
+        (got == 0).then_some(flags)
+    }
+
+    #[test]
+    fn the_ingest_folder_is_marked_the_top_of_unrelated_subtrees_where_the_filesystem_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.prepare_ingest();
+        let Some(flags) = flags(&store.ingest_dir()) else {
+            eprintln!("skipped: the filesystem of {:?} has no inode flags", dir.path());
+            return;
+        };
+        // ext2/3/4 keep FS_TOPDIR_FL; others may take the ioctl and drop the flag.
+        let ext4 = nix::sys::statfs::statfs(dir.path())
+            .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::EXT4_SUPER_MAGIC);
+        if ext4 {
+            assert_ne!(flags & 0x0002_0000, 0, "no FS_TOPDIR_FL: {flags:#x}");
+        }
+        // Again: nothing to do, nothing fails.
+        store.prepare_ingest();
+    }
 }
