@@ -54,9 +54,9 @@ impl Runtime {
 
     /// CreateContainer's work up to its record, under the sandbox's lock: the image and the
     /// process resolved, the container's folder made (and its layer's folders and cgroup when
-    /// `parts` says so). What it made is removed if
-    /// it fails; the caller records the container ([`Runtime::record_container`]) or removes
-    /// it. `pod_cgroup` is the sandbox's (made already).
+    /// `parts` says so). What it made is removed if it fails; the caller records the container
+    /// ([`Runtime::record_container`]) or removes it. `pod_cgroup` is the sandbox's (made
+    /// already).
     pub(crate) fn new_container(
         &self,
         sandbox_id: &SandboxId,
