@@ -1148,7 +1148,10 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         store.prepare_ingest();
         let Some(flags) = flags(&store.ingest_dir()) else {
-            eprintln!("skipped: the filesystem of {:?} has no inode flags", dir.path());
+            eprintln!(
+                "skipped: the filesystem of {:?} has no inode flags",
+                dir.path()
+            );
             return;
         };
         // ext2/3/4 keep FS_TOPDIR_FL; others may take the ioctl and drop the flag.
