@@ -1106,21 +1106,39 @@ struct Ready {
     downloaded: Blobs,
 }
 
+/// The inode flag that makes ext4's Orlov allocator spread a folder's subfolders (`chattr +T`).
+const FS_TOPDIR_FL: libc::c_long = 0x0002_0000;
+
+/// A folder's inode flags (`FS_IOC_GETFLAGS`); None when its filesystem has none.
+fn inode_flags(folder: &fs::File) -> Option<libc::c_long> {
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one long at the pointer given.
+    let got = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(folder),
+            libc::FS_IOC_GETFLAGS,
+            &mut flags,
+        )
+    };
+    (got == 0).then_some(flags)
+}
+
 /// Sets `FS_TOPDIR_FL` on `dir` unless it is set (see [`Store::prepare_ingest`]); any error (a
 /// filesystem without the flag) leaves it as it is.
 fn set_top_folder(dir: &Path) {
-    const FS_TOPDIR_FL: libc::c_long = 0x0002_0000;
     let Ok(folder) = fs::File::open(dir) else {
         return;
     };
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&folder);
-    let mut flags: libc::c_long = 0;
-    // SAFETY: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS read and write one long at the pointer given.
-    unsafe {
-        if libc::ioctl(fd, libc::FS_IOC_GETFLAGS, &mut flags) == 0 && flags & FS_TOPDIR_FL == 0 {
-            flags |= FS_TOPDIR_FL;
-            libc::ioctl(fd, libc::FS_IOC_SETFLAGS, &flags);
-        }
+    if let Some(flags) = inode_flags(&folder).filter(|f| f & FS_TOPDIR_FL == 0) {
+        let flags = flags | FS_TOPDIR_FL;
+        // SAFETY: FS_IOC_SETFLAGS reads one long at the pointer given.
+        unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&folder),
+                libc::FS_IOC_SETFLAGS,
+                &flags,
+            )
+        };
     }
 }
 
@@ -1128,26 +1146,12 @@ fn set_top_folder(dir: &Path) {
 mod tests {
     use super::*;
 
-    fn flags(dir: &Path) -> Option<libc::c_long> {
-        let folder = fs::File::open(dir).unwrap();
-        let mut flags: libc::c_long = 0;
-        // SAFETY: FS_IOC_GETFLAGS writes one long at the pointer given.
-        let got = unsafe {
-            libc::ioctl(
-                std::os::fd::AsRawFd::as_raw_fd(&folder),
-                libc::FS_IOC_GETFLAGS,
-                &mut flags,
-            )
-        };
-        (got == 0).then_some(flags)
-    }
-
     #[test]
     fn the_ingest_folder_is_marked_the_top_of_unrelated_subtrees_where_the_filesystem_can() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.prepare_ingest();
-        let Some(flags) = flags(&store.ingest_dir()) else {
+        let Some(flags) = inode_flags(&fs::File::open(store.ingest_dir()).unwrap()) else {
             eprintln!(
                 "skipped: the filesystem of {:?} has no inode flags",
                 dir.path()
@@ -1158,7 +1162,7 @@ mod tests {
         let ext4 = nix::sys::statfs::statfs(dir.path())
             .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::EXT4_SUPER_MAGIC);
         if ext4 {
-            assert_ne!(flags & 0x0002_0000, 0, "no FS_TOPDIR_FL: {flags:#x}");
+            assert_ne!(flags & FS_TOPDIR_FL, 0, "no FS_TOPDIR_FL: {flags:#x}");
         }
         // Again: nothing to do, nothing fails.
         store.prepare_ingest();

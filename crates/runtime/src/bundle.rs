@@ -42,14 +42,16 @@ impl Runtime {
         let rootfs = dir.join("rootfs");
         std::fs::create_dir_all(&rootfs).map_err(|e| Error::io("creating", &rootfs, e))?;
         // A container never started has no layer folders yet (they come at its first start).
-        let owner = self
-            .pod_sandbox_record(&record.sandbox_id)?
-            .config
-            .linux
-            .security
-            .user_namespace
-            .map(|user| user.host_root());
-        crate::container::make_layer_dirs(&sandbox.container(id), owner)?;
+        if !sandbox.container(id).rootfs().is_dir() {
+            let owner = self
+                .pod_sandbox_record(&record.sandbox_id)?
+                .config
+                .linux
+                .security
+                .user_namespace
+                .map(|user| user.host_root());
+            crate::container::make_layer_dirs(&sandbox.container(id), owner)?;
+        }
         let mut lowers = vec![sandbox.container(id).upper()];
         lowers.extend(record.image.lowerdirs.iter().cloned());
         let mountpoint = sandbox.container(id).rootfs();
