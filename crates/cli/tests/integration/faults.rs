@@ -400,8 +400,11 @@ struct Bystander {
 }
 
 impl Bystander {
-    fn start() -> Bystander {
-        let root = Root::new("fault-bystander").with_network();
+    /// In a root named after `test`: `Root::new` empties its folder first, and two tests
+    /// sharing one name wiped each other's store while it was being filled ("moving snapshot
+    /// into place ...: No such file or directory").
+    fn start(test: &str) -> Bystander {
+        let root = Root::new(&format!("fault-bystander-{test}")).with_network();
         let applied = root.apply(&pod("bystander"));
         assert_eq!(applied.code, Some(0), "{applied:?}");
         let pod = root.wait_pod("bystander", "running", LIMIT, running);
@@ -425,7 +428,7 @@ impl Bystander {
 /// gc, nothing of the crashed pod is left and the bystander keeps its address and its port.
 #[test]
 fn a_kill_9_at_every_fault_point_then_gc_leaves_nothing() {
-    let bystander = Bystander::start();
+    let bystander = Bystander::start("every-point");
     let mut left = Vec::new();
     // `PODLAB_TEST_FAULT_POINT=NAME` narrows the run to one point (to debug it).
     let only = std::env::var("PODLAB_TEST_FAULT_POINT").ok();
@@ -444,7 +447,7 @@ fn a_kill_9_at_every_fault_point_then_gc_leaves_nothing() {
 /// its address lease stayed for as long as any other pod kept the network's folder.
 #[test]
 fn gc_of_a_sandbox_whose_agent_died_between_cni_add_and_its_record_releases_its_lease() {
-    let bystander = Bystander::start();
+    let bystander = Bystander::start("lease");
     for name in ["sandbox.after-network", "network.after-veth"] {
         let point = podlab_fault::find(name).unwrap();
         let left = crash_and_collect(point, &bystander.ip);
