@@ -941,8 +941,9 @@ impl Store {
         // The next pull waits for the decisions above, not for these deletions.
         self.empty_trash();
         // A layer a killed pull was unpacking as it downloaded (crate::unpack_ahead): no pull
-        // can use it. Its resumable download (`.partial`) stays, for `image prune`.
-        self.remove_idle_ingest(|name| name.ends_with(".unpacking"), false);
+        // can use it, nor one it was about to rename to that name. Its resumable download
+        // (`.partial`) stays, for `image prune`.
+        self.remove_idle_ingest(|name| name.contains(".unpacking"), false);
         collected
     }
 

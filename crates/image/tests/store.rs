@@ -352,10 +352,14 @@ fn oci_and_docker_archives_of_one_layout_share_content_and_snapshots() {
     let ingest = store.root().join("ingest");
     let hex = "ab".repeat(32);
     fs::create_dir_all(ingest.join(format!("{hex}.unpacking/bin"))).unwrap();
+    // One killed between making its folder under a name of its own and renaming it.
+    let unnamed = format!("{}.unpacking.4242-0-123", "ef".repeat(32));
+    fs::create_dir(ingest.join(&unnamed)).unwrap();
     fs::write(ingest.join(format!("{hex}.partial")), b"half").unwrap();
     store.gc().unwrap();
     assert_eq!(fs::read_dir(&trash).unwrap().count(), 0);
     assert!(!ingest.join(format!("{hex}.unpacking")).exists());
+    assert!(!ingest.join(&unnamed).exists());
     assert!(ingest.join(format!("{hex}.partial")).exists());
     let err = store.remove("example/app:v1").unwrap_err();
     assert!(err.is_not_found(), "{err}");
