@@ -11,9 +11,8 @@
 //!   server): the removal wakes it with one byte on a pipe and answers; the cleaner, forked
 //!   from the server while it was single-threaded, empties the trash on the other core 3 ms
 //!   later (once the answer has gone), at nice 19 so that it yields to the server and its
-//!   clients. When the server ends (or dies:
-//!   the pipe's end closes with it) the cleaner empties the trash once more and exits; the
-//!   server waits for that on its way out.
+//!   clients. When the server ends (or dies: the pipe's end closes with it) the cleaner
+//!   empties the trash once more and exits; the server waits for that on its way out.
 //!
 //! The caller may give the cleaner one more task of its own ([`Runtime::start_cleaner_with`]:
 //! the CRI server's image garbage collection, after a RemoveImage has answered), run when the
