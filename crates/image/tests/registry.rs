@@ -718,7 +718,9 @@ fn a_collection_waits_for_the_pull_in_progress_and_takes_nothing_it_found() {
 }
 
 /// Removes the name `name` and starts a garbage collection on a thread of its own once the
-/// pull has resolved its reference, as another process's RemoveImage and its cleaner would.
+/// pull holds the store, as another process's RemoveImage and its cleaner would. (A collection
+/// started before that, at `Resolved`, may take the lock first and run to its end: the pull then
+/// fetches again what it took, the regression tests above; this one failed in CI that way.)
 struct CollectAside {
     store: Store,
     name: String,
@@ -728,7 +730,7 @@ struct CollectAside {
 impl Progress for CollectAside {
     fn report(&self, event: &ProgressEvent) {
         let mut collector = self.collector.lock().unwrap();
-        if matches!(event, ProgressEvent::Resolved { .. }) && collector.is_none() {
+        if matches!(event, ProgressEvent::Holding) && collector.is_none() {
             self.store.untag(&self.name).unwrap();
             let store = self.store.clone();
             *collector = Some(std::thread::spawn(move || store.gc().unwrap()));
