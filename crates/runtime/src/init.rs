@@ -69,6 +69,43 @@ pub struct ContainerPlan<'a> {
     pub shim_cpu: Option<usize>,
     /// The pod's user namespace, entered once the mounts are made.
     pub user: Option<JoinUser<'a>>,
+    /// Forked while pause still starts: the process waits here, its mounts made, until the
+    /// shim says the sandbox is up ([`SandboxGate`]).
+    pub gate: Option<SandboxGate>,
+}
+
+/// The pipe on which the shim lets a container forked while pause still starts go on to its
+/// program: one byte once the sandbox is up (pause `execve`d, its namespaces pinned); its end
+/// without one, the sandbox failed. The process closes its copy of the writing end first, so
+/// that the shim's death ends the wait too.
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxGate {
+    pub read: RawFd,
+    pub write: RawFd,
+}
+
+impl SandboxGate {
+    fn wait(self) -> Step<()> {
+        // SAFETY: the writing end is this process's inherited copy, closed once.
+        unsafe { libc::close(self.write) };
+        let mut byte = [0u8; 1];
+        loop {
+            // SAFETY: reads one byte into a buffer of this frame.
+            let n = unsafe { libc::read(self.read, byte.as_mut_ptr().cast(), 1) };
+            if n == 1 {
+                return Ok(());
+            }
+            if n < 0 && nix::Error::last() == nix::Error::EINTR {
+                continue;
+            }
+            return Err(failure(
+                "wait for the sandbox",
+                None,
+                None,
+                "the pod's sandbox did not start (pause failed, or the shim died)".into(),
+            ));
+        }
+    }
 }
 
 /// A user namespace to enter last, and its maps (to give the node's ids of the pod's).
@@ -136,6 +173,10 @@ pub fn run_container(plan: &ContainerPlan<'_>, stdio: Stdio, report: OwnedFd) ->
         plan.placement.enter()?;
         trace.lap("cgroup, oom_score_adj");
         prepare_container(plan, trace)?;
+        if let Some(gate) = plan.gate {
+            gate.wait()?;
+            trace.lap("waited for the sandbox");
+        }
         finish(&plan.process, stdio.console, plan.user, trace)
     })
 }

@@ -16,11 +16,13 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// What a child writes on its report pipe, one JSON line each: the times its steps ended
-/// (just before `execve`), or its failure.
+/// (just before `execve`), or its failure; pause also says when the pod's namespaces are
+/// made, so that the shim may fork the first container into them while pause goes on.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReportLine {
     Marks(Vec<(String, u64)>),
     Failed(InitFailure),
+    Namespaces,
 }
 
 /// The child's end of the report pipe, and the moments its steps ended.
@@ -102,10 +104,66 @@ pub struct StartStep {
 
 /// Reads a child's report pipe to its end.
 pub fn read_report(report: OwnedFd) -> Report {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let mut pipe = std::fs::File::from(report);
-    let _ = pipe.read_to_end(&mut bytes);
+    ReportPipe::new(report).finish()
+}
+
+/// The parent's end of a report pipe, read in steps: up to a line the child sends midway
+/// ([`ReportPipe::namespaces_made`]), then to the end ([`ReportPipe::finish`]).
+#[derive(Debug)]
+pub struct ReportPipe {
+    pipe: std::fs::File,
+    read: Vec<u8>,
+}
+
+impl ReportPipe {
+    pub fn new(report: OwnedFd) -> ReportPipe {
+        ReportPipe {
+            pipe: std::fs::File::from(report),
+            read: Vec::new(),
+        }
+    }
+
+    /// Waits for the child's [`ReportLine::Namespaces`]: false when anything else came
+    /// first (a failure, or the end of the pipe), which [`ReportPipe::finish`] then reads.
+    pub fn namespaces_made(&mut self) -> bool {
+        use std::io::Read;
+        let mut chunk = [0u8; 512];
+        loop {
+            if let Some(end) = self.read.iter().position(|&b| b == b'\n') {
+                let namespaces = matches!(
+                    serde_json::from_slice::<ReportLine>(&self.read[..end]),
+                    Ok(ReportLine::Namespaces)
+                );
+                if namespaces {
+                    self.read.drain(..=end);
+                }
+                return namespaces;
+            }
+            match self.pipe.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => self.read.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// The pipe, to poll for the rest of the report.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.pipe.as_fd()
+    }
+
+    /// Reads the pipe to its end.
+    pub fn finish(mut self) -> Report {
+        use std::io::Read;
+        let mut bytes = std::mem::take(&mut self.read);
+        let _ = self.pipe.read_to_end(&mut bytes);
+        parse_report(&bytes)
+    }
+}
+
+fn parse_report(bytes: &[u8]) -> Report {
     let mut report = Report {
         closed_at: monotonic_ns(),
         ..Report::default()
@@ -114,6 +172,7 @@ pub fn read_report(report: OwnedFd) -> Report {
         match serde_json::from_slice::<ReportLine>(line) {
             Ok(ReportLine::Marks(marks)) => report.marks.extend(marks),
             Ok(ReportLine::Failed(failure)) => report.failure = Some(failure),
+            Ok(ReportLine::Namespaces) => {}
             Err(_) => {
                 report.failure = Some(InitFailure {
                     step: "init".into(),

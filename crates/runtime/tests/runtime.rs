@@ -1238,16 +1238,7 @@ fn a_failed_sandbox_leaves_nothing_behind() {
     );
     assert!(err.to_string().contains("no addresses left"), "{err}");
     assert_nothing_left(&root, &[]);
-    let state = root.state_dir().display().to_string();
-    let strays: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|pid: &i32| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&state))
-        })
-        .filter(|pid| !gone(*pid))
-        .collect();
+    let strays = stray_processes(&root);
     assert!(
         strays.is_empty(),
         "no shim or pause of this root runs: {strays:?}"
@@ -1620,6 +1611,110 @@ fn a_sandbox_that_cannot_be_made_says_why_and_leaves_nothing() {
     assert!(matches!(err, Error::SandboxStart { .. }), "{err}");
     assert!(err.to_string().contains("set the hostname"), "{err}");
     assert_nothing_left(&root, &[]);
+}
+
+/// `run --rm`'s Start, sent while the shim starts, is taken up as soon as pause has made the
+/// pod's namespaces: the container is forked then and waits at its gate while pause goes on.
+/// When pause then fails, the container is killed at its gate: its program never runs, and
+/// nothing of the sandbox is left. Here pause's seccomp profile (the pod's) refuses `execve`,
+/// its very last step, and is long (hundreds of argument rules), so that its compile, in
+/// pause after the namespaces, leaves the Start time to come.
+#[test]
+fn a_container_forked_while_pause_starts_never_runs_when_pause_then_fails() {
+    let root = TestRoot::new("pausefail");
+    let mut rules = vec![
+        r#"{"names":["execve","execveat"],"action":"SCMP_ACT_ERRNO","errnoRet":1}"#.to_string(),
+    ];
+    rules.extend((1..500).map(|n| {
+        format!(
+            r#"{{"names":["personality"],"action":"SCMP_ACT_ERRNO","args":[{}]}}"#,
+            format_args!(r#"{{"index":0,"value":{n},"op":"SCMP_CMP_EQ"}}"#)
+        )
+    }));
+    let profile = root.dir.join("no-execve.json");
+    std::fs::write(
+        &profile,
+        format!(
+            r#"{{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{}]}}"#,
+            rules.join(",")
+        ),
+    )
+    .unwrap();
+    let volume = root.dir.join("volume");
+    std::fs::create_dir(&volume).unwrap();
+    let mut container = container_config("app", &["touch", "/data/ran"]);
+    container.mounts = vec![Mount {
+        host_path: volume.clone(),
+        container_path: "/data".into(),
+        ..Mount::default()
+    }];
+    // Whether the Start came before pause's end is still a race: tried until it did (the
+    // trace's row says so), every try checked.
+    let mut forked_early = false;
+    for attempt in 0..40 {
+        let name = format!("fails-{attempt}");
+        let mut config = pod(&name);
+        config.linux.security.seccomp =
+            podlab_runtime::seccomp::SeccompProfile::Localhost(profile.clone());
+        drop(podlab_runtime::trace::PodTrace::begin(&root.state_dir(), "default", &name).unwrap());
+        // Started ahead and waiting for its arguments (as `run`'s is), so that its socket is
+        // bound before the Start is sent.
+        let starting = StartingShim::spawn(&root.config()).unwrap();
+        waiting_shim(starting.sandbox_dir());
+        let err = root
+            .runtime
+            .run_pod_sandbox_and_start(&config, Some(starting), &container)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains("pause"), "{err}");
+        let trace_path = podlab_runtime::trace::path(&root.state_dir(), "default", &name);
+        let marks = podlab_runtime::trace::read(&trace_path).unwrap();
+        std::fs::remove_file(&trace_path).unwrap();
+        assert!(
+            !volume.join("ran").exists(),
+            "the container's program ran in a sandbox that failed: {marks:#?}"
+        );
+        assert_nothing_left(&root, &[]);
+        // The shim exits once it has said why; bounded wait for it.
+        let mut strays = stray_processes(&root);
+        for _ in 0..500 {
+            if strays.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            strays = stray_processes(&root);
+        }
+        assert!(
+            strays.is_empty(),
+            "processes of the failed sandbox: {strays:?}"
+        );
+        if marks
+            .iter()
+            .any(|m| m.phase.starts_with("first container forked"))
+        {
+            forked_early = true;
+            break;
+        }
+    }
+    assert!(
+        forked_early,
+        "in 40 tries the Start never came before pause's end"
+    );
+}
+
+/// Live processes whose command line names this root's state folder (a shim, or a process it
+/// forked).
+fn stray_processes(root: &TestRoot) -> Vec<i32> {
+    let state = root.state_dir().display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&state))
+        })
+        .filter(|pid| !gone(*pid))
+        .collect()
 }
 
 #[test]

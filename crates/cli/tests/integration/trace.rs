@@ -96,6 +96,7 @@ fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "hi\n", "the table goes to stderr, not stdout");
     let (rows, total) = table(&out.stderr);
+    // The command's own phases, then the pod's removal.
     assert_in_order(
         &rows,
         &[
@@ -104,9 +105,6 @@ fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
             "sandbox folder",
             "CNI ADD",
             "sandbox ready",
-            "mounts",
-            "seccomp, caps, user",
-            "exec, run, exit",
             "exit seen",
             "CNI DEL",
             "netns teardown",
@@ -117,9 +115,27 @@ fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
     // The ADD runs while the shim starts and pins once it is through (or was made ahead, and
     // then it is joined after): its row and the shim's come in either order.
     assert_in_order(&rows, &["sandbox folder", "namespaces", "sandbox ready"]);
-    // Recorded once the sandbox is Ready, or before, with its start sent ahead, when a warm
-    // namespace made the /etc files final (run_pod_sandbox_and_start).
-    assert_in_order(&rows, &["sandbox folder", "CreateContainer", "mounts"]);
+    // The container: recorded once the sandbox is Ready, or before, with its start sent ahead,
+    // when a warm namespace made the /etc files final (run_pod_sandbox_and_start); then its
+    // mounts (made while pause still starts, when the shim took that start up then), its
+    // program, its exit.
+    assert_in_order(
+        &rows,
+        &[
+            "sandbox folder",
+            "CreateContainer",
+            "mounts",
+            "seccomp, caps, user",
+            "exec, run, exit",
+            "exit seen",
+        ],
+    );
+    // Its program runs only once the shim has the sandbox up: pause's own "seccomp, caps,
+    // user" comes before the shim's row, the container's after it.
+    assert_in_order(
+        &rows,
+        &["namespaces", "seccomp, caps, user", "exec, run, exit"],
+    );
     let by = |phase: &str| rows.iter().find(|r| r.phase.starts_with(phase)).unwrap();
     assert_eq!(by("namespaces").process, "shim");
     assert_eq!(by("mounts").process, "init");

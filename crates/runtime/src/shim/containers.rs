@@ -1,6 +1,7 @@
 //! Containers in the shim: start one, carry its output into its CRI log, record its exit,
 //! and exec into it.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -11,7 +12,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use podlab_ns::{ops, NsKind};
 
-use super::sandbox::{fork_in, PidNamespace};
+use super::sandbox::{fork_in, PidNamespace, PodNamespaces};
 use super::{raw, save, Shim};
 use crate::cri_log::{LineSplitter, Stream};
 use crate::error::InitFailure;
@@ -19,7 +20,7 @@ use crate::id::ContainerId;
 use crate::init::{self, Console, ContainerPlan, Stdio};
 use crate::liveness::{now_ns, ProcessIdentity};
 use crate::protocol::Response;
-use crate::state::{self, ContainerRecord, PidMode};
+use crate::state::{self, ContainerRecord, PidMode, SandboxPaths};
 use crate::status::ContainerState;
 use crate::tty::WindowSize;
 
@@ -207,136 +208,28 @@ impl Shim {
         {
             return Err(format!("container {id} is already running"));
         }
-        let paths = self.paths.container(id);
-        let mut record: ContainerRecord = state::read_record(&paths.record())
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("container {id} has no record in this sandbox"))?;
-        if record.state != ContainerState::Created {
-            return Err(format!("container {id} is {}, not created", record.state));
-        }
-        if !self.pause_alive {
-            return Err("the sandbox's pause process has exited".into());
-        }
-        // A container made by CreateContainer gets its layer's folders and its cgroup now
-        // (`container::StartParts::AtStart`).
-        if !paths.rootfs().is_dir() {
-            let owner = self
-                .namespaces
-                .user
-                .as_ref()
-                .map(|(_, map)| map.host_root());
-            crate::container::make_layer_dirs(&paths, owner).map_err(|e| e.to_string())?;
-        }
-        let mut unsaved_cgroup = UnsavedCgroup(None);
-        if let (None, Some(pod)) = (&record.cgroup, &self.pod_cgroup) {
-            let cgroup = crate::cgroups::make_container(
-                pod,
-                id.as_str(),
-                &record.config.resources.cgroup,
-                record.config.security.privileged,
-            )
-            .map_err(|e| e.to_string())?;
-            record.cgroup = Some(cgroup.clone());
-            unsaved_cgroup = UnsavedCgroup(Some(cgroup));
-        }
-        let log = open_log(&record.log_path)?;
-        let (out_r, out_w) = pipe()?;
-        let (err_r, err_w) = pipe()?;
-        let (report_r, report_w) = pipe()?;
-        let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
-        // `tty`: a console made by the container's process, its master sent back here.
-        let console_socket = match record.config.tty {
-            true => Some(crate::tty::console_socket_pair().map_err(|e| e.to_string())?),
-            false => None,
+        let context = StartContext {
+            paths: &self.paths,
+            namespaces: &self.namespaces,
+            pod_cgroup: self.pod_cgroup.as_ref(),
+            pause_alive: self.pause_alive,
+            running: &self.containers,
         };
-        // `stdin` without `tty`: a pipe whose writing end stays here, for attach.
-        let stdin_pipe = match record.config.stdin && !record.config.tty {
-            true => Some(pipe()?),
-            false => None,
-        };
-        let target_pid_ns = match &record.pid_mode {
-            PidMode::Target(target) => Some(self.target_pid_ns(target)?),
-            _ => None,
-        };
-        let pid_ns = match &record.pid_mode {
-            PidMode::Container => PidNamespace::New,
-            PidMode::Node => PidNamespace::Same,
-            PidMode::Pod => PidNamespace::Join(
-                self.namespaces
-                    .pid
-                    .as_ref()
-                    .map(|fd| fd.as_fd())
-                    .ok_or("the pod has no pid namespace of its own")?,
-            ),
-            PidMode::Target(_) => PidNamespace::Join(
-                target_pid_ns
-                    .as_ref()
-                    .map(|fd| fd.as_fd())
-                    .expect("opened above"),
-            ),
-        };
-        let mut security = record.config.security.clone();
-        if security.privileged {
-            // containerd: a privileged container has neither list.
-            security.masked_paths = Some(Vec::new());
-            security.readonly_paths = Some(Vec::new());
-        }
-        let plan = ContainerPlan {
-            join: self.namespaces.for_container(),
-            rootfs: paths.rootfs(),
-            lowerdirs: record.image.lowerdirs.clone(),
-            upper: paths.upper(),
-            work: paths.work(),
-            shm: Some(self.paths.shm()).filter(|p| p.is_dir()),
-            etc_files: vec![
-                (self.paths.hostname(), "/etc/hostname"),
-                (self.paths.hosts(), "/etc/hosts"),
-                (self.paths.resolv_conf(), "/etc/resolv.conf"),
-            ],
-            mounts: record.config.mounts.clone(),
-            readonly_rootfs: record.config.readonly_rootfs,
-            readonly_paths: security.readonly(),
-            masked_paths: security.masked(),
-            privileged: security.privileged,
-            process: record.process.clone(),
-            mount_template: mount_template.as_ref().map(|fd| fd.as_fd()),
-            placement: placement_of(&record),
-            // Only when the caller waits for the exit: a CRI Start's caller does not, and there
-            // the wake-ups across CPUs cost more than the overlap gains (critest's
-            // StartContainer 3.19-3.58 ms against 3.76-3.83 with the move).
-            shim_cpu: if waited {
-                crate::spawn_cpu::this_cpu()
-            } else {
-                None
-            },
-            user: self.namespaces.user(),
-        };
-        let stdio = Stdio {
-            stdin: stdin_pipe
-                .as_ref()
-                .map(|(r, _)| raw(r))
-                .unwrap_or(raw(&null)),
-            stdout: raw(&out_w),
-            stderr: raw(&err_w),
-            console: console_socket.as_ref().map(|(_, sender)| Console {
-                socket: raw(sender),
-                size: None,
-            }),
-        };
-        let forked_at = crate::report::monotonic_ns();
-        let pid = fork_in(self.own_pid_ns(), pid_ns, || {
-            init::run_container(&plan, stdio, report_w)
-        })?;
-        drop((out_w, err_w, null));
-        let stdin = stdin_pipe.map(|(r, w)| {
-            drop(r);
-            let _ = crate::tty::set_nonblocking(w.as_fd());
-            w
-        });
-        let console_receiver = console_socket.map(|(receiver, sender)| {
-            drop(sender);
-            receiver
-        });
+        let template = mount_template.as_ref().map(|fd| fd.as_fd());
+        let forked = fork_container(&context, id, template, waited, false)?;
+        drop(mount_template);
+        self.complete_start(forked)
+    }
+
+    /// Hears how the start of a forked container went (its gate opened first, if it has one)
+    /// and, once it has `execve`d, records it Running and logs its output.
+    pub(super) fn complete_start(&mut self, mut forked: Forked) -> Result<Response, String> {
+        forked.open_gate();
+        let (id, pid, mut record) = (forked.id, forked.pid, forked.record);
+        let (log, out_r, err_r, stdin) = (forked.log, forked.out_r, forked.err_r, forked.stdin);
+        let (console_receiver, unsaved_cgroup) = (forked.console_receiver, forked.unsaved_cgroup);
+        let (report_r, forked_at) = (forked.report_r, forked.forked_at);
+        let paths = self.paths.container(&id);
         let report = crate::report::read_report(report_r);
         record.start_trace = report.steps(forked_at);
         if let Some(failure) = report.failure {
@@ -413,13 +306,6 @@ impl Shim {
             pid: pid.as_raw(),
             started_at,
         })
-    }
-
-    fn target_pid_ns(&self, target: &ContainerId) -> Result<OwnedFd, String> {
-        let pid = self
-            .running_pid(target)
-            .ok_or_else(|| format!("target container {target} is not running in this pod"))?;
-        ops::open_pid(pid, NsKind::Pid).map_err(|e| e.to_string())
     }
 
     /// As containerd: a container that could not start is exited with code 128, reason
@@ -741,6 +627,226 @@ impl Shim {
             },
         }
     }
+}
+
+/// What a container's start needs of the shim: the sandbox's folder and namespaces, the pod's
+/// cgroup, and the containers started already (a target's pid namespace).
+pub(super) struct StartContext<'a> {
+    pub paths: &'a SandboxPaths,
+    pub namespaces: &'a PodNamespaces,
+    pub pod_cgroup: Option<&'a podlab_cgroups::Cgroup>,
+    pub pause_alive: bool,
+    pub running: &'a HashMap<ContainerId, Live>,
+}
+
+/// A container's process forked, its start not heard yet ([`Shim::complete_start`]).
+pub(super) struct Forked {
+    id: ContainerId,
+    pid: Pid,
+    record: ContainerRecord,
+    log: File,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+    report_r: OwnedFd,
+    stdin: Option<OwnedFd>,
+    console_receiver: Option<OwnedFd>,
+    unsaved_cgroup: UnsavedCgroup,
+    forked_at: u64,
+    /// The writing end of its [`init::SandboxGate`], when forked while pause still starts.
+    gate: Option<OwnedFd>,
+}
+
+impl Forked {
+    /// Lets the process go on to its program: the sandbox is up.
+    pub(super) fn open_gate(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            // SAFETY: writes one byte from a buffer of this frame.
+            unsafe { libc::write(raw(&gate), [1u8].as_ptr().cast(), 1) };
+        }
+    }
+
+    /// The sandbox did not start: the process, still at its gate, is killed and reaped, and a
+    /// cgroup the start made goes. Its record stays Created, for the sandbox's undo.
+    pub(super) fn abandon(self) {
+        let _ = nix::sys::signal::kill(self.pid, Signal::SIGKILL);
+        let _ = podlab_ns::child::wait_for(self.pid);
+    }
+}
+
+/// Reads container `id`'s record, makes what its start makes (its layer's folders and cgroup
+/// when CreateContainer left them), and forks its process. `gated`: the process waits, its
+/// mounts made, for [`Forked`]'s gate to open (a container forked while pause still starts).
+pub(super) fn fork_container(
+    context: &StartContext<'_>,
+    id: &ContainerId,
+    mount_template: Option<BorrowedFd<'_>>,
+    waited: bool,
+    gated: bool,
+) -> Result<Forked, String> {
+    let paths = context.paths.container(id);
+    let mut record: ContainerRecord = state::read_record(&paths.record())
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("container {id} has no record in this sandbox"))?;
+    if record.state != ContainerState::Created {
+        return Err(format!("container {id} is {}, not created", record.state));
+    }
+    if !context.pause_alive {
+        return Err("the sandbox's pause process has exited".into());
+    }
+    let namespaces = context.namespaces;
+    // A container made by CreateContainer gets its layer's folders and its cgroup now
+    // (`container::StartParts::AtStart`).
+    if !paths.rootfs().is_dir() {
+        let owner = namespaces.user.as_ref().map(|(_, map)| map.host_root());
+        crate::container::make_layer_dirs(&paths, owner).map_err(|e| e.to_string())?;
+    }
+    let mut unsaved_cgroup = UnsavedCgroup(None);
+    if let (None, Some(pod)) = (&record.cgroup, context.pod_cgroup) {
+        let cgroup = crate::cgroups::make_container(
+            pod,
+            id.as_str(),
+            &record.config.resources.cgroup,
+            record.config.security.privileged,
+        )
+        .map_err(|e| e.to_string())?;
+        record.cgroup = Some(cgroup.clone());
+        unsaved_cgroup = UnsavedCgroup(Some(cgroup));
+    }
+    let log = open_log(&record.log_path)?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (report_r, report_w) = pipe()?;
+    let gate = match gated {
+        true => Some(pipe()?),
+        false => None,
+    };
+    let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+    // `tty`: a console made by the container's process, its master sent back here.
+    let console_socket = match record.config.tty {
+        true => Some(crate::tty::console_socket_pair().map_err(|e| e.to_string())?),
+        false => None,
+    };
+    // `stdin` without `tty`: a pipe whose writing end stays here, for attach.
+    let stdin_pipe = match record.config.stdin && !record.config.tty {
+        true => Some(pipe()?),
+        false => None,
+    };
+    let target_pid_ns = match &record.pid_mode {
+        PidMode::Target(target) => Some(target_pid_ns(context.running, target)?),
+        _ => None,
+    };
+    let pid_ns = match &record.pid_mode {
+        PidMode::Container => PidNamespace::New,
+        PidMode::Node => PidNamespace::Same,
+        PidMode::Pod => PidNamespace::Join(
+            namespaces
+                .pid
+                .as_ref()
+                .map(|fd| fd.as_fd())
+                .ok_or("the pod has no pid namespace of its own")?,
+        ),
+        PidMode::Target(_) => PidNamespace::Join(
+            target_pid_ns
+                .as_ref()
+                .map(|fd| fd.as_fd())
+                .expect("opened above"),
+        ),
+    };
+    let mut security = record.config.security.clone();
+    if security.privileged {
+        // containerd: a privileged container has neither list.
+        security.masked_paths = Some(Vec::new());
+        security.readonly_paths = Some(Vec::new());
+    }
+    let plan = ContainerPlan {
+        join: namespaces.for_container(),
+        rootfs: paths.rootfs(),
+        lowerdirs: record.image.lowerdirs.clone(),
+        upper: paths.upper(),
+        work: paths.work(),
+        shm: Some(context.paths.shm()).filter(|p| p.is_dir()),
+        etc_files: vec![
+            (context.paths.hostname(), "/etc/hostname"),
+            (context.paths.hosts(), "/etc/hosts"),
+            (context.paths.resolv_conf(), "/etc/resolv.conf"),
+        ],
+        mounts: record.config.mounts.clone(),
+        readonly_rootfs: record.config.readonly_rootfs,
+        readonly_paths: security.readonly(),
+        masked_paths: security.masked(),
+        privileged: security.privileged,
+        process: record.process.clone(),
+        mount_template,
+        placement: placement_of(&record),
+        // Only when the caller waits for the exit: a CRI Start's caller does not, and there
+        // the wake-ups across CPUs cost more than the overlap gains (critest's
+        // StartContainer 3.19-3.58 ms against 3.76-3.83 with the move).
+        shim_cpu: if waited {
+            crate::spawn_cpu::this_cpu()
+        } else {
+            None
+        },
+        user: namespaces.user(),
+        gate: gate.as_ref().map(|(read, write)| init::SandboxGate {
+            read: raw(read),
+            write: raw(write),
+        }),
+    };
+    let stdio = Stdio {
+        stdin: stdin_pipe
+            .as_ref()
+            .map(|(r, _)| raw(r))
+            .unwrap_or(raw(&null)),
+        stdout: raw(&out_w),
+        stderr: raw(&err_w),
+        console: console_socket.as_ref().map(|(_, sender)| Console {
+            socket: raw(sender),
+            size: None,
+        }),
+    };
+    let forked_at = crate::report::monotonic_ns();
+    let pid = fork_in(namespaces.own_pid_ns(), pid_ns, || {
+        init::run_container(&plan, stdio, report_w)
+    })?;
+    drop((out_w, err_w, null));
+    let stdin = stdin_pipe.map(|(r, w)| {
+        drop(r);
+        let _ = crate::tty::set_nonblocking(w.as_fd());
+        w
+    });
+    let console_receiver = console_socket.map(|(receiver, sender)| {
+        drop(sender);
+        receiver
+    });
+    Ok(Forked {
+        id: id.clone(),
+        pid,
+        record,
+        log,
+        out_r,
+        err_r,
+        report_r,
+        stdin,
+        console_receiver,
+        unsaved_cgroup,
+        forked_at,
+        gate: gate.map(|(read, write)| {
+            drop(read);
+            write
+        }),
+    })
+}
+
+fn target_pid_ns(
+    running: &HashMap<ContainerId, Live>,
+    target: &ContainerId,
+) -> Result<OwnedFd, String> {
+    let pid = running
+        .get(target)
+        .filter(|l| l.state == ContainerState::Running)
+        .map(|l| l.pid)
+        .ok_or_else(|| format!("target container {target} is not running in this pod"))?;
+    ops::open_pid(pid, NsKind::Pid).map_err(|e| e.to_string())
 }
 
 /// What an exec'd process gets: the caller's three descriptors, or a console socket.

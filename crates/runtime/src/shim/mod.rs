@@ -5,10 +5,11 @@
 //! they are known: [`crate::starting_shim`]). It then detaches (fork, the parent exits,
 //! `setsid`), becomes a child subreaper, starts the pause process in the pod's new namespaces,
 //! pins them, prints one [`ShimReady`] line on its stdout and then serves requests on
-//! `shim.sock` until told to shut down. Containers and exec'd processes are its children: it
-//! holds their stdout/stderr pipes and writes them to their CRI log files, reaps them and
-//! records their exit codes, so the kubelet layer or the CLI may come and go (or be killed)
-//! without losing either.
+//! `shim.sock` until told to shut down. A Start already waiting on the socket when pause has
+//! made the namespaces is taken up then, the container forked while pause finishes (`early`).
+//! Containers and exec'd processes are its children: it holds their stdout/stderr pipes and
+//! writes them to their CRI log files, reaps them and records their exit codes, so the kubelet
+//! layer or the CLI may come and go (or be killed) without losing either.
 //!
 //! One shim lives as long as its pod, so it is built to keep little memory: a static binary at
 //! a fixed address with the code it runs packed together (`build.rs`, `resident.ld`), an
@@ -20,6 +21,7 @@
 
 mod attach;
 mod containers;
+mod early;
 mod memory;
 
 pub(crate) use memory::tunables_without_thread_cache;
@@ -394,6 +396,9 @@ pub(crate) struct Shim {
     record: ShimRecord,
     /// The main stack, whose pages below the idle loop go back after each burst of work.
     stack: Option<memory::StackTop>,
+    /// A client's first request read while pause started and not taken up then
+    /// ([`early`]): handled first.
+    first_request: Option<(u64, Request, Vec<OwnedFd>)>,
 }
 
 impl Shim {
@@ -420,33 +425,30 @@ impl Shim {
         let gate = (args.placement.is_some() || args.await_network)
             .then(take_gate_pipe)
             .transpose()?;
-        // The first container's likely filters, compiled while this process would only wait
-        // for pause: done once the pod was announced, the compile (0.25 ms) held a CPU the
-        // caller then wanted for the sandbox's records and its StartContainer.
-        let precompile = || {
-            if args.security.seccomp == crate::seccomp::SeccompProfile::RuntimeDefault
-                && !args.security.privileged
-            {
-                if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
-                    crate::seccomp::precompile(crate::seccomp::SeccompSpec::Named {
-                        named: crate::seccomp::NamedProfile::RuntimeDefault,
-                        bounding: default_caps,
-                    });
-                }
-            }
-        };
-        let started = sandbox::start(&args, &paths, me, gate, precompile);
+        let pod_cgroup = args
+            .placement
+            .as_ref()
+            .and_then(|p| p.cgroup.as_ref())
+            .and_then(|pause| pause.parent());
+        let mut early = early::Early::new(&args, &paths, listener.as_fd(), pod_cgroup.as_ref());
+        let started = sandbox::start(&args, &paths, me, gate, &mut early);
         let (pause, namespaces, record) = match started {
             Ok(started) => started,
             Err(message) => {
+                early.abandon();
                 let _ = std::fs::remove_file(paths.socket());
                 let _ = std::fs::remove_file(paths.shim_pid());
                 return Err(message);
             }
         };
         crate::trace::process_mark("shim", "namespaces (shim, pause, pins, lo)");
+        // The sandbox is up: a container forked while pause started goes on to its program.
+        if let Some(forked) = &mut early.forked {
+            forked.open_gate();
+        }
         announce(&ShimReady::Ready(record.clone()));
-        Ok(Shim {
+        let (client, pending, forked) = (early.client, early.pending, early.forked);
+        let mut shim = Shim {
             paths,
             listener,
             signals,
@@ -461,17 +463,32 @@ impl Shim {
             pause,
             pause_alive: true,
             namespaces,
-            pod_cgroup: args
-                .placement
-                .as_ref()
-                .and_then(|p| p.cgroup.as_ref())
-                .and_then(|pause| pause.parent()),
+            pod_cgroup,
             record,
             stack: memory::StackTop::find(),
-        })
+            first_request: None,
+        };
+        if let Some(fd) = client {
+            shim.next_client += 1;
+            let token = shim.next_client;
+            shim.clients.insert(token, Client { fd });
+            if let Some(forked) = forked {
+                let response = shim
+                    .complete_start(forked)
+                    .unwrap_or_else(|message| Response::Error { message });
+                shim.reply(token, &response);
+            }
+            shim.first_request = pending.map(|(request, fds)| (token, request, fds));
+        }
+        Ok(shim)
     }
 
     fn serve(&mut self) {
+        if let Some((token, request, fds)) = self.first_request.take() {
+            if self.handle(token, request, fds) == Flow::Exit {
+                return;
+            }
+        }
         // Memory goes back once the shim has been idle for a while, off every request's way.
         let mut worked = true;
         loop {

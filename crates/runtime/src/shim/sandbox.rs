@@ -10,7 +10,9 @@
 //! pause makes: [`seccomp::pause_default`]), containerd's default capability
 //! bounding set and the pause image's user 65535 (which leaves it no effective capability), and
 //! `execve`s podlab-pause. Then the shim pins every pod namespace under `ns/`, so they outlive
-//! the pause process if it dies, and keeps them open for the containers to join.
+//! the pause process if it dies, and keeps them open for the containers to join. pause says
+//! on its report pipe when the namespaces are made, so that the shim may fork a container into
+//! them while pause goes on ([`WhilePauseStarts`], `super::early`).
 //!
 //! With a network namespace made and attached ahead of time (`--netns`, a warm one: see
 //! [`crate::network::PreparedNetwork`]), pause joins that one instead of unsharing a new one;
@@ -72,6 +74,49 @@ impl PodNamespaces {
             join.push((uts.as_fd(), NsKind::Uts));
         }
         join
+    }
+
+    /// The shim's own pid namespace, to come back to after a fork into another.
+    pub fn own_pid_ns(&self) -> BorrowedFd<'_> {
+        self.own_pid.as_fd()
+    }
+
+    /// The namespaces pause has just made, opened through `/proc` before they are pinned: for
+    /// a container forked while pause goes on. None for a pod with a user namespace of its
+    /// own, which pause enters only at its end.
+    pub(crate) fn of_pause(args: &ShimArgs, pause: Pid) -> Result<Option<PodNamespaces>, String> {
+        if args.security.user_namespace.is_some() {
+            return Ok(None);
+        }
+        let own_pid =
+            ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
+        PodNamespaces::open(args, own_pid, |kind| {
+            ops::open_pid(pause.as_raw(), kind).map_err(|e| e.to_string())
+        })
+        .map(Some)
+    }
+
+    /// The pod's namespaces of `args`, each opened with `open`.
+    fn open(
+        args: &ShimArgs,
+        own_pid: OwnedFd,
+        open: impl Fn(NsKind) -> Result<OwnedFd, String>,
+    ) -> Result<PodNamespaces, String> {
+        Ok(PodNamespaces {
+            net: (!args.host_network)
+                .then(|| open(NsKind::Net))
+                .transpose()?,
+            ipc: (!args.host_ipc).then(|| open(NsKind::Ipc)).transpose()?,
+            uts: (!args.host_network)
+                .then(|| open(NsKind::Uts))
+                .transpose()?,
+            pid: args.share_pid.then(|| open(NsKind::Pid)).transpose()?,
+            user: match &args.security.user_namespace {
+                Some(map) => Some((open(NsKind::User)?, map.clone())),
+                None => None,
+            },
+            own_pid,
+        })
     }
 
     /// The pod's user namespace, for a process to enter once its mounts are made.
@@ -141,8 +186,17 @@ pub(crate) fn fork_in(
 
 impl super::Shim {
     pub(crate) fn own_pid_ns(&self) -> BorrowedFd<'_> {
-        self.namespaces.own_pid.as_fd()
+        self.namespaces.own_pid_ns()
     }
+}
+
+/// What the shim does while pause starts, besides waiting for it.
+pub(crate) trait WhilePauseStarts {
+    /// Right after pause's fork, while it makes the pod's namespaces.
+    fn forked(&mut self);
+    /// Once they are made (`/proc/<pause>/ns/*` are the pod's), until `report` is readable:
+    /// pause at its `execve`, or failed.
+    fn namespaces_made(&mut self, pause: Pid, report: BorrowedFd<'_>);
 }
 
 /// Starts pause and pins its namespaces. On failure everything made is undone (but a network
@@ -156,7 +210,7 @@ pub(crate) fn start(
     paths: &SandboxPaths,
     shim: ProcessIdentity,
     gate: Option<OwnedFd>,
-    while_pause_starts: impl FnOnce(),
+    while_pause_starts: &mut dyn WhilePauseStarts,
 ) -> Result<(ProcessIdentity, PodNamespaces, ShimRecord), String> {
     let own_pid =
         ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
@@ -212,26 +266,9 @@ pub(crate) fn start(
     }
     super::save(&paths.shim_record(), &record);
     podlab_fault::point_reached("shim.after-pins");
-    let open = |kind: NsKind| -> Result<OwnedFd, String> {
+    let opened = PodNamespaces::open(args, own_pid, |kind| {
         ops::open(&paths.ns(kind), kind).map_err(|e| e.to_string())
-    };
-    let opened = (|| {
-        Ok::<_, String>(PodNamespaces {
-            net: (!args.host_network)
-                .then(|| open(NsKind::Net))
-                .transpose()?,
-            ipc: (!args.host_ipc).then(|| open(NsKind::Ipc)).transpose()?,
-            uts: (!args.host_network)
-                .then(|| open(NsKind::Uts))
-                .transpose()?,
-            pid: args.share_pid.then(|| open(NsKind::Pid)).transpose()?,
-            user: match &args.security.user_namespace {
-                Some(map) => Some((open(NsKind::User)?, map.clone())),
-                None => None,
-            },
-            own_pid,
-        })
-    })();
+    });
     match opened {
         Ok(namespaces) => Ok((pause, namespaces, record)),
         Err(message) => {
@@ -315,7 +352,7 @@ fn start_pause(
     own_pid: BorrowedFd<'_>,
     cgroups_made: Option<BorrowedFd<'_>>,
     userns: Option<BorrowedFd<'_>>,
-    while_pause_starts: impl FnOnce(),
+    while_pause_starts: &mut dyn WhilePauseStarts,
 ) -> Result<Pid, String> {
     let process = pause_process(args)?;
     let template = match &args.mount_template {
@@ -376,8 +413,12 @@ fn start_pause(
     })?;
     drop(null);
     // pause makes its namespaces, waits for its cgroups and makes its root meanwhile.
-    while_pause_starts();
-    match crate::report::read_report(report_r).failure {
+    while_pause_starts.forked();
+    let mut report = crate::report::ReportPipe::new(report_r);
+    if report.namespaces_made() {
+        while_pause_starts.namespaces_made(pid, report.as_fd());
+    }
+    match report.finish().failure {
         None => Ok(pid),
         Some(failure) => {
             let _ = podlab_ns::child::wait_for(pid);
@@ -426,6 +467,8 @@ fn pause_child(
             .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
     trace.lap("the pod's namespaces");
+    // The shim may fork the first container into them now, while this goes on.
+    trace.send(&crate::report::ReportLine::Namespaces);
     // The caller has made the cgroups meanwhile (containerd's pinned network namespace is
     // likewise made outside the sandbox's cgroup); entered before the mount namespace hides
     // /sys/fs/cgroup and before anything of the sandbox container's runs.

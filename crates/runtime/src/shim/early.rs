@@ -1,0 +1,164 @@
+//! The first container forked while pause still starts.
+//!
+//! `run --rm` sends its container's Start on the shim's socket while the shim starts
+//! (`Runtime::run_pod_sandbox_and_start`). Once pause says the pod's namespaces are made (its
+//! report's [`crate::report::ReportLine::Namespaces`]), the shim reads that Start and forks the
+//! container into those namespaces (opened through `/proc/<pause>/ns`), while pause goes on to
+//! its own mount namespace, seccomp, user and `execve`, and the shim to the pins. The container
+//! makes its mounts meanwhile, then waits at its gate ([`crate::init::SandboxGate`]): its
+//! program runs only once the sandbox is up, as a Start after the sandbox's would. If pause
+//! fails, the container is killed at its gate ([`Forked::abandon`]).
+//!
+//! Only the first request of the first client is read here; one that is not such a Start (or
+//! whose fork fails) is handled once the shim serves, as it would have been. Nothing is taken
+//! up early for a pod with a user namespace of its own (pause enters it last), a shared pid
+//! namespace (see `namespaces_made`), or a network attached while the shim starts (no Start
+//! comes before the sandbox is Ready then).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::unistd::Pid;
+
+use super::containers::{fork_container, Forked, StartContext};
+use super::sandbox::{PodNamespaces, WhilePauseStarts};
+use super::ShimArgs;
+use crate::protocol::{self, Request};
+use crate::state::SandboxPaths;
+
+/// What the shim took up while pause started: a client, its first request, and the container
+/// forked for it.
+pub(super) struct Early<'a> {
+    args: &'a ShimArgs,
+    paths: &'a SandboxPaths,
+    listener: BorrowedFd<'a>,
+    pod_cgroup: Option<&'a podlab_cgroups::Cgroup>,
+    pub client: Option<OwnedFd>,
+    /// The client's first request, when it was not taken up here.
+    pub pending: Option<(Request, Vec<OwnedFd>)>,
+    pub forked: Option<Forked>,
+}
+
+impl<'a> Early<'a> {
+    pub fn new(
+        args: &'a ShimArgs,
+        paths: &'a SandboxPaths,
+        listener: BorrowedFd<'a>,
+        pod_cgroup: Option<&'a podlab_cgroups::Cgroup>,
+    ) -> Early<'a> {
+        Early {
+            args,
+            paths,
+            listener,
+            pod_cgroup,
+            client: None,
+            pending: None,
+            forked: None,
+        }
+    }
+
+    /// The sandbox did not start: a container forked for it is killed at its gate.
+    pub fn abandon(&mut self) {
+        if let Some(forked) = self.forked.take() {
+            forked.abandon();
+        }
+    }
+
+    fn take_up(&mut self, namespaces: &PodNamespaces, request: Request, fds: Vec<OwnedFd>) {
+        let Request::Start { container, waited } = &request else {
+            self.pending = Some((request, fds));
+            return;
+        };
+        let context = StartContext {
+            paths: self.paths,
+            namespaces,
+            pod_cgroup: self.pod_cgroup,
+            pause_alive: true,
+            running: &HashMap::new(),
+        };
+        let template = fds.first().map(|fd| fd.as_fd());
+        match fork_container(&context, container, template, *waited, true) {
+            Ok(forked) => {
+                crate::trace::process_mark("shim", "first container forked (pause starting)");
+                self.forked = Some(forked);
+            }
+            // Tried again, and answered, once the shim serves.
+            Err(_) => self.pending = Some((request, fds)),
+        }
+    }
+}
+
+impl WhilePauseStarts for Early<'_> {
+    fn forked(&mut self) {
+        precompile(self.args);
+    }
+
+    fn namespaces_made(&mut self, pause: Pid, report: BorrowedFd<'_>) {
+        // A shared pid namespace is left out: pause is its PID 1, and a pause that fails is
+        // reaped by itself (`kill_and_reap`), which would wait forever for a container of
+        // its namespace that only this process could reap.
+        if self.args.await_network || self.args.share_pid {
+            return;
+        }
+        let Ok(Some(namespaces)) = PodNamespaces::of_pause(self.args, pause) else {
+            return;
+        };
+        loop {
+            let watched = self
+                .client
+                .as_ref()
+                .map_or(self.listener, |client| client.as_fd());
+            let mut fds = [
+                PollFd::new(report, PollFlags::POLLIN),
+                PollFd::new(watched, PollFlags::POLLIN),
+            ];
+            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::Error::EINTR) => continue,
+                Err(_) => return,
+            }
+            let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+            if ready(&fds[0]) {
+                // pause is at its execve, or failed: the sandbox's start goes on.
+                return;
+            }
+            if !ready(&fds[1]) {
+                continue;
+            }
+            let Some(client) = &self.client else {
+                match nix::sys::socket::accept4(
+                    self.listener.as_fd().as_raw_fd(),
+                    nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+                ) {
+                    // SAFETY: accept4 returned a new descriptor.
+                    Ok(fd) => self.client = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+                    Err(_) => return,
+                }
+                continue;
+            };
+            match protocol::receive_message::<Request>(client.as_fd()) {
+                Ok(Some((request, fds))) => self.take_up(&namespaces, request, fds),
+                // It hung up: the shim's loop would forget it too.
+                Ok(None) | Err(_) => self.client = None,
+            }
+            return;
+        }
+    }
+}
+
+/// The first container's likely filters, compiled while the shim would only wait for pause:
+/// done once the pod was announced, the compile (0.25 ms) held a CPU the caller then wanted
+/// for the sandbox's records and its StartContainer.
+fn precompile(args: &ShimArgs) {
+    if args.security.seccomp == crate::seccomp::SeccompProfile::RuntimeDefault
+        && !args.security.privileged
+    {
+        if let Ok(default_caps) = crate::capabilities::resolve(false, &[], &[]) {
+            crate::seccomp::precompile(crate::seccomp::SeccompSpec::Named {
+                named: crate::seccomp::NamedProfile::RuntimeDefault,
+                bounding: default_caps,
+            });
+        }
+    }
+}
