@@ -47,7 +47,9 @@ extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc:
         // Started off its caller's CPU, which the caller set after the spawn and before it
         // sent the arguments: what the shim starts gets the caller's affinity back.
         podlab_runtime::spawn_cpu::restore_caller_cpus();
-        args.map_or(Ok(()), podlab_runtime::shim::run)
+        args.map_or(Ok(()), |(args, listener)| {
+            podlab_runtime::shim::run(args, listener)
+        })
     });
     match run {
         Ok(()) => 0,

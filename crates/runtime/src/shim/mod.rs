@@ -225,11 +225,16 @@ impl ShimArgs {
 
 /// The arguments of a shim started as `podlab-shim --args-on-stdin --id ID --sandbox-dir DIR`
 /// ([`crate::starting_shim`]), read from its stdin: their length (4 bytes, little-endian), then
-/// a JSON array of them. None when the pipe ends first: the caller gave the sandbox up. The
-/// arguments must name the sandbox of the command line, which `ps` and `podlab gc` read.
+/// a JSON array of them; and the listening `shim.sock` of that folder. None when the pipe ends
+/// first: the caller gave the sandbox up. The arguments must name the sandbox of the command
+/// line, which `ps` and `podlab gc` read.
+///
+/// The socket is bound before the arguments are read, so that a request sent while the shim
+/// starts (`run --rm`'s Start) finds it and waits in its backlog, whenever the shim gets there
+/// ([`early`]); it is removed again when no sandbox comes.
 pub fn args_from_stdin(
     named: impl IntoIterator<Item = OsString>,
-) -> Result<Option<ShimArgs>, String> {
+) -> Result<Option<(ShimArgs, OwnedFd)>, String> {
     let named: Vec<OsString> = named.into_iter().collect();
     let (id, dir) = match named.as_slice() {
         [id_flag, id, dir_flag, dir] if id_flag == "--id" && dir_flag == "--sandbox-dir" => {
@@ -242,6 +247,18 @@ pub fn args_from_stdin(
             ))
         }
     };
+    let socket = SandboxPaths::new(dir.clone()).socket();
+    let listener = protocol::listen(&socket).map_err(|e| e.to_string())?;
+    match read_args(&id, &dir) {
+        Ok(Some(args)) => Ok(Some((args, listener))),
+        other => {
+            let _ = std::fs::remove_file(&socket);
+            other.map(|_| None)
+        }
+    }
+}
+
+fn read_args(id: &OsString, dir: &std::path::Path) -> Result<Option<ShimArgs>, String> {
     // SAFETY: descriptor 0 is open; ManuallyDrop leaves it so (the gate may still be read).
     let mut stdin = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
     let mut length = [0u8; 4];
@@ -292,7 +309,7 @@ const MAX_ARGS_ON_STDIN: usize = 1 << 20;
 
 /// The whole life of a shim. Returns only in the process that started it (at once, after the
 /// detaching fork); the daemon exits from within.
-pub fn run(args: ShimArgs) -> anyhow::Result<()> {
+pub fn run(args: ShimArgs, listener: OwnedFd) -> anyhow::Result<()> {
     memory::without_thread_cache();
     // SAFETY: the shim is single-threaded here; the parent only exits.
     match unsafe { nix::unistd::fork() }? {
@@ -306,7 +323,7 @@ pub fn run(args: ShimArgs) -> anyhow::Result<()> {
     memory::tune_allocator();
     // A daemon keeps no folder of its caller busy (it could not be unmounted while we live).
     let _ = nix::unistd::chdir("/");
-    let code = match Shim::start(args) {
+    let code = match Shim::start(args, listener) {
         Ok(mut shim) => {
             shim.serve();
             0
@@ -402,7 +419,7 @@ pub(crate) struct Shim {
 }
 
 impl Shim {
-    fn start(args: ShimArgs) -> Result<Shim, String> {
+    fn start(args: ShimArgs, listener: OwnedFd) -> Result<Shim, String> {
         podlab_ns::pid::set_child_subreaper().map_err(|e| e.to_string())?;
         let mut mask = SigSet::empty();
         for signal in [
@@ -421,7 +438,6 @@ impl Shim {
         let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| e.to_string())?;
         std::fs::write(paths.shim_pid(), format!("{}\n", me.pid))
             .map_err(|e| format!("writing {}: {e}", paths.shim_pid().display()))?;
-        let listener = protocol::listen(&paths.socket()).map_err(|e| e.to_string())?;
         let gate = (args.placement.is_some() || args.await_network)
             .then(take_gate_pipe)
             .transpose()?;
