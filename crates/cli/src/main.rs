@@ -299,7 +299,7 @@ struct GetCli {
     /// After the listing, print every change.
     #[arg(short = 'w', long)]
     watch: bool,
-    /// Answer from an informer index: controller=<uid>, controller=orphan, node=<name>.
+    /// Answer from an informer index: controller=UID, controller=orphan, node=NAME.
     #[arg(long)]
     index: Option<String>,
 }

@@ -14,7 +14,7 @@
 //! A change is made under the exclusive lock, so changes from any number of processes are
 //! serialised and numbered by one global resourceVersion counter, as etcd numbers revisions.
 //! The log line is appended first: it is the commit (fsynced too with `PODLAB_STORE_FSYNC=1`,
-//! see [`durable`](crate::durable) for what survives what). Then the object file is
+//! see [`durable`] for what survives what). Then the object file is
 //! replaced atomically and `head.json` records the commit. A writer killed half way leaves a
 //! log longer than `head.json` says; the next locker redoes the missing tail (and drops a
 //! half-written last line), so the files always match the log.

@@ -31,7 +31,13 @@ pub mod status;
 pub mod streaming;
 
 /// The CRI v1 messages and service traits, generated from `proto/api.proto`.
-#[allow(clippy::all, missing_docs)]
+#[allow(
+    clippy::all,
+    missing_docs,
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links
+)]
 pub mod proto {
     tonic::include_proto!("runtime.v1");
 }

@@ -930,7 +930,7 @@ impl Store {
     }
 
     /// Deletes every blob and snapshot that no name needs (except snapshots still mounted),
-    /// once no pull is in progress (see [`Store::hold_for_pull`]).
+    /// once no pull is in progress (see `Store::hold_for_pull`).
     pub fn gc(&self) -> Result<GcReport> {
         let collected = {
             let _no_pull = StoreLock::acquire(&self.pulls_lock_path(), true)?;

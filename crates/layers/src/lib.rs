@@ -4,7 +4,7 @@
 //! the machine itself: where dockerd, containerd, ctr and runc are installed it starts private
 //! instances of them (see [`lab`]), runs a container through each stack, and prints the real
 //! process trees, namespace ids and overlay layers that the kernel reports ([`demo`]). The same
-//! lab drives the side-by-side benchmarks of `cargo xtask peers` ([`bench`]).
+//! lab drives the side-by-side benchmarks of `cargo xtask peers` ([`mod@bench`]).
 //!
 //! * [`lab`]: a temporary folder and private network + mount namespaces in which the peers run,
 //!   and the teardown that leaves the host as it was;

@@ -78,7 +78,7 @@ pub enum Error {
         path: PathBuf,
         cause: std::io::Error,
     },
-    /// The running kernel does not have this namespace kind (no /proc/self/ns/<kind>).
+    /// The running kernel does not have this namespace kind (no `/proc/self/ns/<kind>`).
     #[error("the kernel has no {kind} namespaces (no /proc/self/ns/{})", kind.proc_name())]
     KindUnsupported { kind: NsKind },
     /// A name that is not a namespace kind.

@@ -536,7 +536,7 @@ pub fn mount_dev(rootfs: &Path) -> Result<()> {
     mount_dev_from(rootfs, devices, None)
 }
 
-/// The host's device files of [`HOST_DEVICES`] that exist, by name.
+/// The host's device files of `HOST_DEVICES` that exist, by name.
 pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
     HOST_DEVICES
         .iter()
@@ -545,7 +545,7 @@ pub fn host_devices() -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
-/// The host's character devices of [`HOST_DEVICES`] that exist, by name, with their numbers
+/// The host's character devices of `HOST_DEVICES` that exist, by name, with their numbers
 /// (`st_rdev`), to be made anew with [`DeviceFile::Made`].
 pub fn host_device_numbers() -> Vec<(&'static str, u64)> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};

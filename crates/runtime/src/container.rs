@@ -288,7 +288,7 @@ impl Runtime {
     }
 
     /// StopContainer that stops waiting out the grace period as soon as `give_up()` is true
-    /// (it is asked every [`GIVE_UP_POLL`]): a node agent that is asked to stop leaves its pods
+    /// (it is asked every `GIVE_UP_POLL`): a node agent that is asked to stop leaves its pods
     /// running, as kubelet does, and a container already sent SIGTERM keeps it; the next agent
     /// takes the kill up again. True when the container is no longer running.
     pub fn stop_container_unless(

@@ -6,7 +6,7 @@
 //! (`newinstance,ptmxmode=0666`, [`podlab_ns::mnt::mount_dev`]), so its ptys are numbered and
 //! seen only there — makes the slave its controlling terminal (`setsid`, `TIOCSCTTY`) and its
 //! stdin, stdout and stderr, and sends the master back over a unix socket (`SCM_RIGHTS`), as
-//! runc does with `--console-socket`: [`open_console`] and [`receive_console`].
+//! runc does with `--console-socket`: [`open_console`] and [`receive_fd`].
 //!
 //! The user's side is kubectl's: [`RawMode`] puts the user's terminal in raw mode (so Ctrl-C is
 //! a byte for the container's line discipline, which signals the container's foreground

@@ -1,4 +1,4 @@
-//! A pod demo's lab: a throw-away `$PODLAB_ROOT` ([`kit::ScratchRoot`]) whose node agent runs
+//! A pod demo's lab: a throw-away `$PODLAB_ROOT` ([`super::kit::ScratchRoot`]) whose node agent runs
 //! with the demo's settings (crash-loop backoffs of a second instead of kubelet's ten, decisions
 //! narrated to its log), the built-in busybox image, and what the restart, probe and sandbox
 //! demos do with it: apply a manifest as `podlab apply` does, wait for a pod while narrating its

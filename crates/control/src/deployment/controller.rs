@@ -1,5 +1,5 @@
 //! The Deployment controller's driver: kube-controller-manager's `deployment` controller
-//! around the pure [`sync`](super::sync::sync).
+//! around the pure [`sync`].
 //!
 //! Three informers (Deployments, ReplicaSets, pods with the controller-UID index) feed a queue
 //! of Deployment keys: a Deployment's change, a change of a ReplicaSet it controls, and the

@@ -20,7 +20,7 @@ pub fn fnv32a(bytes: &[u8]) -> u32 {
     })
 }
 
-/// `rand.SafeEncodeString`: each character mapped into [`ALPHANUMS`] by its code.
+/// `rand.SafeEncodeString`: each character mapped into `ALPHANUMS` by its code.
 pub fn safe_encode(text: &str) -> String {
     text.chars()
         .map(|c| ALPHANUMS[(c as usize) % ALPHANUMS.len()] as char)

@@ -108,7 +108,7 @@ impl Holder {
         ns_inode(self.pid.as_raw(), kind)
     }
 
-    /// Opens the holder's namespace of `kind`, for [`join`].
+    /// Opens the holder's namespace of `kind`, for [`super::join`].
     pub fn open(&self, kind: NsKind) -> Result<OwnedFd> {
         open_pid(self.pid.as_raw(), kind)
     }

@@ -231,7 +231,7 @@ impl ShimArgs {
 ///
 /// The socket is bound before the arguments are read, so that a request sent while the shim
 /// starts (`run --rm`'s Start) finds it and waits in its backlog, whenever the shim gets there
-/// ([`early`]); it is removed again when no sandbox comes.
+/// (`early`); it is removed again when no sandbox comes.
 pub fn args_from_stdin(
     named: impl IntoIterator<Item = OsString>,
 ) -> Result<Option<(ShimArgs, OwnedFd)>, String> {
