@@ -72,6 +72,36 @@ pub struct ContainerPlan<'a> {
     /// Forked while pause still starts: the process waits here, its mounts made, until the
     /// shim says the sandbox is up ([`SandboxGate`]).
     pub gate: Option<SandboxGate>,
+    /// Forked before pause had made the pod's namespaces (`join` is then empty): they are
+    /// joined through pause's pidfd once this gate opens, after the mounts that do not depend
+    /// on them and before `/sys`, which shows the network namespace of whoever mounts it.
+    pub join_later: Option<JoinLater>,
+}
+
+/// The pod's namespaces, joined once pause has made them ([`ContainerPlan::join_later`]).
+#[derive(Debug, Clone, Copy)]
+pub struct JoinLater {
+    /// pause's pidfd: `setns(2)` with it joins several of its namespaces at once.
+    pub pause: RawFd,
+    /// The namespaces to join (`CLONE_NEWNET` and the like).
+    pub flags: CloneFlags,
+    pub gate: SandboxGate,
+}
+
+impl JoinLater {
+    fn join(self) -> Step<()> {
+        self.gate
+            .wait_for("pause did not make the pod's namespaces (it failed, or the shim died)")?;
+        // SAFETY: setns on a pidfd this process inherited, with namespace flags only.
+        if unsafe { libc::setns(self.pause, self.flags.bits()) } < 0 {
+            return Err(sys_failure(
+                "join the pod's namespaces (setns on pause's pidfd)",
+                None,
+                nix::Error::last(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The pipe on which the shim lets a container forked while pause still starts go on to its
@@ -86,6 +116,10 @@ pub struct SandboxGate {
 
 impl SandboxGate {
     fn wait(self) -> Step<()> {
+        self.wait_for("the pod's sandbox did not start (pause failed, or the shim died)")
+    }
+
+    fn wait_for(self, failed: &str) -> Step<()> {
         // SAFETY: the writing end is this process's inherited copy, closed once.
         unsafe { libc::close(self.write) };
         let mut byte = [0u8; 1];
@@ -98,12 +132,7 @@ impl SandboxGate {
             if n < 0 && nix::Error::last() == nix::Error::EINTR {
                 continue;
             }
-            return Err(failure(
-                "wait for the sandbox",
-                None,
-                None,
-                "the pod's sandbox did not start (pause failed, or the shim died)".into(),
-            ));
+            return Err(failure("wait for the sandbox", None, None, failed.into()));
         }
     }
 }
@@ -260,7 +289,9 @@ fn join_all(join: &[(BorrowedFd<'_>, NsKind)]) -> Step<()> {
 
 fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
     join_all(&plan.join)?;
-    trace.lap("join the pod's namespaces");
+    if plan.join_later.is_none() {
+        trace.lap("join the pod's namespaces");
+    }
     // A template made in the initial user namespace cannot be entered from another one.
     let template = plan
         .mount_template
@@ -294,6 +325,10 @@ fn prepare_container(plan: &ContainerPlan<'_>, trace: &mut Trace) -> Step<()> {
             .map_err(|e| ns_failure("bind the pod's /dev/shm", Some(&dev_shm), e))?;
     }
     trace.lap("/dev");
+    if let Some(later) = plan.join_later {
+        later.join()?;
+        trace.lap("join the pod's namespaces, once pause made them");
+    }
     let sys = target_in(rootfs, Path::new("/sys"), true)?;
     mnt::mount_sysfs(&sys, !plan.privileged)
         .map_err(|e| ns_failure("mount /sys", Some(&sys), e))?;

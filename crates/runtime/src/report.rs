@@ -17,7 +17,7 @@ pub fn monotonic_ns() -> u64 {
 
 /// What a child writes on its report pipe, one JSON line each: the times its steps ended
 /// (just before `execve`), or its failure; pause also says when the pod's namespaces are
-/// made, so that the shim may fork the first container into them while pause goes on.
+/// made, so that a container the shim forked while pause goes on may join them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReportLine {
     Marks(Vec<(String, u64)>),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
@@ -216,7 +216,7 @@ impl Shim {
             running: &self.containers,
         };
         let template = mount_template.as_ref().map(|fd| fd.as_fd());
-        let forked = fork_container(&context, id, template, waited, false)?;
+        let forked = fork_container(&context, id, template, waited, None)?;
         drop(mount_template);
         self.complete_start(forked)
     }
@@ -639,6 +639,17 @@ pub(super) struct StartContext<'a> {
     pub running: &'a HashMap<ContainerId, Live>,
 }
 
+/// How a container forked while pause still starts reaches the pod's namespaces: those pause
+/// has made already, or pause's own once it has made them (joined through its pidfd).
+#[derive(Clone, Copy)]
+pub(super) enum ForkedEarly<'a> {
+    IntoMade,
+    BeforeMade {
+        pause: BorrowedFd<'a>,
+        flags: nix::sched::CloneFlags,
+    },
+}
+
 /// A container's process forked, its start not heard yet ([`Shim::complete_start`]).
 pub(super) struct Forked {
     id: ContainerId,
@@ -654,9 +665,20 @@ pub(super) struct Forked {
     forked_at: u64,
     /// The writing end of its [`init::SandboxGate`], when forked while pause still starts.
     gate: Option<OwnedFd>,
+    /// The writing end of its [`init::JoinLater`]'s gate, when forked before pause had made the
+    /// pod's namespaces.
+    namespaces_gate: Option<OwnedFd>,
 }
 
 impl Forked {
+    /// Lets the process join the pod's namespaces: pause has made them.
+    pub(super) fn namespaces_made(&mut self) {
+        if let Some(gate) = self.namespaces_gate.take() {
+            // SAFETY: writes one byte from a buffer of this frame.
+            unsafe { libc::write(raw(&gate), [1u8].as_ptr().cast(), 1) };
+        }
+    }
+
     /// Lets the process go on to its program: the sandbox is up.
     pub(super) fn open_gate(&mut self) {
         if let Some(gate) = self.gate.take() {
@@ -674,14 +696,15 @@ impl Forked {
 }
 
 /// Reads container `id`'s record, makes what its start makes (its layer's folders and cgroup
-/// when CreateContainer left them), and forks its process. `gated`: the process waits, its
-/// mounts made, for [`Forked`]'s gate to open (a container forked while pause still starts).
+/// when CreateContainer left them), and forks its process. `early`: forked while pause still
+/// starts, the process waits, its mounts made, for [`Forked`]'s gate to open, and joins the
+/// pod's namespaces as [`ForkedEarly`] says.
 pub(super) fn fork_container(
     context: &StartContext<'_>,
     id: &ContainerId,
     mount_template: Option<BorrowedFd<'_>>,
     waited: bool,
-    gated: bool,
+    early: Option<ForkedEarly<'_>>,
 ) -> Result<Forked, String> {
     let paths = context.paths.container(id);
     let mut record: ContainerRecord = state::read_record(&paths.record())
@@ -716,9 +739,10 @@ pub(super) fn fork_container(
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (report_r, report_w) = pipe()?;
-    let gate = match gated {
-        true => Some(pipe()?),
-        false => None,
+    let gate = early.map(|_| pipe()).transpose()?;
+    let later = match early {
+        Some(ForkedEarly::BeforeMade { pause, flags }) => Some((pause, flags, pipe()?)),
+        _ => None,
     };
     let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
     // `tty`: a console made by the container's process, its master sent back here.
@@ -759,7 +783,10 @@ pub(super) fn fork_container(
         security.readonly_paths = Some(Vec::new());
     }
     let plan = ContainerPlan {
-        join: namespaces.for_container(),
+        join: match later {
+            Some(_) => Vec::new(),
+            None => namespaces.for_container(),
+        },
         rootfs: paths.rootfs(),
         lowerdirs: record.image.lowerdirs.clone(),
         upper: paths.upper(),
@@ -791,6 +818,16 @@ pub(super) fn fork_container(
             read: raw(read),
             write: raw(write),
         }),
+        join_later: later
+            .as_ref()
+            .map(|(pause, flags, (read, write))| init::JoinLater {
+                pause: pause.as_raw_fd(),
+                flags: *flags,
+                gate: init::SandboxGate {
+                    read: raw(read),
+                    write: raw(write),
+                },
+            }),
     };
     let stdio = Stdio {
         stdin: stdin_pipe
@@ -831,6 +868,10 @@ pub(super) fn fork_container(
         unsaved_cgroup,
         forked_at,
         gate: gate.map(|(read, write)| {
+            drop(read);
+            write
+        }),
+        namespaces_gate: later.map(|(_, _, (read, write))| {
             drop(read);
             write
         }),

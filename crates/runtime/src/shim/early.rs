@@ -1,18 +1,27 @@
 //! The first container forked while pause still starts.
 //!
 //! `run --rm` sends its container's Start on the shim's socket while the shim starts
-//! (`Runtime::run_pod_sandbox_and_start`). Once pause says the pod's namespaces are made (its
-//! report's [`crate::report::ReportLine::Namespaces`]), the shim reads that Start and forks the
-//! container into those namespaces (opened through `/proc/<pause>/ns`), while pause goes on to
-//! its own mount namespace, seccomp, user and `execve`, and the shim to the pins. The container
-//! makes its mounts meanwhile, then waits at its gate ([`crate::init::SandboxGate`]): its
-//! program runs only once the sandbox is up, as a Start after the sandbox's would. If pause
-//! fails, the container is killed at its gate ([`Forked::abandon`]).
+//! (`Runtime::run_pod_sandbox_and_start`; the socket is bound before the shim reads its
+//! arguments). The shim reads that Start as soon as it comes while pause starts, and forks the
+//! container at once:
+//!
+//! * before pause has made the pod's namespaces, with pause's pidfd: the container makes what
+//!   needs none of them (its cgroup, its own mount namespace, the overlay root, `/proc`,
+//!   `/dev`), waits for the shim's byte saying pause has made them (its report's
+//!   [`crate::report::ReportLine::Namespaces`]), joins them with one `setns(2)` on the pidfd
+//!   ([`crate::init::JoinLater`]), and goes on (`/sys` shows the network namespace of whoever
+//!   mounts it, so it comes after);
+//! * after, into the namespaces opened through `/proc/<pause>/ns`.
+//!
+//! Either way the container then waits at its gate ([`crate::init::SandboxGate`]): its program
+//! runs only once the sandbox is up (pause `execve`d, its namespaces pinned), as a Start after
+//! the sandbox's would. If pause fails, the container is killed at a gate
+//! ([`Forked::abandon`]).
 //!
 //! Only the first request of the first client is read here; one that is not such a Start (or
 //! whose fork fails) is handled once the shim serves, as it would have been. Nothing is taken
 //! up early for a pod with a user namespace of its own (pause enters it last), a shared pid
-//! namespace (see `namespaces_made`), or a network attached while the shim starts (no Start
+//! namespace (see `until_started`), or a network attached while the shim starts (no Start
 //! comes before the sandbox is Ready then).
 
 use std::collections::HashMap;
@@ -21,10 +30,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;
 
-use super::containers::{fork_container, Forked, StartContext};
-use super::sandbox::{PodNamespaces, WhilePauseStarts};
+use podlab_ns::NsKind;
+
+use super::containers::{fork_container, Forked, ForkedEarly, StartContext};
+use super::sandbox::{pod_kinds, PodNamespaces, WhilePauseStarts};
 use super::ShimArgs;
+use crate::liveness::Pidfd;
 use crate::protocol::{self, Request};
+use crate::report::ReportPipe;
 use crate::state::SandboxPaths;
 
 /// What the shim took up while pause started: a client, its first request, and the container
@@ -65,10 +78,38 @@ impl<'a> Early<'a> {
         }
     }
 
-    fn take_up(&mut self, namespaces: &PodNamespaces, request: Request, fds: Vec<OwnedFd>) {
+    /// Forks the container of a Start: into the namespaces pause has made, or, before it has,
+    /// with pause's pidfd to join them through once it has.
+    fn take_up(
+        &mut self,
+        made: Option<&PodNamespaces>,
+        pause: &Pidfd,
+        request: Request,
+        fds: Vec<OwnedFd>,
+    ) {
         let Request::Start { container, waited } = &request else {
             self.pending = Some((request, fds));
             return;
+        };
+        let not_made;
+        let (namespaces, early) = match made {
+            Some(namespaces) => (namespaces, ForkedEarly::IntoMade),
+            None => match PodNamespaces::not_made_yet() {
+                Ok(none) => {
+                    not_made = none;
+                    let kinds = pod_kinds(self.args.host_network, self.args.host_ipc, false);
+                    let flags = NsKind::flags_of(&kinds);
+                    let early = ForkedEarly::BeforeMade {
+                        pause: pause.as_fd(),
+                        flags,
+                    };
+                    (&not_made, early)
+                }
+                Err(_) => {
+                    self.pending = Some((request, fds));
+                    return;
+                }
+            },
         };
         let context = StartContext {
             paths: self.paths,
@@ -78,7 +119,7 @@ impl<'a> Early<'a> {
             running: &HashMap::new(),
         };
         let template = fds.first().map(|fd| fd.as_fd());
-        match fork_container(&context, container, template, *waited, true) {
+        match fork_container(&context, container, template, *waited, Some(early)) {
             Ok(forked) => {
                 crate::trace::process_mark("shim", "first container forked (pause starting)");
                 self.forked = Some(forked);
@@ -94,36 +135,57 @@ impl WhilePauseStarts for Early<'_> {
         precompile(self.args);
     }
 
-    fn namespaces_made(&mut self, pause: Pid, report: BorrowedFd<'_>) {
+    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe) {
         // A shared pid namespace is left out: pause is its PID 1, and a pause that fails is
         // reaped by itself (`kill_and_reap`), which would wait forever for a container of
         // its namespace that only this process could reap.
-        if self.args.await_network || self.args.share_pid {
+        if self.args.await_network
+            || self.args.share_pid
+            || self.args.security.user_namespace.is_some()
+        {
             return;
         }
-        let Ok(Some(namespaces)) = PodNamespaces::of_pause(self.args, pause) else {
+        let Ok(pidfd) = Pidfd::open(pause.as_raw()) else {
             return;
         };
+        let mut made: Option<PodNamespaces> = None;
+        // Only the first request of the first client is read here.
+        let mut taken = false;
         loop {
             let watched = self
                 .client
                 .as_ref()
                 .map_or(self.listener, |client| client.as_fd());
-            let mut fds = [
-                PollFd::new(report, PollFlags::POLLIN),
-                PollFd::new(watched, PollFlags::POLLIN),
-            ];
+            let mut fds = vec![PollFd::new(report.as_fd(), PollFlags::POLLIN)];
+            if !taken {
+                fds.push(PollFd::new(watched, PollFlags::POLLIN));
+            }
             match nix::poll::poll(&mut fds, PollTimeout::NONE) {
                 Ok(_) => {}
                 Err(nix::Error::EINTR) => continue,
                 Err(_) => return,
             }
             let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
-            if ready(&fds[0]) {
-                // pause is at its execve, or failed: the sandbox's start goes on.
-                return;
+            let (report_ready, watched_ready) = (ready(&fds[0]), fds.get(1).is_some_and(ready));
+            drop(fds);
+            if report_ready {
+                if made.is_some() || !report.namespaces_made() {
+                    // pause is at its execve, or failed: the sandbox's start goes on.
+                    return;
+                }
+                if let Some(forked) = &mut self.forked {
+                    forked.namespaces_made();
+                }
+                if taken {
+                    return;
+                }
+                match PodNamespaces::of_pause(self.args, pause) {
+                    Ok(Some(namespaces)) => made = Some(namespaces),
+                    _ => return,
+                }
+                continue;
             }
-            if !ready(&fds[1]) {
+            if !watched_ready {
                 continue;
             }
             let Some(client) = &self.client else {
@@ -137,12 +199,16 @@ impl WhilePauseStarts for Early<'_> {
                 }
                 continue;
             };
+            taken = true;
             match protocol::receive_message::<Request>(client.as_fd()) {
-                Ok(Some((request, fds))) => self.take_up(&namespaces, request, fds),
+                Ok(Some((request, fds))) => self.take_up(made.as_ref(), &pidfd, request, fds),
                 // It hung up: the shim's loop would forget it too.
                 Ok(None) | Err(_) => self.client = None,
             }
-            return;
+            if made.is_some() || self.forked.is_none() {
+                return;
+            }
+            // Forked before the namespaces: its gate opens when pause says they are made.
         }
     }
 }

@@ -5,8 +5,8 @@
 //! they are known: [`crate::starting_shim`]). It then detaches (fork, the parent exits,
 //! `setsid`), becomes a child subreaper, starts the pause process in the pod's new namespaces,
 //! pins them, prints one [`ShimReady`] line on its stdout and then serves requests on
-//! `shim.sock` until told to shut down. A Start already waiting on the socket when pause has
-//! made the namespaces is taken up then, the container forked while pause finishes (`early`).
+//! `shim.sock` until told to shut down. A Start that comes while pause starts (`run --rm`'s) is
+//! taken up at once, the container forked while pause finishes (`early`).
 //! Containers and exec'd processes are its children: it holds their stdout/stderr pipes and
 //! writes them to their CRI log files, reaps them and records their exit codes, so the kubelet
 //! layer or the CLI may come and go (or be killed) without losing either.

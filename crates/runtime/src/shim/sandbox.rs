@@ -11,8 +11,8 @@
 //! bounding set and the pause image's user 65535 (which leaves it no effective capability), and
 //! `execve`s podlab-pause. Then the shim pins every pod namespace under `ns/`, so they outlive
 //! the pause process if it dies, and keeps them open for the containers to join. pause says
-//! on its report pipe when the namespaces are made, so that the shim may fork a container into
-//! them while pause goes on ([`WhilePauseStarts`], `super::early`).
+//! on its report pipe when the namespaces are made, so that a container forked while pause
+//! goes on may join them ([`WhilePauseStarts`], `super::early`).
 //!
 //! With a network namespace made and attached ahead of time (`--netns`, a warm one: see
 //! [`crate::network::PreparedNetwork`]), pause joins that one instead of unsharing a new one;
@@ -42,7 +42,7 @@ use crate::config::UserNamespace;
 use crate::init::{self, ns_failure, sys_failure, Stdio, Step};
 use crate::liveness::ProcessIdentity;
 use crate::process::ProcessSpec;
-use crate::report::Trace;
+use crate::report::{ReportPipe, Trace};
 use crate::seccomp::{self, SeccompProfile};
 use crate::state::{SandboxPaths, ShimRecord};
 use crate::status::PinnedNamespace;
@@ -94,6 +94,21 @@ impl PodNamespaces {
             ops::open_pid(pause.as_raw(), kind).map_err(|e| e.to_string())
         })
         .map(Some)
+    }
+
+    /// None of the pod's namespaces yet, only the shim's own pid namespace: for a container
+    /// forked before pause has made them, which joins them itself
+    /// ([`init::ContainerPlan::join_later`]).
+    pub(crate) fn not_made_yet() -> Result<PodNamespaces, String> {
+        Ok(PodNamespaces {
+            net: None,
+            ipc: None,
+            uts: None,
+            pid: None,
+            user: None,
+            own_pid: ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid)
+                .map_err(|e| e.to_string())?,
+        })
     }
 
     /// The pod's namespaces of `args`, each opened with `open`.
@@ -194,9 +209,10 @@ impl super::Shim {
 pub(crate) trait WhilePauseStarts {
     /// Right after pause's fork, while it makes the pod's namespaces.
     fn forked(&mut self);
-    /// Once they are made (`/proc/<pause>/ns/*` are the pod's), until `report` is readable:
-    /// pause at its `execve`, or failed.
-    fn namespaces_made(&mut self, pause: Pid, report: BorrowedFd<'_>);
+    /// Then, until it returns: it may read `report` up to pause's
+    /// [`crate::report::ReportLine::Namespaces`] ([`ReportPipe::namespaces_made`]); what it
+    /// leaves of the report is read to its end after.
+    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe);
 }
 
 /// Starts pause and pins its namespaces. On failure everything made is undone (but a network
@@ -414,10 +430,8 @@ fn start_pause(
     drop(null);
     // pause makes its namespaces, waits for its cgroups and makes its root meanwhile.
     while_pause_starts.forked();
-    let mut report = crate::report::ReportPipe::new(report_r);
-    if report.namespaces_made() {
-        while_pause_starts.namespaces_made(pid, report.as_fd());
-    }
+    let mut report = ReportPipe::new(report_r);
+    while_pause_starts.until_started(pid, &mut report);
     match report.finish().failure {
         None => Ok(pid),
         Some(failure) => {
@@ -467,7 +481,7 @@ fn pause_child(
             .map_err(|e| ns_failure(&format!("write sysctl key {name}"), None, e))?;
     }
     trace.lap("the pod's namespaces");
-    // The shim may fork the first container into them now, while this goes on.
+    // A container the shim forked early may join them now, while this goes on.
     trace.send(&crate::report::ReportLine::Namespaces);
     // The caller has made the cgroups meanwhile (containerd's pinned network namespace is
     // likewise made outside the sandbox's cgroup); entered before the mount namespace hides
