@@ -122,17 +122,22 @@ impl SandboxGate {
     fn wait_for(self, failed: &str) -> Step<()> {
         // SAFETY: the writing end is this process's inherited copy, closed once.
         unsafe { libc::close(self.write) };
-        let mut byte = [0u8; 1];
-        loop {
-            // SAFETY: reads one byte into a buffer of this frame.
-            let n = unsafe { libc::read(self.read, byte.as_mut_ptr().cast(), 1) };
-            if n == 1 {
-                return Ok(());
-            }
-            if n < 0 && nix::Error::last() == nix::Error::EINTR {
-                continue;
-            }
-            return Err(failure("wait for the sandbox", None, None, failed.into()));
+        match read_one_byte(self.read) {
+            true => Ok(()),
+            false => Err(failure("wait for the sandbox", None, None, failed.into())),
+        }
+    }
+}
+
+/// Reads one byte of a gate pipe; false at its end (the writer closed it without writing, or
+/// died). Async-signal-safe: pause and containers call it between fork and exec.
+pub(crate) fn read_one_byte(fd: RawFd) -> bool {
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: reads one byte into a buffer of this frame.
+        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
+        if n >= 0 || nix::Error::last() != nix::Error::EINTR {
+            return n == 1;
         }
     }
 }

@@ -673,18 +673,12 @@ pub(super) struct Forked {
 impl Forked {
     /// Lets the process join the pod's namespaces: pause has made them.
     pub(super) fn namespaces_made(&mut self) {
-        if let Some(gate) = self.namespaces_gate.take() {
-            // SAFETY: writes one byte from a buffer of this frame.
-            unsafe { libc::write(raw(&gate), [1u8].as_ptr().cast(), 1) };
-        }
+        open(self.namespaces_gate.take());
     }
 
     /// Lets the process go on to its program: the sandbox is up.
     pub(super) fn open_gate(&mut self) {
-        if let Some(gate) = self.gate.take() {
-            // SAFETY: writes one byte from a buffer of this frame.
-            unsafe { libc::write(raw(&gate), [1u8].as_ptr().cast(), 1) };
-        }
+        open(self.gate.take());
     }
 
     /// The sandbox did not start: the process, still at its gate, is killed and reaped, and a
@@ -692,6 +686,13 @@ impl Forked {
     pub(super) fn abandon(self) {
         let _ = nix::sys::signal::kill(self.pid, Signal::SIGKILL);
         let _ = podlab_ns::child::wait_for(self.pid);
+    }
+}
+
+/// Writes a gate's one byte (a process that died meanwhile is heard in its report).
+fn open(gate: Option<OwnedFd>) {
+    if let Some(gate) = gate {
+        let _ = nix::unistd::write(&gate, &[1]);
     }
 }
 

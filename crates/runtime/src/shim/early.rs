@@ -131,11 +131,8 @@ impl<'a> Early<'a> {
 }
 
 impl WhilePauseStarts for Early<'_> {
-    fn forked(&mut self) {
-        precompile(self.args);
-    }
-
     fn until_started(&mut self, pause: Pid, report: &mut ReportPipe) {
+        precompile(self.args);
         // A shared pid namespace is left out: pause is its PID 1, and a pause that fails is
         // reaped by itself (`kill_and_reap`), which would wait forever for a container of
         // its namespace that only this process could reap.
@@ -180,8 +177,8 @@ impl WhilePauseStarts for Early<'_> {
                     return;
                 }
                 match PodNamespaces::of_pause(self.args, pause) {
-                    Ok(Some(namespaces)) => made = Some(namespaces),
-                    _ => return,
+                    Ok(namespaces) => made = Some(namespaces),
+                    Err(_) => return,
                 }
                 continue;
             }

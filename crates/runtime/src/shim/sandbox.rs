@@ -39,7 +39,7 @@ use podlab_ns::{ops, NsKind};
 
 use super::ShimArgs;
 use crate::config::UserNamespace;
-use crate::init::{self, ns_failure, sys_failure, Stdio, Step};
+use crate::init::{self, ns_failure, read_one_byte, sys_failure, Stdio, Step};
 use crate::liveness::ProcessIdentity;
 use crate::process::ProcessSpec;
 use crate::report::{ReportPipe, Trace};
@@ -82,18 +82,14 @@ impl PodNamespaces {
     }
 
     /// The namespaces pause has just made, opened through `/proc` before they are pinned: for
-    /// a container forked while pause goes on. None for a pod with a user namespace of its
-    /// own, which pause enters only at its end.
-    pub(crate) fn of_pause(args: &ShimArgs, pause: Pid) -> Result<Option<PodNamespaces>, String> {
-        if args.security.user_namespace.is_some() {
-            return Ok(None);
-        }
+    /// a container forked while pause goes on (never for a pod with a user namespace of its
+    /// own, which pause enters only at its end).
+    pub(crate) fn of_pause(args: &ShimArgs, pause: Pid) -> Result<PodNamespaces, String> {
         let own_pid =
             ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
         PodNamespaces::open(args, own_pid, |kind| {
             ops::open_pid(pause.as_raw(), kind).map_err(|e| e.to_string())
         })
-        .map(Some)
     }
 
     /// None of the pod's namespaces yet, only the shim's own pid namespace: for a container
@@ -207,9 +203,7 @@ impl super::Shim {
 
 /// What the shim does while pause starts, besides waiting for it.
 pub(crate) trait WhilePauseStarts {
-    /// Right after pause's fork, while it makes the pod's namespaces.
-    fn forked(&mut self);
-    /// Then, until it returns: it may read `report` up to pause's
+    /// From pause's fork until it returns: it may read `report` up to pause's
     /// [`crate::report::ReportLine::Namespaces`] ([`ReportPipe::namespaces_made`]); what it
     /// leaves of the report is read to its end after.
     fn until_started(&mut self, pause: Pid, report: &mut ReportPipe);
@@ -429,7 +423,6 @@ fn start_pause(
     })?;
     drop(null);
     // pause makes its namespaces, waits for its cgroups and makes its root meanwhile.
-    while_pause_starts.forked();
     let mut report = ReportPipe::new(report_r);
     while_pause_starts.until_started(pid, &mut report);
     match report.finish().failure {
@@ -510,19 +503,6 @@ fn wait_until_made(cgroups_made: Option<RawFd>) -> Step<()> {
         None,
         "the caller did not make the pod's cgroups".into(),
     ))
-}
-
-/// Reads one byte of the caller's gate pipe; false at its end (the caller closed it without
-/// writing, or died). Async-signal-safe: the pause child calls it between fork and exec.
-fn read_one_byte(fd: RawFd) -> bool {
-    let mut byte = [0u8; 1];
-    loop {
-        // SAFETY: reads one byte into a buffer of this frame.
-        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
-        if n >= 0 || nix::Error::last() != nix::Error::EINTR {
-            return n == 1;
-        }
-    }
 }
 
 /// A mount namespace of pause's own whose `/` holds only the pause binary, both read-only.
