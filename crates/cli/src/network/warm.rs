@@ -191,6 +191,44 @@ fn stopping() -> bool {
     KEEPER_STOPPING.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// A keeper's signal mask while it waits: the stop signals, blocked the rest of the time, are
+/// let in only inside `ppoll`, so one that comes between the check of [`stopping`] and the
+/// wait interrupts the wait instead of going unseen until the deadline.
+static WAITING_MASK: std::sync::OnceLock<nix::sys::signal::SigSet> = std::sync::OnceLock::new();
+
+const STOP_SIGNALS: [nix::sys::signal::Signal; 3] = [
+    nix::sys::signal::Signal::SIGTERM,
+    nix::sys::signal::Signal::SIGINT,
+    nix::sys::signal::Signal::SIGHUP,
+];
+
+/// Blocks the stop signals in this (single-threaded) keeper and handles them with
+/// [`on_stop`]; the mask it had is the one it waits with. Children it spawns (the CNI
+/// plugins) start with an empty mask, as `std::process::Command` gives them.
+fn handle_stop_signals() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
+    let action = SigAction::new(
+        SigHandler::Handler(on_stop),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    let mut stops = SigSet::empty();
+    for signal in STOP_SIGNALS {
+        stops.add(signal);
+        // SAFETY: the handler only stores to an atomic.
+        let _ = unsafe { sigaction(signal, &action) };
+    }
+    let mut before = SigSet::empty();
+    if nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stops), Some(&mut before))
+        .is_ok()
+    {
+        for signal in STOP_SIGNALS {
+            before.remove(signal);
+        }
+        let _ = WAITING_MASK.set(before);
+    }
+}
+
 /// Waits until `fd` is readable, at most `wait` (a keeper asked to stop waits no more).
 fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
     readable_while(fd, wait, None)
@@ -198,19 +236,20 @@ fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
 
 /// [`readable`], giving up too when the `owner` process (its pidfd) has exited.
 fn readable_while(fd: BorrowedFd<'_>, wait: Duration, owner: Option<BorrowedFd<'_>>) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::poll::{ppoll, PollFd, PollFlags};
     let deadline = Instant::now() + wait;
     loop {
+        if stopping() {
+            return false;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        let timeout =
-            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
+        let timeout = nix::sys::time::TimeSpec::from_duration(left.min(Duration::from_secs(60)));
         let mut fds = vec![PollFd::new(fd, PollFlags::POLLIN)];
         fds.extend(owner.map(|owner| PollFd::new(owner, PollFlags::POLLIN)));
-        match poll(&mut fds, timeout) {
+        match ppoll(&mut fds, Some(timeout), WAITING_MASK.get().copied()) {
             Ok(_) if fds.get(1).is_some_and(|o| o.any().unwrap_or(true)) => return false,
             Ok(n) if n > 0 => return true,
             Ok(_) if Instant::now() >= deadline => return false,
-            Err(nix::Error::EINTR) if stopping() => return false,
             Ok(_) | Err(nix::Error::EINTR) => {}
             Err(_) => return false,
         }
@@ -582,18 +621,7 @@ fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
     let _ = nix::unistd::chdir("/");
     let _ = nix::sys::prctl::set_name(c"podlab-warm");
     // Not the command's handlers: a stop signal ends the keeper, after its DEL.
-    {
-        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-        let action = SigAction::new(
-            SigHandler::Handler(on_stop),
-            SaFlags::empty(),
-            SigSet::empty(),
-        );
-        for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-            // SAFETY: the handler only stores to an atomic.
-            let _ = unsafe { sigaction(signal, &action) };
-        }
-    }
+    handle_stop_signals();
     let Ok(listener) = seqpacket() else { return 1 };
     let Ok(address) = abstract_address() else {
         return 1;
