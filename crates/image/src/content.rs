@@ -6,7 +6,6 @@
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::digest::{Digest, HashingReader, HashingWriter};
 use crate::error::{Error, Result};
@@ -61,9 +60,9 @@ impl Blobs {
 
     /// Starts a new blob; [`BlobWriter::commit`] names it by what was written.
     pub fn create(&self) -> Result<BlobWriter> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.dir.join(format!(".ingest-{}-{n}", std::process::id()));
+        let tmp = self
+            .dir
+            .join(format!(".ingest-{}", crate::unique::suffix()));
         let file = File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
         Ok(BlobWriter {
             out: Some(HashingWriter::new(BufWriter::with_capacity(

@@ -43,6 +43,7 @@ mod registry;
 pub mod snapshot;
 mod staging;
 mod store;
+mod unique;
 mod unpack_ahead;
 
 pub use digest::Digest;

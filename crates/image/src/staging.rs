@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::content::{Blobs, Content};
 use crate::durable;
@@ -29,9 +28,7 @@ pub(crate) struct Staging {
 
 impl Staging {
     pub fn new(tmp: &Path, store_blobs: &Blobs, store_snapshots: &Path) -> Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = tmp.join(format!("stage-{}-{n}", std::process::id()));
+        let dir = tmp.join(format!("stage-{}", crate::unique::suffix()));
         let staging = Staging {
             folders: [Blobs::new(dir.join("blobs/sha256")), store_blobs.clone()],
             snapshots: dir.join("snapshots"),

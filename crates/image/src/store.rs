@@ -979,11 +979,9 @@ impl Store {
         // deleted once the locks are let go (Store::empty_trash): a rename is one directory
         // entry, while an unlink frees the file's blocks (half a millisecond for a 1.4 MB
         // layer here) and a pull waits for this collection's lock.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let doomed = |name: &str| {
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.trash
-                .join(format!("{name}-{}-{n}", std::process::id()))
+                .join(format!("{name}-{}", crate::unique::suffix()))
         };
         for digest in self.blobs[0].list()? {
             if !keep.blobs.contains(&digest) {

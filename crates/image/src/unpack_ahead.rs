@@ -24,7 +24,6 @@
 use std::fs;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use bytes::{Buf, Bytes};
@@ -61,13 +60,11 @@ fn working_path(ingest: &Path, blob: &Digest) -> PathBuf {
 /// had just been deleted: 120-170 µs an inode there after a few minutes of pulls and removals
 /// of busybox (ext4 tracepoints), against 10-20 in a group of its own.
 fn make_spread_folder(folder: &Path) -> std::io::Result<()> {
-    static MADE: AtomicU64 = AtomicU64::new(0);
     let mut unique = folder.as_os_str().to_owned();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.subsec_nanos());
-    let made = MADE.fetch_add(1, Ordering::Relaxed);
-    unique.push(format!(".{}-{made}-{nanos}", std::process::id()));
+    unique.push(format!(".{}-{nanos}", crate::unique::suffix()));
     fs::create_dir(&unique)?;
     fs::rename(&unique, folder).inspect_err(|_| {
         let _ = fs::remove_dir(&unique);
