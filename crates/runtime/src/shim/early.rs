@@ -84,6 +84,7 @@ impl<'a> Early<'a> {
         &mut self,
         made: Option<&PodNamespaces>,
         pause: &Pidfd,
+        own_pid: BorrowedFd<'_>,
         request: Request,
         fds: Vec<OwnedFd>,
     ) {
@@ -94,7 +95,7 @@ impl<'a> Early<'a> {
         let not_made;
         let (namespaces, early) = match made {
             Some(namespaces) => (namespaces, ForkedEarly::IntoMade),
-            None => match PodNamespaces::not_made_yet() {
+            None => match PodNamespaces::not_made_yet(own_pid) {
                 Ok(none) => {
                     not_made = none;
                     let kinds = pod_kinds(self.args.host_network, self.args.host_ipc, false);
@@ -131,7 +132,7 @@ impl<'a> Early<'a> {
 }
 
 impl WhilePauseStarts for Early<'_> {
-    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe) {
+    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe, own_pid: BorrowedFd<'_>) {
         precompile(self.args);
         // A shared pid namespace is left out: pause is its PID 1, and a pause that fails is
         // reaped by itself (`kill_and_reap`), which would wait forever for a container of
@@ -176,7 +177,7 @@ impl WhilePauseStarts for Early<'_> {
                 if taken {
                     return;
                 }
-                match PodNamespaces::of_pause(self.args, pause) {
+                match PodNamespaces::of_pause(self.args, pause, own_pid) {
                     Ok(namespaces) => made = Some(namespaces),
                     Err(_) => return,
                 }
@@ -198,7 +199,9 @@ impl WhilePauseStarts for Early<'_> {
             };
             taken = true;
             match protocol::receive_message::<Request>(client.as_fd()) {
-                Ok(Some((request, fds))) => self.take_up(made.as_ref(), &pidfd, request, fds),
+                Ok(Some((request, fds))) => {
+                    self.take_up(made.as_ref(), &pidfd, own_pid, request, fds)
+                }
                 // It hung up: the shim's loop would forget it too.
                 Ok(None) | Err(_) => self.client = None,
             }

@@ -84,9 +84,12 @@ impl PodNamespaces {
     /// The namespaces pause has just made, opened through `/proc` before they are pinned: for
     /// a container forked while pause goes on (never for a pod with a user namespace of its
     /// own, which pause enters only at its end).
-    pub(crate) fn of_pause(args: &ShimArgs, pause: Pid) -> Result<PodNamespaces, String> {
-        let own_pid =
-            ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid).map_err(|e| e.to_string())?;
+    pub(crate) fn of_pause(
+        args: &ShimArgs,
+        pause: Pid,
+        own_pid: BorrowedFd<'_>,
+    ) -> Result<PodNamespaces, String> {
+        let own_pid = own_pid.try_clone_to_owned().map_err(|e| e.to_string())?;
         PodNamespaces::open(args, own_pid, |kind| {
             ops::open_pid(pause.as_raw(), kind).map_err(|e| e.to_string())
         })
@@ -95,15 +98,14 @@ impl PodNamespaces {
     /// None of the pod's namespaces yet, only the shim's own pid namespace: for a container
     /// forked before pause has made them, which joins them itself
     /// ([`init::ContainerPlan::join_later`]).
-    pub(crate) fn not_made_yet() -> Result<PodNamespaces, String> {
+    pub(crate) fn not_made_yet(own_pid: BorrowedFd<'_>) -> Result<PodNamespaces, String> {
         Ok(PodNamespaces {
             net: None,
             ipc: None,
             uts: None,
             pid: None,
             user: None,
-            own_pid: ops::open(Path::new("/proc/self/ns/pid"), NsKind::Pid)
-                .map_err(|e| e.to_string())?,
+            own_pid: own_pid.try_clone_to_owned().map_err(|e| e.to_string())?,
         })
     }
 
@@ -205,8 +207,9 @@ impl super::Shim {
 pub(crate) trait WhilePauseStarts {
     /// From pause's fork until it returns: it may read `report` up to pause's
     /// [`crate::report::ReportLine::Namespaces`] ([`ReportPipe::namespaces_made`]); what it
-    /// leaves of the report is read to its end after.
-    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe);
+    /// leaves of the report is read to its end after. `own_pid` is the shim's own pid
+    /// namespace.
+    fn until_started(&mut self, pause: Pid, report: &mut ReportPipe, own_pid: BorrowedFd<'_>);
 }
 
 /// Starts pause and pins its namespaces. On failure everything made is undone (but a network
@@ -424,7 +427,7 @@ fn start_pause(
     drop(null);
     // pause makes its namespaces, waits for its cgroups and makes its root meanwhile.
     let mut report = ReportPipe::new(report_r);
-    while_pause_starts.until_started(pid, &mut report);
+    while_pause_starts.until_started(pid, &mut report, own_pid);
     match report.finish().failure {
         None => Ok(pid),
         Some(failure) => {
