@@ -92,16 +92,28 @@ pub fn make_readonly(path: &Path) -> Result<(), Failure> {
     })
 }
 
-/// Hides `path`: `/dev/null` bound over a file, an empty read-only tmpfs over a folder (the
-/// bind fails with ENOTDIR there). A path that does not exist is skipped.
+/// Hides `path`: `/dev/null` bound over a file, an empty read-only tmpfs over a folder. A path
+/// that does not exist is skipped. The folders are told by a `stat` (following links, as the
+/// mount does) rather than by the bind's ENOTDIR: a bind refused that late costs as much as a
+/// mount here (35-45 µs against 2-3 for the `stat`); ENOTDIR still falls back to the tmpfs.
 pub fn mask(path: &Path) -> Result<(), Failure> {
-    match nix::mount::mount(
-        Some("/dev/null"),
-        path,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    ) {
+    let folder = match nix::sys::stat::stat(path) {
+        Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+        Err(nix::Error::ENOENT) => return Ok(()),
+        Err(_) => false,
+    };
+    let bound = if folder {
+        Err(nix::Error::ENOTDIR)
+    } else {
+        nix::mount::mount(
+            Some("/dev/null"),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+    };
+    match bound {
         Ok(()) | Err(nix::Error::ENOENT) => Ok(()),
         Err(nix::Error::ENOTDIR) => nix::mount::mount(
             Some("tmpfs"),
