@@ -69,20 +69,58 @@ pub(crate) fn this_cpu() -> Option<usize> {
     usize::try_from(unsafe { libc::sched_getcpu() }).ok()
 }
 
-/// Takes `cpu` (the creator's) out of the affinity of `thread`, a thread this process has just
-/// made, so that it runs on another CPU at once: a new thread starts on its creator's CPU here
-/// and waited there behind it (0.6 ms, sched tracepoints) while the other CPU was idle.
-pub(crate) fn move_thread_off_cpu(thread: libc::pthread_t, cpus: &CpuSet, cpu: usize) {
-    let Some(others) = without(cpus, cpu) else {
-        return;
-    };
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for other in allowed(&others) {
-        unsafe { libc::CPU_SET(other, &mut set) };
+/// A thread just made that cannot end before this is dropped (or [`HeldThread::release`]d),
+/// so that its creator can still change its affinity: `pthread_setaffinity_np` names a thread
+/// by the kernel id that its exit clears, and on an ended thread it set the *caller's*
+/// affinity (the id 0), which pinned the caller to the other CPU for good.
+pub(crate) struct HeldThread<T> {
+    thread: std::thread::JoinHandle<T>,
+    hold: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl<T: Send + 'static> HeldThread<T> {
+    /// Runs `work` on a new thread named `name`, which waits at its end until released.
+    pub(crate) fn spawn(
+        name: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<HeldThread<T>> {
+        let (hold, held) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let result = work();
+                // Returns once the sender is dropped: released.
+                let _ = held.recv();
+                result
+            })?;
+        Ok(HeldThread {
+            thread,
+            hold: Some(hold),
+        })
     }
-    // SAFETY: `thread` is a live thread of this process (its JoinHandle is held); best effort.
-    unsafe { libc::pthread_setaffinity_np(thread, std::mem::size_of_val(&set), &set) };
+
+    /// Takes `cpu` (the creator's) out of the thread's affinity (`cpus`, the creator's), so
+    /// that it runs on another CPU at once: a new thread starts on its creator's CPU here and
+    /// waited there behind it (0.6 ms, sched tracepoints) while the other CPU was idle.
+    pub(crate) fn move_off_cpu(&self, cpus: &CpuSet, cpu: usize) {
+        let Some(others) = without(cpus, cpu) else {
+            return;
+        };
+        // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within its size.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for other in allowed(&others) {
+            unsafe { libc::CPU_SET(other, &mut set) };
+        }
+        let thread = std::os::unix::thread::JoinHandleExt::as_pthread_t(&self.thread);
+        // SAFETY: the thread is alive: it waits for `hold`, which this still has. Best effort.
+        unsafe { libc::pthread_setaffinity_np(thread, std::mem::size_of_val(&set), &set) };
+    }
+
+    /// Lets the thread end once its work is done.
+    pub(crate) fn release(mut self) -> std::thread::JoinHandle<T> {
+        self.hold = None;
+        self.thread
+    }
 }
 
 /// Takes `cpu` (the caller's: the CPU of the thread that goes on working meanwhile) out of
@@ -158,6 +196,45 @@ mod tests {
         assert!(decode("0,x").is_none());
         assert!(decode("").is_none());
         assert!(decode("99999").is_none(), "beyond the set's size");
+    }
+
+    #[test]
+    fn regression_a_thread_that_ended_before_its_move_pinned_its_creator() {
+        let Some(cpus) = caller_cpus() else {
+            eprintln!("skipped: this process may run on one CPU only");
+            return;
+        };
+        for _ in 0..20 {
+            let cpu = this_cpu().expect("sched_getcpu");
+            let thread = HeldThread::spawn("quick", || ()).unwrap();
+            // The work is long done by now: only the hold keeps the thread.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            thread.move_off_cpu(&cpus, cpu);
+            thread.release().join().unwrap();
+            let mine = sched_getaffinity(Pid::from_raw(0)).unwrap();
+            assert_eq!(allowed(&mine), allowed(&cpus), "the creator's CPUs");
+        }
+    }
+
+    #[test]
+    fn a_held_thread_is_moved_off_its_creators_cpu() {
+        let Some(cpus) = caller_cpus() else {
+            eprintln!("skipped: this process may run on one CPU only");
+            return;
+        };
+        let cpu = this_cpu().expect("sched_getcpu");
+        let (moved, when_moved) = std::sync::mpsc::channel::<()>();
+        let thread = HeldThread::spawn("moved", move || {
+            when_moved.recv().unwrap();
+            allowed(&sched_getaffinity(Pid::from_raw(0)).unwrap())
+        })
+        .unwrap();
+        thread.move_off_cpu(&cpus, cpu);
+        moved.send(()).unwrap();
+        let theirs = thread.release().join().unwrap();
+        let all = allowed(&cpus);
+        assert_eq!(theirs.len(), all.len() - 1, "{theirs:?} of {all:?}");
+        assert!(!theirs.contains(&cpu), "{theirs:?} still has {cpu}");
     }
 
     #[test]

@@ -180,18 +180,18 @@ impl Spawning {
     ) -> Spawning {
         let hint = crate::spawn_cpu::hint(off_cpu);
         let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
-        let thread = std::thread::Builder::new()
-            .name("podlab-spawn".into())
-            .spawn(move || spawn_waiting(&owned_paths, &owned_id, &owned_shim, hint));
+        let moved_hint = hint;
+        let thread = crate::spawn_cpu::HeldThread::spawn("podlab-spawn", move || {
+            spawn_waiting(&owned_paths, &owned_id, &owned_shim, moved_hint)
+        });
         match thread {
             Ok(thread) => {
                 if let Some((cpus, cpu)) = &hint {
-                    let pthread = std::os::unix::thread::JoinHandleExt::as_pthread_t(&thread);
-                    crate::spawn_cpu::move_thread_off_cpu(pthread, cpus, *cpu);
+                    thread.move_off_cpu(cpus, *cpu);
                 }
                 Spawning {
                     done: None,
-                    thread: Some(thread),
+                    thread: Some(thread.release()),
                 }
             }
             Err(_) => Spawning {
