@@ -180,9 +180,8 @@ impl Spawning {
     ) -> Spawning {
         let hint = crate::spawn_cpu::hint(off_cpu);
         let (owned_paths, owned_id, owned_shim) = (paths.clone(), id.clone(), shim.to_owned());
-        let moved_hint = hint;
         let thread = crate::spawn_cpu::HeldThread::spawn("podlab-spawn", move || {
-            spawn_waiting(&owned_paths, &owned_id, &owned_shim, moved_hint)
+            spawn_waiting(&owned_paths, &owned_id, &owned_shim, hint)
         });
         match thread {
             Ok(thread) => {
