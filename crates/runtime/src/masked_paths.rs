@@ -97,40 +97,39 @@ pub fn make_readonly(path: &Path) -> Result<(), Failure> {
 /// mount does) rather than by the bind's ENOTDIR: a bind refused that late costs as much as a
 /// mount here (35-45 µs against 2-3 for the `stat`); ENOTDIR still falls back to the tmpfs.
 pub fn mask(path: &Path) -> Result<(), Failure> {
-    let folder = match nix::sys::stat::stat(path) {
-        Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+    match nix::sys::stat::stat(path) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => return empty_readonly_tmpfs(path),
         Err(nix::Error::ENOENT) => return Ok(()),
-        Err(_) => false,
-    };
-    let bound = if folder {
-        Err(nix::Error::ENOTDIR)
-    } else {
-        nix::mount::mount(
-            Some("/dev/null"),
-            path,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-    };
-    match bound {
+        _ => {}
+    }
+    match nix::mount::mount(
+        Some("/dev/null"),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    ) {
         Ok(()) | Err(nix::Error::ENOENT) => Ok(()),
-        Err(nix::Error::ENOTDIR) => nix::mount::mount(
-            Some("tmpfs"),
-            path,
-            Some("tmpfs"),
-            MsFlags::MS_RDONLY,
-            None::<&str>,
-        )
-        .map_err(|errno| Failure {
-            step: "mount an empty read-only tmpfs",
-            errno,
-        }),
+        Err(nix::Error::ENOTDIR) => empty_readonly_tmpfs(path),
         Err(errno) => Err(Failure {
             step: "bind /dev/null",
             errno,
         }),
     }
+}
+
+fn empty_readonly_tmpfs(path: &Path) -> Result<(), Failure> {
+    nix::mount::mount(
+        Some("tmpfs"),
+        path,
+        Some("tmpfs"),
+        MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .map_err(|errno| Failure {
+        step: "mount an empty read-only tmpfs",
+        errno,
+    })
 }
 
 #[cfg(test)]
