@@ -29,6 +29,7 @@ mod label;
 mod logs;
 mod network;
 mod node;
+mod node_cgroups;
 mod nsls;
 mod nsrun;
 mod objects;

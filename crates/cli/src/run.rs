@@ -385,11 +385,12 @@ fn run_rm(
 /// may find it in; both leave a sandbox alone while the child holds its lock). On the default
 /// CNI network the child then leaves a network namespace attached for the next one-shot pod,
 /// kept by a process of its own until 1.5 s after the command returned
-/// ([`crate::network::warm`]): everything is gone within 2 s. The child
+/// ([`crate::network::warm`]), and the node's cgroup folders above the pod's stay for the next
+/// one until about as long ([`crate::node_cgroups`]): everything is gone within 2 s. The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
 /// forks the child, waits for it and prints the removal's phases after the mark where it
-/// returned.
+/// returned (that child removes the node's cgroup folders too).
 fn remove_after_return(
     runtime: &Runtime,
     sandbox: &SandboxId,
@@ -408,7 +409,13 @@ fn remove_after_return(
         let _ = std::io::stdout().flush();
         let returned = std::time::Instant::now();
         let Err(e) = crate::handover::exit_leaving(code, || {
-            removal_child(runtime, sandbox, root, dirs, &None, returned)
+            let keep = crate::node_cgroups::wanted(runtime);
+            runtime.keep_node_cgroups(keep);
+            let status = removal_child(runtime, sandbox, root, dirs, &None, returned);
+            if keep {
+                crate::node_cgroups::keep_or_leave(runtime, returned, status);
+            }
+            status
         });
         eprintln!("podlab: clone: {e}; removing the pod's sandbox in a forked child");
     }

@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use podlab_cgroups::{devices, memory, Cgroup, CgroupRoot, Hierarchy};
+use podlab_cgroups::{devices, memory, Cgroup, CgroupRoot, Hierarchy, QosClass};
 use serde::{Deserialize, Serialize};
 
 use crate::init::{failure, Step};
@@ -85,6 +85,23 @@ impl NodeCgroups {
         Ok(pod)
     }
 
+    /// The node's folders that no pod uses any more: each QoS folder, `kubepods` and podlab's
+    /// root, removed when empty (no process, no child); never a pod's folder (a pod being made
+    /// may not have its first container's yet), never killing. What is in use stays.
+    pub fn remove_node_folders_if_empty(&self) {
+        if self.root.name.is_empty() {
+            return;
+        }
+        let kubepods = self.hierarchy.cgroup(&self.root.kubepods());
+        for qos in [QosClass::Burstable, QosClass::BestEffort] {
+            if let Some(folder) = qos.folder() {
+                kubepods.child(folder).remove_if_empty(0);
+            }
+        }
+        // Then podlab's root, once `kubepods` is gone.
+        kubepods.remove_if_empty(1);
+    }
+
     /// Every cgroup below podlab's root whose sandbox or container no longer exists: removed
     /// (with what still runs there), then the folders above them that are left empty. The
     /// whole root is walked, not only `kubepods`: a CRI client's `cgroup_parent` may name any
@@ -134,12 +151,26 @@ fn sweep_below(folder: &Cgroup, alive: &BTreeSet<String>, removed: &mut Vec<Stri
     Ok(())
 }
 
-/// Removes a sandbox's or container's cgroup (killing what is left in it), then its pod's and
-/// the folders above when they are left empty.
-pub fn remove_with_pod(cgroup: &Cgroup) -> Result<()> {
+/// Which of the folders above a container's cgroup its removal takes when they are left
+/// empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prune {
+    /// The pod's folder only: the node's (QoS folder, `kubepods`, podlab's root) stay for the
+    /// next pod ([`crate::Runtime::keep_node_cgroups`]).
+    PodOnly,
+    /// The pod's folder and each node folder above it that is left empty.
+    UpToRoot,
+}
+
+/// Removes a sandbox's or container's cgroup (killing what is left in it), then its pod's and,
+/// as `prune` says, the folders above when they are left empty.
+pub fn remove_with_pod(cgroup: &Cgroup, prune: Prune) -> Result<()> {
     cgroup.remove()?;
     if let Some(pod) = cgroup.parent() {
-        pod.remove_if_empty(PRUNE_LEVELS - 1);
+        pod.remove_if_empty(match prune {
+            Prune::PodOnly => 0,
+            Prune::UpToRoot => PRUNE_LEVELS - 1,
+        });
     }
     Ok(())
 }

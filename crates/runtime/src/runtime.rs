@@ -30,6 +30,9 @@ pub struct Runtime {
     /// The process that empties the trash after removals answered (None: they empty it
     /// themselves); see [`crate::trash`].
     pub(crate) cleaner: Option<crate::trash::Cleaner>,
+    /// Whether a removal leaves the node's cgroup folders above a pod's
+    /// ([`Runtime::keep_node_cgroups`]).
+    pub(crate) keep_node_cgroups: std::sync::atomic::AtomicBool,
     /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
     sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
     /// `container.json`, `shim.json` and `sandbox.json` as last read
@@ -79,6 +82,7 @@ impl Runtime {
             mount_template: None,
             cgroups,
             cleaner: None,
+            keep_node_cgroups: Default::default(),
             sandboxes_of: Default::default(),
             container_records: Default::default(),
             shim_records: Default::default(),
@@ -120,6 +124,34 @@ impl Runtime {
     /// The node's cgroups, when pods get them.
     pub fn cgroups(&self) -> Option<&crate::cgroups::NodeCgroups> {
         self.cgroups.as_ref()
+    }
+
+    /// From now on, removing a pod's last cgroup leaves the node's folders above it (podlab's
+    /// root, `kubepods`, the QoS folder) in place, as kubelet keeps them, for the next pod to
+    /// find made; [`Runtime::remove_node_cgroups_if_empty`] removes them. For a one-shot
+    /// command whose caller removes them a moment later (see `podlab run --rm`).
+    pub fn keep_node_cgroups(&self, keep: bool) {
+        self.keep_node_cgroups
+            .store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Removes the node's cgroup folders that no pod uses any more (see
+    /// [`crate::cgroups::NodeCgroups::remove_node_folders_if_empty`]).
+    pub fn remove_node_cgroups_if_empty(&self) {
+        if let Some(node) = &self.cgroups {
+            node.remove_node_folders_if_empty();
+        }
+    }
+
+    /// How far up a pod's removal prunes the folders it leaves empty.
+    pub(crate) fn pruned_above_pod(&self) -> crate::cgroups::Prune {
+        match self
+            .keep_node_cgroups
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            true => crate::cgroups::Prune::PodOnly,
+            false => crate::cgroups::Prune::UpToRoot,
+        }
     }
 
     pub(crate) fn helper(&self, name: &str) -> Result<PathBuf> {

@@ -428,7 +428,7 @@ impl Runtime {
         for container in paths.container_ids().unwrap_or_default() {
             pod.child(container.as_str()).remove()?;
         }
-        crate::cgroups::remove_with_pod(&pod.child(id.as_str()))
+        crate::cgroups::remove_with_pod(&pod.child(id.as_str()), self.pruned_above_pod())
     }
 
     /// StopPodSandbox: every container killed (the kubelet stopped them gracefully before), the

@@ -248,7 +248,7 @@ impl Runtime {
                 // With its pod's folder when that is left empty: the cleaner may empty the
                 // sandbox's entry first (both are in the trash when it looks), and then only
                 // this removal sees the folder empty.
-                crate::cgroups::remove_with_pod(&cgroup)?;
+                crate::cgroups::remove_with_pod(&cgroup, self.pruned_above_pod())?;
             }
         } else if let Some(id) = name.strip_prefix(SANDBOX) {
             let paths = SandboxPaths::new(entry.to_path_buf());

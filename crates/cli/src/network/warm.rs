@@ -125,14 +125,20 @@ struct Answer {
 /// How long after the command returned a warm namespace waits, from `PODLAB_WARM_NETNS`
 /// (seconds, fractions allowed); None when off.
 fn ttl() -> Option<Duration> {
-    let wait = match std::env::var(ENV_TTL) {
+    wait_after_return(ENV_TTL, TTL)
+}
+
+/// A keeper's wait after its command returned: the seconds in `variable` (fractions allowed;
+/// `default` when unset or not a number), None when 0.
+pub(crate) fn wait_after_return(variable: &str, default: Duration) -> Option<Duration> {
+    let wait = match std::env::var(variable) {
         Ok(value) => value
             .trim()
             .parse::<f64>()
             .ok()
             .filter(|s| s.is_finite() && *s >= 0.0)
-            .map_or(TTL, |s| Duration::from_secs_f64(s.min(1e9))),
-        Err(_) => TTL,
+            .map_or(default, |s| Duration::from_secs_f64(s.min(1e9))),
+        Err(_) => default,
     };
     (!wait.is_zero()).then_some(wait)
 }

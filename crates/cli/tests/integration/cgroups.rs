@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use podlab_cgroups::{devices, Controller, Version};
 
-use crate::pods::{container, running, Root, LIMIT};
+use crate::pods::{container, running, Out, Root, LIMIT};
 use crate::skip_unless;
+use crate::support::wait_until;
 
 /// The folder of `pid`'s cgroup for `controller`, from /proc/PID/cgroup (a v1 machine).
 pub fn cgroup_dir(root: &Root, pid: i32, controller: Controller) -> PathBuf {
@@ -746,5 +747,117 @@ spec:
     assert!(root.pod("over").is_none(), "nothing stored");
 
     root.ok(&["delete", "pod", "budget"]);
+    root.assert_nothing_left();
+}
+
+/// The processes that keep `root`'s node cgroup folders for the next one-shot pod (named
+/// `podlab-cgkeep`, started by a `run --rm` with `PODLAB_ROOT` set to the root's folder).
+fn node_cgroup_keepers(root: &Root) -> Vec<i32> {
+    let wanted = format!("PODLAB_ROOT={}", root.dir.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "podlab-cgkeep")
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
+        })
+        .collect()
+}
+
+/// Issue 19: `run --rm` removes its pod's cgroup but leaves the node's folders above it
+/// (podlab's root, `kubepods`, `besteffort`) to one keeper for the next one-shot pod; the keeper
+/// removes them when its wait is over, at once on SIGTERM; with `PODLAB_KEEP_NODE_CGROUPS=0`
+/// they go with the pod, before the command's stderr closes.
+#[test]
+fn run_rm_leaves_the_nodes_cgroup_folders_to_one_keeper_that_removes_them() {
+    let root = Root::new("cg-keep-node");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    let node = root.runtime().cgroups().cloned().unwrap();
+    let podlab_root = node.root.cgroup(&node.hierarchy);
+    let besteffort = node
+        .hierarchy
+        .cgroup(&format!("{}/besteffort", node.root.kubepods()));
+    let existing = |cgroup: &podlab_cgroups::Cgroup| -> Vec<PathBuf> {
+        cgroup
+            .unique_dirs()
+            .into_iter()
+            .filter(|d| d.is_dir())
+            .map(Path::to_path_buf)
+            .collect()
+    };
+    let run_rm = |name: &str, keep: &str| {
+        let out = Out::of(
+            root.command(&[
+                "run",
+                name,
+                "--rm",
+                "--restart",
+                "Never",
+                "--image",
+                "busybox",
+                "--command",
+                "--",
+                "/bin/true",
+            ])
+            .env("PODLAB_KEEP_NODE_CGROUPS", keep)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap(),
+        );
+        assert_eq!(out.code, Some(0), "{out:?}");
+    };
+
+    run_rm("first", "600");
+    let all = besteffort.unique_dirs().len();
+    assert_eq!(
+        existing(&besteffort).len(),
+        all,
+        "the QoS folder was not kept"
+    );
+    assert!(
+        besteffort.children().unwrap().is_empty(),
+        "the pod's folder is left: {:?}",
+        besteffort.children().unwrap()
+    );
+    let keepers = node_cgroup_keepers(&root);
+    assert_eq!(keepers.len(), 1, "one keeper expected: {keepers:?}");
+
+    // The next pod finds the folders made and leaves them to the same keeper.
+    run_rm("second", "600");
+    assert_eq!(node_cgroup_keepers(&root), keepers);
+    assert_eq!(existing(&besteffort).len(), all);
+    assert!(besteffort.children().unwrap().is_empty());
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(keepers[0]),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        wait_until(LIMIT, || existing(&podlab_root).is_empty()
+            && node_cgroup_keepers(&root).is_empty()),
+        "after SIGTERM: folders {:?}, keepers {:?}",
+        existing(&podlab_root),
+        node_cgroup_keepers(&root)
+    );
+
+    run_rm("off", "0");
+    assert!(existing(&podlab_root).is_empty(), "kept though off");
+    assert!(node_cgroup_keepers(&root).is_empty());
+
+    // The default wait ends by itself.
+    run_rm("default", "1.5");
+    assert!(
+        wait_until(LIMIT, || existing(&podlab_root).is_empty()
+            && node_cgroup_keepers(&root).is_empty()),
+        "the keeper's wait did not end: folders {:?}",
+        existing(&podlab_root)
+    );
     root.assert_nothing_left();
 }
