@@ -302,8 +302,15 @@ fn run_rm(
         .flatten();
     let mut runtime = Runtime::with_images(config, Arc::new(StoreImages::new(images)))
         .context("opening the runtime")?;
-    if let Some(network) = crate::network::plugin(&root)? {
-        runtime.set_network_plugin(network);
+    match crate::network::plugin(&root)? {
+        Some(network) => runtime.set_network_plugin(network),
+        None => {
+            // `lo` only: the network namespace a keeper made ahead, if one is ready.
+            let state_root = runtime.config().root.clone();
+            runtime.set_empty_netns_source(Box::new(move || {
+                crate::oneshot_keeper::take_empty_netns(&state_root)
+            }));
+        }
     }
     pod.metadata.uid = Some(podlab_control::names::new_uid());
     catch_interrupts()?;
@@ -385,12 +392,13 @@ fn run_rm(
 /// may find it in; both leave a sandbox alone while the child holds its lock). On the default
 /// CNI network the child then leaves a network namespace attached for the next one-shot pod,
 /// kept by a process of its own until 1.5 s after the command returned
-/// ([`crate::network::warm`]), and the node's cgroup folders above the pod's stay for the next
-/// one until about as long ([`crate::node_cgroups`]): everything is gone within 2 s. The child
+/// ([`crate::network::warm`]), and a keeper holds the node's cgroup folders above the pod's
+/// (and without a pod network an empty network namespace) for the next one about as long
+/// ([`crate::oneshot_keeper`]): everything is gone within 2 s. The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
 /// forks the child, waits for it and prints the removal's phases after the mark where it
-/// returned (that child removes the node's cgroup folders too).
+/// returned (that child removes the node's cgroup folders too, and keeps nothing).
 fn remove_after_return(
     runtime: &Runtime,
     sandbox: &SandboxId,
@@ -409,11 +417,11 @@ fn remove_after_return(
         let _ = std::io::stdout().flush();
         let returned = std::time::Instant::now();
         let Err(e) = crate::handover::exit_leaving(code, || {
-            let keep = crate::node_cgroups::wanted(runtime);
+            let keep = crate::oneshot_keeper::wanted(runtime);
             runtime.keep_node_cgroups(keep);
             let status = removal_child(runtime, sandbox, root, dirs, &None, returned);
             if keep {
-                crate::node_cgroups::keep_or_leave(runtime, returned, status);
+                crate::oneshot_keeper::keep_or_leave(runtime, returned, status);
             }
             status
         });

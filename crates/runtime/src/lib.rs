@@ -115,7 +115,7 @@ pub use id::{ContainerId, SandboxId};
 pub use image::{ImageService, ResolvedImage, StoreImages};
 pub use network::{NetworkAttachment, NetworkPlugin, PodNetwork, PreparedNetwork};
 pub use report::StartStep;
-pub use runtime::Runtime;
+pub use runtime::{EmptyNetnsSource, Runtime};
 pub use starting_shim::StartingShim;
 pub use status::{
     ContainerFilter, ContainerState, ContainerStatus, ExecResult, NetworkMode, PinnedNamespace,

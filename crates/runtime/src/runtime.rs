@@ -33,6 +33,9 @@ pub struct Runtime {
     /// Whether a removal leaves the node's cgroup folders above a pod's
     /// ([`Runtime::keep_node_cgroups`]).
     pub(crate) keep_node_cgroups: std::sync::atomic::AtomicBool,
+    /// Where a pod without a network plugin may find a network namespace made ahead
+    /// ([`Runtime::set_empty_netns_source`]).
+    pub(crate) empty_netns: Option<Box<EmptyNetnsSource>>,
     /// The sandbox each container was found in ([`Runtime::sandbox_of`]).
     sandboxes_of: std::sync::Mutex<HashMap<ContainerId, SandboxId>>,
     /// `container.json`, `shim.json` and `sandbox.json` as last read
@@ -41,6 +44,9 @@ pub struct Runtime {
     pub(crate) shim_records: RecordCache<ShimRecord>,
     pub(crate) sandbox_records: RecordCache<crate::state::SandboxRecord>,
 }
+
+/// See [`Runtime::set_empty_netns_source`].
+pub type EmptyNetnsSource = dyn Fn() -> Option<std::os::fd::OwnedFd> + Send + Sync;
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -83,6 +89,7 @@ impl Runtime {
             cgroups,
             cleaner: None,
             keep_node_cgroups: Default::default(),
+            empty_netns: None,
             sandboxes_of: Default::default(),
             container_records: Default::default(),
             shim_records: Default::default(),
@@ -106,6 +113,14 @@ impl Runtime {
             &self.config.root,
         )?);
         Ok(())
+    }
+
+    /// For pods without a network plugin (`lo` only): `source` may hand over a network
+    /// namespace made ahead, with nothing in it but `lo`, up (as
+    /// `podlab_ns::net::new_held` makes it); pause joins it instead of making one, and it is
+    /// pinned and torn down as any pod's. None from `source`: the pod makes its own.
+    pub fn set_empty_netns_source(&mut self, source: Box<EmptyNetnsSource>) {
+        self.empty_netns = Some(source);
     }
 
     /// Sets the plugin that attaches pods to a network (CNI).

@@ -8,7 +8,7 @@ use crate::config::PodSandboxConfig;
 use crate::etc_files;
 use crate::id::SandboxId;
 use crate::liveness::{now_ns, Pidfd};
-use crate::network::{NetworkAttachment, PodNetwork};
+use crate::network::{NetworkAttachment, PodNetwork, PreparedNetwork};
 use crate::protocol::{Request, Response, ShimClient, ShimReady};
 use crate::runtime::{remove_tree, Runtime};
 use crate::shim::ShimArgs;
@@ -173,10 +173,20 @@ impl Runtime {
             _ => None,
         };
 
-        // A namespace attached ahead of time, if the network has one: pause joins it.
+        // A namespace attached ahead of time, if the network has one (or, without a network,
+        // an empty one made ahead): pause joins it.
         let prepared = match (&self.network, network_mode) {
             (Some(plugin), NetworkMode::Pod) => {
                 plugin.take_prepared(&pod_network(id, config, &paths.ns(podlab_ns::NsKind::Net)))
+            }
+            (None, NetworkMode::Pod) => {
+                self.empty_netns
+                    .as_ref()
+                    .and_then(|take| take())
+                    .map(|netns| PreparedNetwork {
+                        netns,
+                        attachment: NetworkAttachment::default(),
+                    })
             }
             _ => None,
         };
@@ -350,7 +360,9 @@ impl Runtime {
         let added = match (added_while_starting, prepared) {
             (Some(added), _) => added,
             (None, Some(prepared)) => {
-                trace.mark("CNI ADD (made ahead, joined)");
+                if self.network.is_some() {
+                    trace.mark("CNI ADD (made ahead, joined)");
+                }
                 Ok(prepared.attachment)
             }
             (None, None) => Ok(NetworkAttachment::default()),

@@ -163,7 +163,8 @@ fn abstract_address() -> nix::Result<UnixAddr> {
     UnixAddr::new_abstract(SOCKET)
 }
 
-fn seqpacket() -> nix::Result<OwnedFd> {
+/// A unix socket for one message at a time, as the keepers speak.
+pub(crate) fn seqpacket() -> nix::Result<OwnedFd> {
     socket(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -174,15 +175,20 @@ fn seqpacket() -> nix::Result<OwnedFd> {
 
 /// Whether the process at the other end of `fd` runs as this one's user: an abstract name
 /// can be bound by any process of the namespace, so neither side trusts another user's.
-fn same_user(fd: BorrowedFd<'_>) -> bool {
+pub(crate) fn same_user(fd: BorrowedFd<'_>) -> bool {
     nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials)
         .is_ok_and(|peer| peer.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// Connected to the keeper of this network namespace, if one listens (as this user).
 fn connect_keeper() -> Option<OwnedFd> {
+    connect_same_user(&abstract_address().ok()?)
+}
+
+/// Connected to the keeper listening at `address`, if one does, as this user.
+pub(crate) fn connect_same_user(address: &UnixAddr) -> Option<OwnedFd> {
     let fd = seqpacket().ok()?;
-    connect(fd.as_raw_fd(), &abstract_address().ok()?).ok()?;
+    connect(fd.as_raw_fd(), address).ok()?;
     same_user(fd.as_fd()).then_some(fd)
 }
 

@@ -750,9 +750,9 @@ spec:
     root.assert_nothing_left();
 }
 
-/// The processes that keep `root`'s node cgroup folders for the next one-shot pod (named
-/// `podlab-cgkeep`, started by a `run --rm` with `PODLAB_ROOT` set to the root's folder).
-fn node_cgroup_keepers(root: &Root) -> Vec<i32> {
+/// The processes that keep what `root`'s one-shot pods leave for the next (named
+/// `podlab-oneshot`, started by a `run --rm` with `PODLAB_ROOT` set to the root's folder).
+fn oneshot_keepers(root: &Root) -> Vec<i32> {
     let wanted = format!("PODLAB_ROOT={}", root.dir.display());
     std::fs::read_dir("/proc")
         .unwrap()
@@ -760,19 +760,35 @@ fn node_cgroup_keepers(root: &Root) -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "podlab-cgkeep")
+                .is_ok_and(|c| c.trim() == "podlab-oneshot")
                 && std::fs::read(format!("/proc/{pid}/environ"))
                     .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
         })
         .collect()
 }
 
+/// The network namespaces `pid` holds by a descriptor (`net:[INODE]`), other than its own.
+fn held_netns(pid: i32) -> Vec<String> {
+    let own = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap_or_default();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .filter(|link| link.to_string_lossy().starts_with("net:[") && *link != own)
+                .map(|link| link.to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Issue 19: `run --rm` removes its pod's cgroup but leaves the node's folders above it
-/// (podlab's root, `kubepods`, `besteffort`) to one keeper for the next one-shot pod; the keeper
-/// removes them when its wait is over, at once on SIGTERM; with `PODLAB_KEEP_NODE_CGROUPS=0`
-/// they go with the pod, before the command's stderr closes.
+/// (podlab's root, `kubepods`, `besteffort`) to one keeper for the next one-shot pod, and
+/// (`PODLAB_NETWORK=none`) an empty network namespace that the next pod runs in; the keeper
+/// removes the folders when its wait is over, at once on SIGTERM; with
+/// `PODLAB_ONESHOT_KEEPER=0` they go with the pod, before the command's stderr closes, and
+/// `PODLAB_WARM_NETNS=0` makes no namespace ahead.
 #[test]
-fn run_rm_leaves_the_nodes_cgroup_folders_to_one_keeper_that_removes_them() {
+fn run_rm_leaves_the_node_folders_and_a_namespace_to_one_keeper_that_removes_them() {
     let root = Root::new("cg-keep-node");
     skip_unless!(
         v1_cgroups(&root),
@@ -791,29 +807,30 @@ fn run_rm_leaves_the_nodes_cgroup_folders_to_one_keeper_that_removes_them() {
             .map(Path::to_path_buf)
             .collect()
     };
-    let run_rm = |name: &str, keep: &str| {
-        let out = Out::of(
-            root.command(&[
-                "run",
-                name,
-                "--rm",
-                "--restart",
-                "Never",
-                "--image",
-                "busybox",
-                "--command",
-                "--",
-                "/bin/true",
-            ])
-            .env("PODLAB_KEEP_NODE_CGROUPS", keep)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap(),
-        );
+    let run_rm = |name: &str, env: &[(&str, &str)]| -> String {
+        let mut command = root.command(&[
+            "run",
+            name,
+            "--rm",
+            "--restart",
+            "Never",
+            "--image",
+            "busybox",
+            "--command",
+            "--",
+            "readlink",
+            "/proc/self/ns/net",
+        ]);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let out = Out::of(command.stdin(std::process::Stdio::null()).output().unwrap());
         assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout.trim().to_string()
     };
+    let lasting = [("PODLAB_ONESHOT_KEEPER", "600")];
 
-    run_rm("first", "600");
+    run_rm("first", &lasting);
     let all = besteffort.unique_dirs().len();
     assert_eq!(
         existing(&besteffort).len(),
@@ -825,14 +842,21 @@ fn run_rm_leaves_the_nodes_cgroup_folders_to_one_keeper_that_removes_them() {
         "the pod's folder is left: {:?}",
         besteffort.children().unwrap()
     );
-    let keepers = node_cgroup_keepers(&root);
+    let keepers = oneshot_keepers(&root);
     assert_eq!(keepers.len(), 1, "one keeper expected: {keepers:?}");
+    let held = held_netns(keepers[0]);
+    assert_eq!(held.len(), 1, "the keeper holds one namespace: {held:?}");
 
-    // The next pod finds the folders made and leaves them to the same keeper.
-    run_rm("second", "600");
-    assert_eq!(node_cgroup_keepers(&root), keepers);
+    // The next pod runs in that namespace, finds the folders made and leaves them to the same
+    // keeper, which makes the next namespace.
+    assert_eq!(run_rm("second", &lasting), held[0]);
+    assert_eq!(oneshot_keepers(&root), keepers);
     assert_eq!(existing(&besteffort).len(), all);
     assert!(besteffort.children().unwrap().is_empty());
+    assert!(
+        wait_until(LIMIT, || held_netns(keepers[0]).len() == 1),
+        "no namespace made for the next pod"
+    );
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(keepers[0]),
@@ -841,21 +865,24 @@ fn run_rm_leaves_the_nodes_cgroup_folders_to_one_keeper_that_removes_them() {
     .unwrap();
     assert!(
         wait_until(LIMIT, || existing(&podlab_root).is_empty()
-            && node_cgroup_keepers(&root).is_empty()),
+            && oneshot_keepers(&root).is_empty()),
         "after SIGTERM: folders {:?}, keepers {:?}",
         existing(&podlab_root),
-        node_cgroup_keepers(&root)
+        oneshot_keepers(&root)
     );
 
-    run_rm("off", "0");
+    run_rm("off", &[("PODLAB_ONESHOT_KEEPER", "0")]);
     assert!(existing(&podlab_root).is_empty(), "kept though off");
-    assert!(node_cgroup_keepers(&root).is_empty());
+    assert!(oneshot_keepers(&root).is_empty());
 
-    // The default wait ends by itself.
-    run_rm("default", "1.5");
+    // No namespace ahead when warm namespaces are off; the default wait ends by itself.
+    run_rm("default", &[("PODLAB_WARM_NETNS", "0")]);
+    let keepers = oneshot_keepers(&root);
+    assert!(keepers.len() <= 1, "{keepers:?}");
+    assert!(keepers.iter().all(|k| held_netns(*k).is_empty()));
     assert!(
         wait_until(LIMIT, || existing(&podlab_root).is_empty()
-            && node_cgroup_keepers(&root).is_empty()),
+            && oneshot_keepers(&root).is_empty()),
         "the keeper's wait did not end: folders {:?}",
         existing(&podlab_root)
     );
