@@ -49,6 +49,9 @@ pub fn run() -> Result<()> {
         let _ = std::fs::remove_file(&cri_notices);
     }
     let runtime = ctx.runtime()?;
+    // What the last one-shot pods left for the next goes first: the node's folders are then
+    // collected below with the rest.
+    crate::oneshot_keeper::stop(&runtime.config().root);
     let report = runtime.gc()?;
     for id in &report.sandboxes_removed {
         println!(

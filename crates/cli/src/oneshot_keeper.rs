@@ -26,9 +26,10 @@
 //! becomes it (`podlab-oneshot`): it binds the abstract unix socket
 //! `@podlab-oneshot/<hash of the root>` of the node's network namespace, lets go of every
 //! descriptor of the command's (stdio on `/dev/null`, cwd `/`), and serves until [`TTL`] after
-//! its command returned (SIGTERM, SIGINT or SIGHUP end it early). Then it closes its socket,
-//! lets the namespace it still holds go with its descriptor, removes the node's folders that
-//! no pod uses any more ([`podlab_runtime::Runtime::remove_node_cgroups_if_empty`]) and exits.
+//! its command returned (SIGTERM, SIGINT or SIGHUP end it early, and so does `podlab gc`, which
+//! waits for its end before it collects). Then it closes its socket, lets the namespace it
+//! still holds go with its descriptor, removes the node's folders that no pod uses any more
+//! ([`podlab_runtime::Runtime::remove_node_cgroups_if_empty`]) and exits.
 //!
 //! **No folder left by a race.** The keeper closes its socket before it looks at the folders,
 //! and a removal child asks for the socket only after its pod's folder is gone: so a keeper
@@ -64,6 +65,8 @@ pub const TTL: Duration = Duration::from_millis(1500);
 pub const KEEPER_NAME: &std::ffi::CStr = c"podlab-oneshot";
 /// How long a command waits for the keeper's answer.
 const ANSWER_WAIT: Duration = Duration::from_millis(500);
+/// How long `podlab gc` waits for the keeper's end.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -72,6 +75,8 @@ enum Request {
     Take,
     /// A command's removal child, its pod gone: make the next empty namespace.
     Refill,
+    /// `podlab gc`: end now (the folders removed first, then the connection closed).
+    Stop,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -146,6 +151,20 @@ pub fn take_empty_netns(root: &Path) -> Option<OwnedFd> {
     }
 }
 
+/// `podlab gc`'s part: asks the keeper of `root`, if one serves, to end now, and waits (at
+/// most [`STOP_WAIT`]) until it has removed the node's folders. True when there was one.
+pub fn stop(root: &Path) -> bool {
+    let Some(keeper) = connect_keeper(root) else {
+        return false;
+    };
+    if send_message(keeper.as_fd(), &Request::Stop, &[]).is_err() {
+        return false;
+    }
+    // Its end closes the connection: readable, at end of file.
+    readable(keeper.as_fd(), STOP_WAIT);
+    true
+}
+
 /// In `run --rm`'s removal child, once its pod is removed (its node folders left,
 /// `returned` the moment its command returned): asks a live keeper for the next namespace
 /// and returns, or becomes the keeper, serves until its wait is over, removes the node's
@@ -193,7 +212,7 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
             .map(|fd| fd.as_raw_fd())
             .collect::<Vec<_>>(),
     );
-    serve(
+    let stopped_by = serve(
         listener.as_fd(),
         stops.as_fd(),
         home.as_ref().map(|home| home.as_fd()),
@@ -201,9 +220,10 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
         returned + wait,
     );
     // Closed before the folders are looked at (see the module doc); a namespace not taken
-    // goes with the process.
+    // goes with the process, and a `podlab gc` that asked hears the end with the process's.
     drop(listener);
     runtime.remove_node_cgroups_if_empty();
+    drop(stopped_by);
     // SAFETY: the end of this process; nothing of it is to be dropped or flushed.
     unsafe { libc::_exit(status) }
 }
@@ -221,19 +241,20 @@ fn claim(root: &Path) -> Result<Option<OwnedFd>, nix::Error> {
 }
 
 /// Answers Take (with `ready`, the namespace made for the next pod) and Refill (a new one
-/// made from `home`, when namespaces are made) until `deadline` or a stop signal.
+/// made from `home`, when namespaces are made) until `deadline`, a stop signal or a Stop,
+/// whose connection it returns.
 fn serve(
     listener: BorrowedFd<'_>,
     stops: BorrowedFd<'_>,
     home: Option<BorrowedFd<'_>>,
     mut ready: Option<OwnedFd>,
     deadline: Instant,
-) {
+) -> Option<OwnedFd> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return;
+            return None;
         }
         let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
         let mut fds = [
@@ -241,11 +262,11 @@ fn serve(
             PollFd::new(stops, PollFlags::POLLIN),
         ];
         match poll(&mut fds, timeout) {
-            Ok(0) => return,
-            Ok(_) if fds[1].any().unwrap_or(true) => return,
+            Ok(0) => return None,
+            Ok(_) if fds[1].any().unwrap_or(true) => return None,
             Ok(_) => {}
             Err(nix::Error::EINTR) => continue,
-            Err(_) => return,
+            Err(_) => return None,
         }
         let Ok(client) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) else {
             continue;
@@ -267,6 +288,7 @@ fn serve(
             Ok(Some((Request::Refill, _))) if ready.is_none() => {
                 ready = home.and_then(empty_netns);
             }
+            Ok(Some((Request::Stop, _))) => return Some(client),
             _ => {}
         }
     }

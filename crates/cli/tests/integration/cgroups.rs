@@ -784,7 +784,7 @@ fn held_netns(pid: i32) -> Vec<String> {
 /// Issue 19: `run --rm` removes its pod's cgroup but leaves the node's folders above it
 /// (podlab's root, `kubepods`, `besteffort`) to one keeper for the next one-shot pod, and
 /// (`PODLAB_NETWORK=none`) an empty network namespace that the next pod runs in; the keeper
-/// removes the folders when its wait is over, at once on SIGTERM; with
+/// removes the folders when its wait is over, at once on SIGTERM or `podlab gc`; with
 /// `PODLAB_ONESHOT_KEEPER=0` they go with the pod, before the command's stderr closes, and
 /// `PODLAB_WARM_NETNS=0` makes no namespace ahead.
 #[test]
@@ -870,6 +870,13 @@ fn run_rm_leaves_the_node_folders_and_a_namespace_to_one_keeper_that_removes_the
         existing(&podlab_root),
         oneshot_keepers(&root)
     );
+
+    // `podlab gc` ends the keeper before it collects: nothing is left when it returns.
+    run_rm("collected", &lasting);
+    assert_eq!(oneshot_keepers(&root).len(), 1);
+    root.ok(&["gc"]);
+    assert!(existing(&podlab_root).is_empty(), "left after gc");
+    assert!(oneshot_keepers(&root).is_empty(), "a keeper outlived gc");
 
     run_rm("off", &[("PODLAB_ONESHOT_KEEPER", "0")]);
     assert!(existing(&podlab_root).is_empty(), "kept though off");
