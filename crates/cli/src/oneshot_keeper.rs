@@ -179,10 +179,15 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
     let listener = match claim(&root) {
         Ok(Some(listener)) => listener,
         Ok(None) => {
-            if empty_netns_wanted() {
-                if let Some(keeper) = connect_keeper(&root) {
+            match connect_keeper(&root) {
+                Some(keeper) if empty_netns_wanted() => {
                     let _ = send_message(keeper.as_fd(), &Request::Refill, &[]);
                 }
+                Some(_) => {}
+                // The name is held, but not by a keeper of this user's that listens (another
+                // user's process took it, or a keeper is between its bind and its listen):
+                // nothing may be left to it.
+                None => runtime.remove_node_cgroups_if_empty(),
             }
             return;
         }

@@ -895,3 +895,86 @@ fn run_rm_leaves_the_node_folders_and_a_namespace_to_one_keeper_that_removes_the
     );
     root.assert_nothing_left();
 }
+
+/// The keeper's name taken by another user's process (any process of the network namespace
+/// may bind an abstract name): the removal finds no keeper of its own behind it and removes
+/// the node's folders itself, instead of leaving them to no one.
+#[test]
+fn run_rm_removes_the_node_folders_itself_when_another_user_holds_the_keepers_name() {
+    use std::hash::{Hash, Hasher};
+    let root = Root::new("cg-keeper-squatted");
+    skip_unless!(
+        v1_cgroups(&root),
+        "no writable cgroup v1 hierarchy (needs root)"
+    );
+    let runtime = root.runtime();
+    let node = runtime.cgroups().cloned().unwrap();
+    let podlab_root = node.root.cgroup(&node.hierarchy);
+    let mut hash = std::hash::DefaultHasher::new();
+    runtime.config().root.hash(&mut hash);
+    let name = format!("podlab-oneshot/{:016x}", hash.finish());
+    let address = nix::sys::socket::UnixAddr::new_abstract(name.as_bytes()).unwrap();
+    let (ready_r, ready_w) = nix::unistd::pipe().unwrap();
+    // SAFETY: the child makes raw system calls only, then waits to be killed.
+    let squatter = match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            use nix::sys::socket::{
+                bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType,
+            };
+            let bound = nix::unistd::setuid(nix::unistd::Uid::from_raw(65534)).is_ok()
+                && socket(
+                    AddressFamily::Unix,
+                    SockType::SeqPacket,
+                    SockFlag::empty(),
+                    None,
+                )
+                .is_ok_and(|fd| {
+                    let ok = bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &address).is_ok()
+                        && listen(&fd, Backlog::new(1).unwrap()).is_ok();
+                    std::mem::forget(fd);
+                    ok
+                });
+            let _ = nix::unistd::write(&ready_w, &[u8::from(bound)]);
+            loop {
+                nix::unistd::pause();
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    drop(ready_w);
+    let mut bound = [0u8];
+    let _ = nix::unistd::read(&ready_r, &mut bound);
+    let out = Out::of(
+        root.command(&[
+            "run",
+            "squatted",
+            "--rm",
+            "--restart",
+            "Never",
+            "--image",
+            "busybox",
+            "--command",
+            "--",
+            "true",
+        ])
+        .env("PODLAB_ONESHOT_KEEPER", "600")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap(),
+    );
+    let left: Vec<_> = podlab_root
+        .unique_dirs()
+        .into_iter()
+        .filter(|d| d.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    let _ = nix::sys::signal::kill(squatter, nix::sys::signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(squatter, None);
+    assert_eq!(bound, [1], "the squatter could not take the name");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        left.is_empty(),
+        "left to a keeper that is not there: {left:?}"
+    );
+    root.assert_nothing_left();
+}
