@@ -781,6 +781,27 @@ fn held_netns(pid: i32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `podlab run NAME --rm` of a container that prints its network namespace, with `env`.
+fn run_rm_reading_netns(root: &Root, name: &str, env: &[(&str, &str)]) -> Out {
+    let mut command = root.command(&[
+        "run",
+        name,
+        "--rm",
+        "--restart",
+        "Never",
+        "--image",
+        "busybox",
+        "--command",
+        "--",
+        "readlink",
+        "/proc/self/ns/net",
+    ]);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    Out::of(command.stdin(std::process::Stdio::null()).output().unwrap())
+}
+
 /// Issue 19: `run --rm` removes its pod's cgroup but leaves the node's folders above it
 /// (podlab's root, `kubepods`, `besteffort`) to one keeper for the next one-shot pod, and
 /// (`PODLAB_NETWORK=none`) an empty network namespace that the next pod runs in; the keeper
@@ -808,23 +829,7 @@ fn run_rm_leaves_the_node_folders_and_a_namespace_to_one_keeper_that_removes_the
             .collect()
     };
     let run_rm = |name: &str, env: &[(&str, &str)]| -> String {
-        let mut command = root.command(&[
-            "run",
-            name,
-            "--rm",
-            "--restart",
-            "Never",
-            "--image",
-            "busybox",
-            "--command",
-            "--",
-            "readlink",
-            "/proc/self/ns/net",
-        ]);
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let out = Out::of(command.stdin(std::process::Stdio::null()).output().unwrap());
+        let out = run_rm_reading_netns(&root, name, env);
         assert_eq!(out.code, Some(0), "{out:?}");
         out.stdout.trim().to_string()
     };
@@ -944,24 +949,7 @@ fn run_rm_removes_the_node_folders_itself_when_another_user_holds_the_keepers_na
     drop(ready_w);
     let mut bound = [0u8];
     let _ = nix::unistd::read(&ready_r, &mut bound);
-    let out = Out::of(
-        root.command(&[
-            "run",
-            "squatted",
-            "--rm",
-            "--restart",
-            "Never",
-            "--image",
-            "busybox",
-            "--command",
-            "--",
-            "true",
-        ])
-        .env("PODLAB_ONESHOT_KEEPER", "600")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap(),
-    );
+    let out = run_rm_reading_netns(&root, "squatted", &[("PODLAB_ONESHOT_KEEPER", "600")]);
     let left: Vec<_> = podlab_root
         .unique_dirs()
         .into_iter()
