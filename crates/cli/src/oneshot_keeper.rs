@@ -51,9 +51,9 @@ use std::time::{Duration, Instant};
 use nix::sys::socket::{accept4, bind, listen, Backlog, SockFlag, UnixAddr};
 use podlab_runtime::protocol::{receive_message, send_message};
 use podlab_runtime::Runtime;
+use serde::{Deserialize, Serialize};
 
 use crate::network::warm::{same_user, seqpacket};
-use serde::{Deserialize, Serialize};
 
 /// `PODLAB_ONESHOT_KEEPER`: until how many seconds after its command returned the keeper
 /// serves (0: no keeper).
@@ -196,7 +196,12 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
             return;
         }
     };
-    let stops = stop_signals();
+    let Some(stops) = stop_signals() else {
+        // A keeper that no signal could stop is none: nothing is left to it.
+        drop(listener);
+        runtime.remove_node_cgroups_if_empty();
+        return;
+    };
     // Named, and its first namespace made, before its command's stderr closes: who read that
     // to its end finds the keeper ready.
     let _ = nix::sys::prctl::set_name(KEEPER_NAME);
@@ -315,22 +320,22 @@ fn empty_netns(home: BorrowedFd<'_>) -> Option<OwnedFd> {
 }
 
 /// SIGTERM, SIGINT and SIGHUP blocked and read from a signalfd: one sent to the keeper ends
-/// its service instead of the process (the folders are removed either way).
-fn stop_signals() -> OwnedFd {
+/// its service instead of the process (the folders are removed either way). None when no
+/// signalfd could be made (the signals are unblocked again).
+fn stop_signals() -> Option<OwnedFd> {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     let mut set = SigSet::empty();
     for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         set.add(signal);
     }
-    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None).ok()?;
     match SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC) {
-        Ok(fd) => OwnedFd::from(fd),
-        // No signalfd: a descriptor that never becomes readable (the signals stay blocked
-        // and the wait ends at its deadline).
-        Err(_) => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map(|(read, _write)| read)
-            .unwrap_or_else(|_| seqpacket().expect("a socket")),
+        Ok(fd) => Some(OwnedFd::from(fd)),
+        Err(_) => {
+            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+            None
+        }
     }
 }
 
