@@ -53,7 +53,10 @@ use podlab_runtime::protocol::{receive_message, send_message};
 use podlab_runtime::Runtime;
 use serde::{Deserialize, Serialize};
 
-use crate::network::warm::{same_user, seqpacket};
+use crate::network::warm::{
+    detach_from_command, handle_stop_signals, readable, readable_while, same_user, seqpacket,
+    stopping,
+};
 
 /// `PODLAB_ONESHOT_KEEPER`: until how many seconds after its command returned the keeper
 /// serves (0: no keeper).
@@ -126,14 +129,6 @@ fn connect_keeper(root: &Path) -> Option<OwnedFd> {
     crate::network::warm::connect_same_user(&address(root).ok()?)
 }
 
-/// Waits until `fd` is readable, at most `wait`.
-fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let timeout = PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX);
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
-}
-
 /// RunPodSandbox's source of empty namespaces in a command of `root`
 /// ([`podlab_runtime::Runtime::set_empty_netns_source`]): the keeper's, if it has one ready.
 pub fn take_empty_netns(root: &Path) -> Option<OwnedFd> {
@@ -196,12 +191,9 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
             return;
         }
     };
-    let Some(stops) = stop_signals() else {
-        // A keeper that no signal could stop is none: nothing is left to it.
-        drop(listener);
-        runtime.remove_node_cgroups_if_empty();
-        return;
-    };
+    // A stop signal ends the service instead of the process (the folders are removed
+    // either way).
+    handle_stop_signals();
     // Named, and its first namespace made, before its command's stderr closes: who read that
     // to its end finds the keeper ready.
     let _ = nix::sys::prctl::set_name(KEEPER_NAME);
@@ -214,8 +206,8 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
     let ready = home.as_ref().and_then(|home| empty_netns(home.as_fd()));
     // From here on nothing of the command's is held: a caller reading its stderr to the end,
     // or unmounting where it ran, does not wait for the keeper.
-    let kept = [Some(&listener), Some(&stops), home.as_ref(), ready.as_ref()];
-    detach(
+    let kept = [Some(&listener), home.as_ref(), ready.as_ref()];
+    detach_from_command(
         &kept
             .into_iter()
             .flatten()
@@ -224,7 +216,6 @@ pub fn keep_or_leave(runtime: &Runtime, returned: Instant, status: i32) {
     );
     let stopped_by = serve(
         listener.as_fd(),
-        stops.as_fd(),
         home.as_ref().map(|home| home.as_fd()),
         ready,
         returned + wait,
@@ -255,28 +246,14 @@ fn claim(root: &Path) -> Result<Option<OwnedFd>, nix::Error> {
 /// whose connection it returns.
 fn serve(
     listener: BorrowedFd<'_>,
-    stops: BorrowedFd<'_>,
     home: Option<BorrowedFd<'_>>,
     mut ready: Option<OwnedFd>,
     deadline: Instant,
 ) -> Option<OwnedFd> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if left.is_zero() || stopping() || !readable_while(listener, left, None) {
             return None;
-        }
-        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
-        let mut fds = [
-            PollFd::new(listener, PollFlags::POLLIN),
-            PollFd::new(stops, PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, timeout) {
-            Ok(0) => return None,
-            Ok(_) if fds[1].any().unwrap_or(true) => return None,
-            Ok(_) => {}
-            Err(nix::Error::EINTR) => continue,
-            Err(_) => return None,
         }
         let Ok(client) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) else {
             continue;
@@ -305,8 +282,9 @@ fn serve(
 }
 
 /// A new network namespace with `lo` up, held by the returned descriptor only, as
-/// [`podlab_ns::net::new_held`] makes one; this single-threaded keeper makes it itself and
-/// goes back to `home` (its own) after.
+/// [`podlab_ns::net::new_held`] makes one, but without its thread: this keeper is its command's
+/// continuation in the command's memory ([`crate::handover`]), where no thread is started; it
+/// unshares itself and goes back to `home` (its own) after.
 fn empty_netns(home: BorrowedFd<'_>) -> Option<OwnedFd> {
     use nix::sched::CloneFlags;
     nix::sched::unshare(CloneFlags::CLONE_NEWNET).ok()?;
@@ -317,49 +295,4 @@ fn empty_netns(home: BorrowedFd<'_>) -> Option<OwnedFd> {
     // Back whatever happened: the next namespace is made from the node's.
     let _ = nix::sched::setns(home, CloneFlags::CLONE_NEWNET);
     made.filter(|_| up.is_ok())
-}
-
-/// SIGTERM, SIGINT and SIGHUP blocked and read from a signalfd: one sent to the keeper ends
-/// its service instead of the process (the folders are removed either way). None when no
-/// signalfd could be made (the signals are unblocked again).
-fn stop_signals() -> Option<OwnedFd> {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
-    let mut set = SigSet::empty();
-    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        set.add(signal);
-    }
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None).ok()?;
-    match SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC) {
-        Ok(fd) => Some(OwnedFd::from(fd)),
-        Err(_) => {
-            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
-            None
-        }
-    }
-}
-
-/// Stdio on `/dev/null`, every other descriptor but `keep` closed, cwd `/`.
-fn detach(keep: &[std::os::fd::RawFd]) {
-    // SAFETY: plain descriptor calls in this single-threaded child; what the closed
-    // descriptors belonged to is never used again (the process ends in `_exit`).
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-        }
-        let mut from = 3;
-        let mut kept: Vec<_> = keep.to_vec();
-        kept.sort_unstable();
-        for fd in kept {
-            if fd > from {
-                libc::close_range(from as libc::c_uint, (fd - 1) as libc::c_uint, 0);
-            }
-            from = from.max(fd + 1);
-        }
-        libc::close_range(from as libc::c_uint, libc::c_uint::MAX, 0);
-        libc::chdir(c"/".as_ptr());
-    }
 }

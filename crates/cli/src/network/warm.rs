@@ -199,7 +199,8 @@ extern "C" fn on_stop(_signal: libc::c_int) {
     KEEPER_STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
-fn stopping() -> bool {
+/// Whether a stop signal came ([`handle_stop_signals`]).
+pub(crate) fn stopping() -> bool {
     KEEPER_STOPPING.load(std::sync::atomic::Ordering::SeqCst)
 }
 
@@ -217,7 +218,7 @@ const STOP_SIGNALS: [nix::sys::signal::Signal; 3] = [
 /// Blocks the stop signals in this (single-threaded) keeper and handles them with
 /// [`on_stop`]; the mask it had is the one it waits with. Children it spawns (the CNI
 /// plugins) start with an empty mask, as `std::process::Command` gives them.
-fn handle_stop_signals() {
+pub(crate) fn handle_stop_signals() {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
     let action = SigAction::new(
         SigHandler::Handler(on_stop),
@@ -242,12 +243,16 @@ fn handle_stop_signals() {
 }
 
 /// Waits until `fd` is readable, at most `wait` (a keeper asked to stop waits no more).
-fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+pub(crate) fn readable(fd: BorrowedFd<'_>, wait: Duration) -> bool {
     readable_while(fd, wait, None)
 }
 
 /// [`readable`], giving up too when the `owner` process (its pidfd) has exited.
-fn readable_while(fd: BorrowedFd<'_>, wait: Duration, owner: Option<BorrowedFd<'_>>) -> bool {
+pub(crate) fn readable_while(
+    fd: BorrowedFd<'_>,
+    wait: Duration,
+    owner: Option<BorrowedFd<'_>>,
+) -> bool {
     use nix::poll::{ppoll, PollFd, PollFlags};
     let deadline = Instant::now() + wait;
     loop {
@@ -607,30 +612,8 @@ fn fork_keeper(network: &PodlabNetwork, until: Until) -> bool {
 /// The keeper's life: the socket, the namespace, its ADD, then one taker, the stop, the
 /// deadline or the owner's exit. Returns the exit code.
 fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
-    // Nothing of the command's: not its output streams (a caller reading them to their end
-    // would wait for the keeper), not its descriptors (locks), not its folder.
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
-        // SAFETY: dup2 onto the standard streams of this single-threaded process.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 0);
-            libc::dup2(null.as_raw_fd(), 1);
-            libc::dup2(null.as_raw_fd(), 2);
-        }
-    }
-    let keep = ready.as_raw_fd() as libc::c_uint;
-    // SAFETY: closes descriptors this process no longer uses (every one above 2 but `ready`).
-    unsafe {
-        if keep > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
-    }
+    detach_from_command(&[ready.as_raw_fd()]);
     let _ = nix::unistd::setsid();
-    let _ = nix::unistd::chdir("/");
     let _ = nix::sys::prctl::set_name(c"podlab-warm");
     // Not the command's handlers: a stop signal ends the keeper, after its DEL.
     handle_stop_signals();
@@ -711,6 +694,40 @@ fn keeper(network: &PodlabNetwork, until: Until, ready: OwnedFd) -> i32 {
             _ => continue,
         }
     }
+}
+
+/// In a keeper (single-threaded, forked or cloned from its command): nothing of the
+/// command's is held any more, not its output streams (a caller reading them to their end
+/// would wait for the keeper; they go to `/dev/null`), not its descriptors (locks; every one
+/// above 2 but `keep` is closed), not its folder (cwd `/`).
+pub(crate) fn detach_from_command(keep: &[std::os::fd::RawFd]) {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        // SAFETY: dup2 onto the standard streams of this single-threaded process.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+            libc::dup2(null.as_raw_fd(), 2);
+        }
+    }
+    let mut kept = keep.to_vec();
+    kept.sort_unstable();
+    let mut from = 3;
+    for fd in kept.into_iter().filter(|fd| *fd >= 3) {
+        // SAFETY: closes descriptors this process no longer uses (none of `keep`).
+        unsafe {
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from as u32, (fd - 1) as u32, 0u32);
+            }
+        }
+        from = from.max(fd + 1);
+    }
+    // SAFETY: as above, every descriptor above the last kept one.
+    unsafe { libc::syscall(libc::SYS_close_range, from as u32, u32::MAX, 0u32) };
+    let _ = nix::unistd::chdir("/");
 }
 
 /// A `podlab gc` (or an agent's stop) that asked while the keeper was ending on its own hears
