@@ -40,13 +40,10 @@ impl Compression {
 
 /// Wraps `reader` in the decoder its first bytes call for; returns the kind it found.
 pub fn decompress<'a, R: BufRead + 'a>(
-    mut reader: R,
+    reader: R,
     what: &str,
 ) -> Result<(Compression, Box<dyn Read + 'a>)> {
-    let head = reader
-        .fill_buf()
-        .map_err(|e| Error::io("reading", what, e))?;
-    let kind = Compression::sniff(head);
+    let (kind, reader) = sniffed(reader, what)?;
     let decoded: Box<dyn Read + 'a> = match kind {
         Compression::None => Box::new(reader),
         // Several gzip members one after the other are one stream (pigz, concatenated layers).
@@ -54,6 +51,28 @@ pub fn decompress<'a, R: BufRead + 'a>(
         Compression::Zstd => zstd_decoder(reader, what)?,
     };
     Ok((kind, decoded))
+}
+
+/// A stream whose first bytes were read, put back in front of the rest.
+type Sniffed<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
+
+/// The stream as it was, and what its first four bytes say it is. They are read until there
+/// are four (or the stream ends): the first read of a layer streaming in from a registry may
+/// bring fewer, and a gzip layer whose first chunk was one byte was taken for a plain tar.
+fn sniffed<R: BufRead>(mut reader: R, what: &str) -> Result<(Compression, Sniffed<R>)> {
+    let mut head = vec![0u8; ZSTD_MAGIC.len()];
+    let mut have = 0;
+    while have < head.len() {
+        match reader.read(&mut head[have..]) {
+            Ok(0) => break,
+            Ok(n) => have += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("reading", what, e)),
+        }
+    }
+    head.truncate(have);
+    let kind = Compression::sniff(&head);
+    Ok((kind, io::Cursor::new(head).chain(reader)))
 }
 
 #[cfg(feature = "zstd")]
@@ -173,6 +192,113 @@ mod tests {
         let mut out = String::new();
         reader.read_to_string(&mut out).unwrap();
         assert_eq!((kind, out.as_str()), (Compression::Gzip, "first second"));
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// Compressible but not trivially: words from a small generator, as a tar of text is.
+    fn sample(len: usize) -> Vec<u8> {
+        let mut state = 0x2545_f491_u32;
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let word = format!("w{} ", state % 5000);
+            out.extend_from_slice(word.as_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    fn read_all(reader: &mut dyn Read) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).map(|_| out)
+    }
+
+    /// A reader that hands out one byte a read for its first `small` bytes, then 4 KB.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        at: usize,
+        small: usize,
+    }
+
+    impl io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = if self.at < self.small { 1 } else { 4096 };
+            let n = n.min(buf.len()).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn gzip_read_a_byte_at_a_time_comes_out_whole() {
+        let data = sample(300_000);
+        let compressed = gzip(&data);
+        for capacity in [1, 2, 7, 8192] {
+            let trickle = io::BufReader::with_capacity(capacity, &compressed[..]);
+            let (kind, mut reader) = decompress(trickle, "test").unwrap();
+            assert_eq!(kind, Compression::Gzip);
+            assert!(
+                read_all(&mut reader).unwrap() == data,
+                "capacity {capacity}"
+            );
+        }
+    }
+
+    #[test]
+    fn regression_a_gzip_stream_whose_first_read_brings_one_byte_is_still_gzip() {
+        let data = sample(50_000);
+        let compressed = gzip(&data);
+        for small in [1, 3, 10, compressed.len()] {
+            let first_bytes_alone = Trickle {
+                data: &compressed,
+                at: 0,
+                small,
+            };
+            let stream = io::BufReader::with_capacity(8192, first_bytes_alone);
+            let (kind, mut reader) = decompress(stream, "test").unwrap();
+            assert_eq!(kind, Compression::Gzip, "first {small} bytes one at a time");
+            assert!(read_all(&mut reader).unwrap() == data);
+        }
+    }
+
+    #[test]
+    fn a_gzip_stream_cut_short_is_an_error_not_an_end() {
+        let compressed = gzip(&sample(100_000));
+        for cut in [5, 20, compressed.len() / 2, compressed.len() - 4] {
+            let (_, mut reader) = decompress(&compressed[..cut], "test").unwrap();
+            let err = read_all(&mut reader).expect_err("a cut stream");
+            assert!(
+                matches!(
+                    err.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData
+                ),
+                "cut at {cut}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gzip_member_whose_crc_does_not_match_is_refused() {
+        let mut compressed = gzip(&sample(10_000));
+        let crc_at = compressed.len() - 8;
+        compressed[crc_at] ^= 0xff;
+        let (_, mut reader) = decompress(&compressed[..], "test").unwrap();
+        let err = read_all(&mut reader).expect_err("a wrong CRC-32");
+        assert!(
+            matches!(
+                err.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+            ),
+            "{err}"
+        );
     }
 
     #[test]
