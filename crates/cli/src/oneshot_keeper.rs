@@ -40,8 +40,8 @@
 //! `mkdir`s and makes it again (`Cgroup::create` retries).
 //!
 //! `PODLAB_ONESHOT_KEEPER=SECONDS` sets the wait (fractions allowed; 0: no keeper, the node's
-//! folders go with the pod). `run --rm --trace` makes no keeper: its command waits for its
-//! removal child, to print the removal's phases.
+//! folders go with the pod). `run --rm --trace` keeps too: its command waits for its removal
+//! child's phases until the child, ready as the keeper, lets go of the command's descriptors.
 
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

@@ -397,8 +397,8 @@ fn run_rm(
 /// ([`crate::oneshot_keeper`]): everything is gone within 2 s. The child
 /// keeps stderr, for its errors, so a caller that reads the command's stderr to its end also
 /// waits for the removal; stdin and stdout are closed at once. With `--trace` the command
-/// forks the child, waits for it and prints the removal's phases after the mark where it
-/// returned (that child removes the node's cgroup folders too, and keeps nothing).
+/// forks the child, waits until its removal is done (and, when it becomes the keeper, the
+/// keeper is ready) and prints the removal's phases after the mark where it returned.
 fn remove_after_return(
     runtime: &Runtime,
     sandbox: &SandboxId,
@@ -427,8 +427,16 @@ fn remove_after_return(
         });
         eprintln!("podlab: clone: {e}; removing the pod's sandbox in a forked child");
     }
+    // Traced, the command waits for the removal's phases: until the child lets go of this
+    // pipe, when it exits or, as a keeper, once it is ready for the next command (as an
+    // untraced command's caller waits for stderr's end).
+    let removal_marked = match &tracing {
+        Some(_) => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok(),
+        None => None,
+    };
     let forked = if threads == 1 {
-        // SAFETY: the process has this one thread; the child only runs the removal and exits.
+        // SAFETY: the process has this one thread; the child only runs the removal, and
+        // perhaps the keeper, and exits.
         unsafe { nix::unistd::fork() }
     } else {
         Err(nix::errno::Errno::EDEADLK)
@@ -436,14 +444,32 @@ fn remove_after_return(
     match forked {
         Ok(nix::unistd::ForkResult::Child) => {
             let returned = std::time::Instant::now();
+            let keep = removal_marked.is_some() && crate::oneshot_keeper::wanted(runtime);
+            runtime.keep_node_cgroups(keep);
             let status = removal_child(runtime, sandbox, root, dirs, &tracing, returned);
+            if keep {
+                // The pipe's end closes with the command's descriptors, once the keeper is
+                // ready; a traced run is followed by what an untraced one would be.
+                crate::oneshot_keeper::keep_or_leave(runtime, returned, status);
+            }
             // No destructor runs: the trace file is the command's to print and remove.
             std::process::exit(status);
         }
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             crate::trace::mark(&tracing, "command returns (removal goes on)");
             if let Some(tracing) = tracing {
-                let _ = nix::sys::wait::waitpid(child, None);
+                match removal_marked {
+                    Some((marked, writer)) => {
+                        drop(writer);
+                        let mut byte = [0u8; 1];
+                        while let Err(nix::errno::Errno::EINTR) =
+                            nix::unistd::read(&marked, &mut byte)
+                        {}
+                    }
+                    None => {
+                        let _ = nix::sys::wait::waitpid(child, None);
+                    }
+                }
                 tracing.finish();
             }
             code

@@ -3,7 +3,7 @@
 //! container's init), in the order they happened, with times that add up to the total; and
 //! the trace file is gone afterwards. No timing is asserted, only order and arithmetic.
 
-use crate::pods::Root;
+use crate::pods::{Out, Root};
 
 /// One row of the table: phase, process, AT(ms), TOOK(ms).
 #[derive(Debug)]
@@ -75,12 +75,11 @@ fn assert_no_trace_file(root: &Root) {
     assert!(left.is_empty(), "trace files left behind: {left:?}");
 }
 
-#[test]
-fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
-    let root = Root::new("trace-run").with_network();
-    let out = root.run(&[
+/// `podlab run NAME --rm --trace -- COMMAND` in `root`, with `env` added.
+fn traced_run_rm(root: &Root, name: &str, env: &[(&str, &str)], command: &[&str]) -> Out {
+    let mut args = vec![
         "run",
-        "t",
+        name,
         "--image",
         "busybox",
         "--rm",
@@ -89,10 +88,17 @@ fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
         "--trace",
         "--command",
         "--",
-        "sh",
-        "-c",
-        "echo hi",
-    ]);
+    ];
+    args.extend_from_slice(command);
+    let mut podlab = root.command(&args);
+    podlab.envs(env.iter().copied());
+    Out::of(podlab.stdin(std::process::Stdio::null()).output().unwrap())
+}
+
+#[test]
+fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
+    let root = Root::new("trace-run").with_network();
+    let out = traced_run_rm(&root, "t", &[], &["sh", "-c", "echo hi"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "hi\n", "the table goes to stderr, not stdout");
     let (rows, total) = table(&out.stderr);
@@ -141,6 +147,32 @@ fn run_rm_trace_lists_every_phase_in_order_and_they_add_up() {
     assert_eq!(by("mounts").process, "init");
     assert_eq!(by("CNI ADD").process, "podlab");
     assert_adds_up(&rows, total);
+    assert_no_trace_file(&root);
+}
+
+/// Regression: `run --rm --trace` made no keeper, so a traced run was followed by the cold
+/// path (the node's cgroup folders made again, pause making the network namespace) and not by
+/// what follows an untraced one. The next pod now runs in the namespace the keeper made, and
+/// its table says so.
+#[test]
+fn regression_a_traced_run_rm_leaves_the_keeper_an_untraced_one_leaves() {
+    let root = Root::new("trace-keeper");
+    let traced = |name: &str| {
+        let env = [("PODLAB_NETWORK", "none"), ("PODLAB_ONESHOT_KEEPER", "600")];
+        let out = traced_run_rm(&root, name, &env, &["true"]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        table(&out.stderr).0
+    };
+    let first = traced("first");
+    assert_in_order(&first, &["start", "exit seen", "removal"]);
+    let second = traced("second");
+    assert!(
+        second
+            .iter()
+            .any(|row| row.phase.starts_with("warm network namespace taken")),
+        "the second pod did not take the namespace left for it: {second:#?}"
+    );
+    assert_eq!(root.run(&["gc"]).code, Some(0));
     assert_no_trace_file(&root);
 }
 
