@@ -1475,6 +1475,23 @@ fn regression_gc_kills_a_network_plugin_still_adding_for_a_lost_sandbox() {
         .unwrap();
     let plugin_pid = adding.id() as i32;
     pids.push(plugin_pid);
+    // `spawn` returns once the child's `execve` has let go of the parent's memory, before the
+    // kernel has set where the new program's environment lies: `/proc/PID/environ` reads
+    // empty for that moment, and a gc then found no plugin of the sandbox (the test failed
+    // that way under load, in CI). A plugin that gc must kill has been running for a while.
+    let marker = format!("CNI_CONTAINERID={}", sandbox.as_str());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read(format!("/proc/{plugin_pid}/environ")).is_ok_and(|environ| {
+        environ
+            .split(|b| *b == 0)
+            .any(|var| var == marker.as_bytes())
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plugin's environment never showed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let report = root.runtime.gc().unwrap();
     assert!(
         report.processes_killed.contains(&plugin_pid),
