@@ -238,7 +238,49 @@ pub fn untag(store: &Store, image: &CriImage) -> Result<(), Status> {
     Ok(())
 }
 
-/// Bytes and inodes used below `dir` (the snapshots), as ImageFsInfo reports them.
+/// ImageFsInfo's count of the snapshots folder, each snapshot walked once.
+///
+/// A snapshot comes into the folder by one `rename` of a folder already complete, is never
+/// written again (its name is its content's ChainID) and leaves by one `rename`: so what it
+/// uses is known once it has been walked, as containerd's snapshotter records a snapshot's
+/// usage when it commits it. A call lists the folder, walks only the snapshots it has not
+/// seen and forgets the ones gone: kubelet's periodic ImageFsInfo (and crictl's, at each
+/// command) costs one `stat` per snapshot instead of one per file of every image.
+#[derive(Debug, Default)]
+pub struct SnapshotsUsage {
+    walked: std::sync::Mutex<HashMap<std::ffi::OsString, (u64, u64)>>,
+}
+
+impl SnapshotsUsage {
+    /// Bytes and inodes used by `snapshots` and everything below it.
+    pub fn of(&self, snapshots: &Path) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(folder) = std::fs::symlink_metadata(snapshots) else {
+            return (0, 0);
+        };
+        let (mut bytes, mut inodes) = (folder.blocks() * 512, 1);
+        let Ok(entries) = std::fs::read_dir(snapshots) else {
+            return (bytes, inodes);
+        };
+        let mut walked = self.walked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut present = HashMap::with_capacity(walked.len());
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let used = match walked.remove(&name) {
+                Some(used) => used,
+                None => usage(&entry.path()),
+            };
+            bytes += used.0;
+            inodes += used.1;
+            present.insert(name, used);
+        }
+        *walked = present;
+        (bytes, inodes)
+    }
+}
+
+/// Bytes and inodes used below `dir` (a container's upper folder, a snapshot), each inode
+/// counted once.
 pub fn usage(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let mut bytes = 0;
@@ -266,6 +308,68 @@ pub fn usage(dir: &Path) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tree(files: &[(&str, usize)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, size) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, vec![7u8; *size]).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn the_snapshots_usage_adds_up_to_a_walk_of_the_whole_folder() {
+        let snapshots = tree(&[
+            ("a/bin/sh", 10_000),
+            ("a/etc/passwd", 100),
+            ("b/lib", 70_000),
+        ]);
+        std::fs::create_dir(snapshots.path().join("empty")).unwrap();
+        std::fs::hard_link(
+            snapshots.path().join("a/bin/sh"),
+            snapshots.path().join("a/bin/ls"),
+        )
+        .unwrap();
+        let whole = usage(snapshots.path());
+        assert_eq!(
+            whole.1, 9,
+            "the folder, a, a/bin, sh (once), a/etc, passwd, b, lib, empty"
+        );
+        assert_eq!(SnapshotsUsage::default().of(snapshots.path()), whole);
+    }
+
+    #[test]
+    fn regression_image_fs_info_walked_every_file_of_every_snapshot_at_each_call() {
+        let snapshots = tree(&[("a/bin/sh", 10_000), ("b/lib", 70_000)]);
+        let usage = SnapshotsUsage::default();
+        let first = usage.of(snapshots.path());
+
+        // A snapshot is never written once in place: a file slipped into one already counted
+        // is not seen, which shows it was not walked again.
+        std::fs::write(snapshots.path().join("a/bin/ls"), [0u8; 9000]).unwrap();
+        assert_eq!(usage.of(snapshots.path()), first);
+
+        // A snapshot renamed in is walked; one renamed away is forgotten.
+        let c = tree(&[("c/usr/bin/env", 5000)]);
+        std::fs::rename(c.path().join("c"), snapshots.path().join("c")).unwrap();
+        let with_c = usage.of(snapshots.path());
+        assert_eq!(with_c.1, first.1 + 4, "c, c/usr, c/usr/bin, env");
+        assert!(with_c.0 > first.0);
+        std::fs::remove_dir_all(snapshots.path().join("a")).unwrap();
+        let without_a = usage.of(snapshots.path());
+        assert_eq!(
+            without_a.1,
+            with_c.1 - 3,
+            "a, a/bin and sh, as a was counted"
+        );
+        assert_eq!(
+            without_a,
+            SnapshotsUsage::default().of(snapshots.path()),
+            "nothing of a is remembered"
+        );
+    }
 
     #[test]
     fn users_are_uids_or_names_as_containerd_reports_them() {

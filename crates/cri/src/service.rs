@@ -28,6 +28,8 @@ pub struct Cri {
     images: Arc<StoreImages>,
     /// The store's images as CRI sees them, kept between calls (see [`images::ImageCache`]).
     image_cache: images::ImageCache,
+    /// What ImageFsInfo counted of each snapshot (see [`images::SnapshotsUsage`]).
+    snapshots_usage: images::SnapshotsUsage,
     trace: bool,
     network_ready: bool,
     streams: crate::streaming::Streams,
@@ -61,6 +63,7 @@ impl Cri {
             runtime,
             images,
             image_cache: Default::default(),
+            snapshots_usage: Default::default(),
             trace: false,
             network_ready,
             streams: Default::default(),
@@ -873,7 +876,7 @@ impl Cri {
 
     fn image_fs_info(&self) -> proto::ImageFsInfoResponse {
         let dir = self.store().snapshots_dir();
-        let (bytes, inodes) = images::usage(dir);
+        let (bytes, inodes) = self.snapshots_usage.of(dir);
         let usage = proto::FilesystemUsage {
             timestamp: podlab_runtime::liveness::now_ns(),
             fs_id: Some(proto::FilesystemIdentifier {
