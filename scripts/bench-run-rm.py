@@ -50,6 +50,15 @@ def main():
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     env = dict(os.environ, PODLAB_ROOT="/run/podlab")
     work = tempfile.mkdtemp(prefix="bench-run-rm.")
+    try:
+        measure(rounds, out, env, work)
+    finally:
+        # runc's bundle is on the host's /tmp, as in every earlier run: removed even when a
+        # command fails.
+        shutil.rmtree(work)
+
+
+def measure(rounds, out, env, work):
     bundle(work)
     n = [0]
 
@@ -88,7 +97,6 @@ def main():
     if out:
         json.dump(rows, open(out, "w"))
     subprocess.run([PODLAB, "gc"], env=env, stdout=subprocess.DEVNULL)
-    shutil.rmtree(work)
 
 
 if __name__ == "__main__":
