@@ -245,7 +245,7 @@ pub fn untag(store: &Store, image: &CriImage) -> Result<(), Status> {
 /// uses is known once it has been walked, as containerd's snapshotter records a snapshot's
 /// usage when it commits it. A call lists the folder, walks only the snapshots it has not
 /// seen and forgets the ones gone: kubelet's periodic ImageFsInfo (and crictl's, at each
-/// command) costs one `stat` per snapshot instead of one per file of every image.
+/// command) costs one listing of the folder instead of a `stat` of every file of every image.
 #[derive(Debug, Default)]
 pub struct SnapshotsUsage {
     walked: std::sync::Mutex<HashMap<std::ffi::OsString, (u64, u64)>>,
@@ -346,8 +346,8 @@ mod tests {
         let usage = SnapshotsUsage::default();
         let first = usage.of(snapshots.path());
 
-        // A snapshot is never written once in place: a file slipped into one already counted
-        // is not seen, which shows it was not walked again.
+        // A snapshot is never written once it is in place: a file slipped into one already
+        // counted is not seen, which shows it was not walked again.
         std::fs::write(snapshots.path().join("a/bin/ls"), [0u8; 9000]).unwrap();
         assert_eq!(usage.of(snapshots.path()), first);
 
