@@ -60,19 +60,28 @@ type Sniffed<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
 /// are four (or the stream ends): the first read of a layer streaming in from a registry may
 /// bring fewer, and a gzip layer whose first chunk was one byte was taken for a plain tar.
 fn sniffed<R: BufRead>(mut reader: R, what: &str) -> Result<(Compression, Sniffed<R>)> {
-    let mut head = vec![0u8; ZSTD_MAGIC.len()];
+    let head =
+        read_head(&mut reader, ZSTD_MAGIC.len()).map_err(|e| Error::io("reading", what, e))?;
+    let kind = Compression::sniff(&head);
+    Ok((kind, io::Cursor::new(head).chain(reader)))
+}
+
+/// The first `len` bytes of `reader`, fewer only where it ends: reads until there are that
+/// many, whatever each read brings. The caller puts them back in front of the rest
+/// (`Cursor::new(head).chain(reader)`) once it has looked at them.
+pub(crate) fn read_head(reader: &mut impl Read, len: usize) -> io::Result<Vec<u8>> {
+    let mut head = vec![0u8; len];
     let mut have = 0;
-    while have < head.len() {
+    while have < len {
         match reader.read(&mut head[have..]) {
             Ok(0) => break,
             Ok(n) => have += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("reading", what, e)),
+            Err(e) => return Err(e),
         }
     }
     head.truncate(have);
-    let kind = Compression::sniff(&head);
-    Ok((kind, io::Cursor::new(head).chain(reader)))
+    Ok(head)
 }
 
 #[cfg(feature = "zstd")]

@@ -85,17 +85,9 @@ const EXPECTED_SOURCE: &str = "expected an oci-archive or docker-archive (a tar 
 /// `stream` (a decompressed file) if it starts with a tar header whose checksum holds, or with
 /// the zero block of an empty tar; else the error that says the file is not an image archive.
 fn tar_stream<'a>(path: &Path, mut stream: Box<dyn Read + 'a>) -> Result<impl Read + 'a> {
-    let mut block = vec![0u8; 512];
-    let mut filled = 0;
-    while filled < block.len() {
-        match stream.read(&mut block[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("reading", path, e)),
-        }
-    }
-    let is_tar = filled == block.len() && {
+    let block = crate::compression::read_head(&mut stream, 512)
+        .map_err(|e| Error::io("reading", path, e))?;
+    let is_tar = block.len() == 512 && {
         let header = tar::Header::from_byte_slice(&block);
         let mut recomputed = header.clone();
         recomputed.set_cksum();
