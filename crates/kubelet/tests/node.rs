@@ -1167,6 +1167,74 @@ fn killing_the_shim_brings_the_pod_back_in_a_new_sandbox() {
     assert!(node.has_event(&pod, "SandboxChanged", "Pod sandbox changed"));
 }
 
+/// Issue 19: at 1000 idle pods, each pod's once-a-minute resync read the runtime again (the
+/// stamps of its records, its shim's and pause's `/proc/PID/stat`) and had the PLEG watch it
+/// anew, most of the idle agent's CPU. A resync of a pod in which the PLEG's watches saw
+/// nothing works from the last read. Here resyncs come every 200 ms (the relist's period, the
+/// shortest allowed): the kernel's counts for the pod's worker thread show it running passes
+/// without a `read(2)`, and a change still
+/// reaches the status (the app, killed, is restarted).
+#[test]
+fn regression_each_resync_of_an_idle_pod_read_the_runtime_again() {
+    let mut node = TestNode::new("resync");
+    let mut config = node.config();
+    config.full_resync = config.resync;
+    node.start_agent(config);
+    // The worker thread's name: "pod-" and the pod's name, 15 bytes in all.
+    node.apply(&pod_yaml("idle-resync", "Always", "exec sleep 1000"));
+    node.wait_pod("idle-resync", "running", |p| running(p, "app"));
+    let worker = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|task| {
+            std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim() == "pod-idle-resync")
+        })
+        .expect("the pod's worker thread");
+    // (read(2) calls, times scheduled) of the worker thread.
+    let counts = || {
+        let io = std::fs::read_to_string(worker.join("io")).unwrap();
+        let reads = io
+            .lines()
+            .find_map(|l| l.strip_prefix("syscr: "))
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        let sched = std::fs::read_to_string(worker.join("schedstat")).unwrap();
+        let runs = sched
+            .split(' ')
+            .nth(2)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap();
+        (reads, runs)
+    };
+    // Once the PLEG watches the pod (a relist after the last read), a second in which the
+    // worker ran at least three passes and read nothing.
+    let deadline = Instant::now() + WAIT;
+    let mut windows = Vec::new();
+    loop {
+        let (reads, runs) = counts();
+        std::thread::sleep(Duration::from_secs(1));
+        let (reads_after, runs_after) = counts();
+        windows.push((reads_after - reads, runs_after - runs));
+        if reads_after == reads && runs_after - runs >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no second of resyncs without a read; (reads, runs) each second: {windows:?}"
+        );
+    }
+    let pod = node.pod("idle-resync");
+    let app = node.newest_record(&pod, "app").unwrap().pid.unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(app), nix::sys::signal::SIGKILL).unwrap();
+    let pod = node.wait_pod("idle-resync", "restarted after its kill", |p| {
+        running(p, "app") && restart_count(p, "app") == 1
+    });
+    assert_ne!(node.newest_record(&pod, "app").unwrap().pid, Some(app));
+}
+
 /// A network plugin whose ADD fails while `fail` is set (as host-local does with its range
 /// used up), and succeeds with 10.88.0.9 after; it records when each ADD came.
 struct FlakyNetwork {

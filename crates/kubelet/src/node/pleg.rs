@@ -141,6 +141,13 @@ impl Relist {
         }
     }
 
+    /// Nothing the last full read saw has moved since, as far as the PLEG's watches tell:
+    /// every process and state folder it saw is watched, and no change, exit or notice came.
+    /// (False until the relist thread has placed the watches, and with a CRI runtime.)
+    pub fn unchanged(&self) -> bool {
+        self.watched && !self.touched && !self.dirty && !self.reported
+    }
+
     /// Whether anything changed since [`Relist::record`], by the files and processes themselves.
     pub fn changed(&self, runtime: &dyn RuntimeService) -> bool {
         self.dirty
@@ -607,9 +614,11 @@ mod tests {
             pleg.relist_all(&runtime);
             let unchanged = woken.try_recv();
             let watched = relist.lock().unwrap().watched;
+            let resync_may_skip_the_read = relist.lock().unwrap().unchanged();
 
             std::fs::write(folder.record(), "{}").unwrap();
             until(&|| relist.lock().unwrap().touched);
+            let unchanged_after_change = relist.lock().unwrap().unchanged();
             pleg.relist_all(&runtime);
             let on_change = woken.try_recv();
             relist.lock().unwrap().reported = false;
@@ -619,6 +628,11 @@ mod tests {
             let on_exit = woken.recv_timeout(Duration::from_secs(30));
             stop.store(true, Ordering::SeqCst);
             assert!(watched, "the pod is not watched");
+            assert!(
+                resync_may_skip_the_read,
+                "nothing changed, yet not unchanged"
+            );
+            assert!(!unchanged_after_change, "a folder changed, yet unchanged");
             assert!(
                 unchanged.is_err(),
                 "woken with nothing changed: {unchanged:?}"

@@ -3,7 +3,9 @@
 //! interval has passed — whichever is first.
 //!
 //! What it keeps in memory is what kubelet keeps: the pod's sandboxes, the start-failure reasons
-//! and crash-loop backoff entries ([`PodCaches`]), the probe results, the status it wrote last.
+//! and crash-loop backoff entries ([`PodCaches`]), the probe results, the status it wrote last,
+//! the runtime's records as its last read found them (what a resync works from while the PLEG
+//! sees no change, as kubelet's workers read the PLEG's cache).
 //! All of it can be lost: a new agent finds the sandboxes again by their labels, reads the
 //! previous status from the store, and starts the probe workers anew (readiness starting at
 //! Failure, liveness at Success, so nothing healthy is killed).
@@ -70,6 +72,9 @@ pub struct PodWorker {
     wake_at: Option<Instant>,
     /// What the last full read saw, for the PLEG to tell whether the runtime changed since.
     relist: Arc<Mutex<Relist>>,
+    /// The runtime's records as the last full read found them: a periodic resync of a pod the
+    /// PLEG saw unchanged since works from them (kubelet's pod workers read the PLEG's cache).
+    observed: Option<Arc<PodRuntime>>,
     /// The agent found this pod when it started (probe workers then start with a jitter).
     found_at_start: bool,
     /// The pod reached a terminal phase: no more runtime passes.
@@ -119,6 +124,7 @@ impl PodWorker {
             last_written_rv: None,
             wake_at: None,
             relist,
+            observed: None,
             found_at_start,
             finished: false,
             admitted: false,
@@ -138,6 +144,8 @@ impl PodWorker {
     pub fn run(mut self, messages: Receiver<WorkerMsg>) -> Vec<SandboxId> {
         let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
+        // `due` is the periodic resync's (not a follow-up's or the first pass's).
+        let mut due_is_resync = false;
         let mut news = false;
         let mut follow_up = false;
         loop {
@@ -176,6 +184,7 @@ impl PodWorker {
             if self.usage_due.is_some_and(|at| at <= now) {
                 news = true;
             }
+            let resync_only = !news && due <= now && due_is_resync;
             if due <= now {
                 news = true;
             }
@@ -184,15 +193,20 @@ impl PodWorker {
             }
             news = false;
             due = now + full_resync;
+            due_is_resync = true;
             if self.finished && self.pod.metadata.deletion_timestamp.is_none() {
                 // A terminal pod only waits for its deletion.
                 continue;
             }
-            match self.sync() {
+            match self.sync(resync_only) {
                 Pass::Done => return std::mem::take(&mut self.sandboxes),
-                Pass::Changed if follow_up => due = Instant::now() + SETTLE,
+                Pass::Changed if follow_up => {
+                    due = Instant::now() + SETTLE;
+                    due_is_resync = false;
+                }
                 Pass::Changed => {
                     due = Instant::now();
+                    due_is_resync = false;
                     follow_up = true;
                     continue;
                 }
@@ -230,8 +244,9 @@ impl PodWorker {
             .mark(phase);
     }
 
-    /// One sync pass (section 1).
-    fn sync(&mut self) -> Pass {
+    /// One sync pass (section 1); `resync_only` when nothing but the periodic resync asks
+    /// for it.
+    fn sync(&mut self, resync_only: bool) -> Pass {
         if self.pod.metadata.deletion_timestamp.is_some() {
             self.mark("deletion seen by the agent");
             self.terminate();
@@ -251,18 +266,9 @@ impl PodWorker {
             }
         }
         self.check_local_storage();
-        let stamp = self
-            .relist()
-            .start_read(&*self.node.runtime, &self.sandboxes);
-        let observed = match PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
-            Ok(observed) => observed,
-            Err(e) => {
-                eprintln!("podlab node: {}: reading the runtime: {e}", self.key());
-                return Pass::Idle;
-            }
+        let Some(observed) = self.observe(resync_only) else {
+            return Pass::Idle;
         };
-        self.sandboxes = observed.sandbox_ids();
-        self.relist().record(stamp, &self.sandboxes, &observed);
         let (pod, resize) = self.resize(&observed);
         let mut spec = view::spec_view(&pod);
         for container in &mut spec.containers {
@@ -319,6 +325,34 @@ impl PodWorker {
             self.say(|| format!("  {line}"));
         }
         Pass::Changed
+    }
+
+    /// The runtime's records for this pass. A periodic resync of a pod that the PLEG has
+    /// watched since the last full read, and seen neither change nor exit, works from what
+    /// that read found: at 1000 idle pods, re-reading each pod once a minute (its records, its
+    /// shim's and pause's `/proc` entries) and having the PLEG watch it again was most of the
+    /// idle agent's time. Any other pass reads the runtime again, stamped for the PLEG.
+    fn observe(&mut self, resync_only: bool) -> Option<Arc<PodRuntime>> {
+        if resync_only && self.relist().unchanged() {
+            if let Some(observed) = &self.observed {
+                return Some(Arc::clone(observed));
+            }
+        }
+        self.observed = None;
+        let stamp = self
+            .relist()
+            .start_read(&*self.node.runtime, &self.sandboxes);
+        let observed = match PodRuntime::observe(&*self.node.runtime, &self.sandboxes) {
+            Ok(observed) => Arc::new(observed),
+            Err(e) => {
+                eprintln!("podlab node: {}: reading the runtime: {e}", self.key());
+                return None;
+            }
+        };
+        self.sandboxes = observed.sandbox_ids();
+        self.relist().record(stamp, &self.sandboxes, &observed);
+        self.observed = Some(Arc::clone(&observed));
+        Some(observed)
     }
 
     /// kubelet's admission of a new pod (`canAdmitPod`, here its sysctl and AppArmor
