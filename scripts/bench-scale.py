@@ -11,7 +11,7 @@ reaches the host's network, mounts or state). On the default network (PODLAB_NET
    `podlab wait --for=condition=Ready`, timed together, then `podlab delete` (not timed);
 2. N pods grown by a ReplicaSet (not timed), until all N are Ready;
 3. the idle node agent: its utime + stime (/proc/PID/stat) over IDLE_SECONDS (default 60),
-   as % of one core;
+   as % of one core, and its threads' part by kind (their schedstat run times);
 4. memory per pod: the Rss and Pss of every shim and pause process (smaps_rollup), / N;
 5. one more pod at N: as in 1.
 
@@ -98,6 +98,21 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
 
 
+def thread_cpu(pid):
+    """CPU nanoseconds of each of the agent's threads by kind (/proc/PID/task/*/schedstat):
+    the pod workers (named pod-NAME), the PLEG, the controllers, the main loop."""
+    kinds = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except OSError:
+            continue
+        kind = "pod workers" if comm.startswith("pod-") else comm
+        kinds[kind] = kinds.get(kind, 0) + ns
+    return kinds
+
+
 def memory():
     rss = pss = 0
     for pid in os.listdir("/proc"):
@@ -149,10 +164,16 @@ def main():
           f"{open('/proc/loadavg').read().split()[:3]}", flush=True)
     agent = int(open(os.path.join(ROOT, "node.pid")).read().split()[0])
     hz = os.sysconf("SC_CLK_TCK")
-    before, t0 = cpu_ticks(agent), time.perf_counter()
+    before, threads_before, t0 = cpu_ticks(agent), thread_cpu(agent), time.perf_counter()
     time.sleep(idle)
-    used = (cpu_ticks(agent) - before) / hz / (time.perf_counter() - t0) * 100
-    print(f"idle agent with {n} pods: {used:.2f} % of one core over {idle:.0f} s", flush=True)
+    elapsed = time.perf_counter() - t0
+    used = (cpu_ticks(agent) - before) / hz / elapsed * 100
+    threads = thread_cpu(agent)
+    parts = ", ".join(
+        f"{kind} {(ns - threads_before.get(kind, 0)) / 1e9 / elapsed * 100:.2f}"
+        for kind, ns in sorted(threads.items(), key=lambda kv: -kv[1] + threads_before.get(kv[0], 0)))
+    print(f"idle agent with {n} pods: {used:.2f} % of one core over {idle:.0f} s ({parts})",
+          flush=True)
     rss, pss = memory()
     print(f"shim + pause per pod at {n}: Rss {rss / n:.0f} kB, Pss {pss / n:.0f} kB", flush=True)
     more = one_more(work, rounds, "more")
