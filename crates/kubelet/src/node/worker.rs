@@ -330,8 +330,9 @@ impl PodWorker {
     /// The runtime's records for this pass. A periodic resync of a pod that the PLEG has
     /// watched since the last full read, and seen neither change nor exit, works from what
     /// that read found: at 1000 idle pods, re-reading each pod once a minute (its records, its
-    /// shim's and pause's `/proc` entries) and having the PLEG watch it again was most of the
-    /// idle agent's time. Any other pass reads the runtime again, stamped for the PLEG.
+    /// shim's and pause's `/proc` entries, about 30 system calls) and having the PLEG watch it
+    /// again was a large part of the idle agent's time. Any other pass reads the runtime
+    /// again, stamped for the PLEG.
     fn observe(&mut self, resync_only: bool) -> Option<Arc<PodRuntime>> {
         if resync_only && self.relist().unchanged() {
             if let Some(observed) = &self.observed {
