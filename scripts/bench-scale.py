@@ -168,10 +168,9 @@ def main():
     time.sleep(idle)
     elapsed = time.perf_counter() - t0
     used = (cpu_ticks(agent) - before) / hz / elapsed * 100
-    threads = thread_cpu(agent)
-    parts = ", ".join(
-        f"{kind} {(ns - threads_before.get(kind, 0)) / 1e9 / elapsed * 100:.2f}"
-        for kind, ns in sorted(threads.items(), key=lambda kv: -kv[1] + threads_before.get(kv[0], 0)))
+    spent = {kind: ns - threads_before.get(kind, 0) for kind, ns in thread_cpu(agent).items()}
+    parts = ", ".join(f"{kind} {ns / 1e9 / elapsed * 100:.2f}"
+                      for kind, ns in sorted(spent.items(), key=lambda kv: -kv[1]))
     print(f"idle agent with {n} pods: {used:.2f} % of one core over {idle:.0f} s ({parts})",
           flush=True)
     rss, pss = memory()

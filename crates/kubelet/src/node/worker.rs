@@ -144,8 +144,6 @@ impl PodWorker {
     pub fn run(mut self, messages: Receiver<WorkerMsg>) -> Vec<SandboxId> {
         let full_resync = self.node.config.full_resync;
         let mut due = Instant::now();
-        // `due` is the periodic resync's (not a follow-up's or the first pass's).
-        let mut due_is_resync = false;
         let mut news = false;
         let mut follow_up = false;
         loop {
@@ -184,7 +182,9 @@ impl PodWorker {
             if self.usage_due.is_some_and(|at| at <= now) {
                 news = true;
             }
-            let resync_only = !news && due <= now && due_is_resync;
+            // Only the periodic resync asks: `due` is not a follow-up's (after a pass that
+            // changed something), and the first pass has no earlier read to work from.
+            let resync_only = !news && due <= now && !follow_up;
             if due <= now {
                 news = true;
             }
@@ -193,20 +193,15 @@ impl PodWorker {
             }
             news = false;
             due = now + full_resync;
-            due_is_resync = true;
             if self.finished && self.pod.metadata.deletion_timestamp.is_none() {
                 // A terminal pod only waits for its deletion.
                 continue;
             }
             match self.sync(resync_only) {
                 Pass::Done => return std::mem::take(&mut self.sandboxes),
-                Pass::Changed if follow_up => {
-                    due = Instant::now() + SETTLE;
-                    due_is_resync = false;
-                }
+                Pass::Changed if follow_up => due = Instant::now() + SETTLE,
                 Pass::Changed => {
                     due = Instant::now();
-                    due_is_resync = false;
                     follow_up = true;
                     continue;
                 }
