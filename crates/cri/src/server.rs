@@ -135,18 +135,47 @@ async fn serve_async(
 fn incoming(
     listener: UnixListener,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<Connection>> {
-    UnixListenerStream::new(listener).map(|accepted| accepted.map(Connection))
+    UnixListenerStream::new(listener).map(|accepted| accepted.map(Connection::new))
 }
 
-/// A client's connection, telling h2 that it writes no vectors. h2 copies a DATA payload
-/// shorter than 1024 bytes into its write buffer on such a connection (shorter than 256 on
-/// one that writes vectors), and a payload it copied leaves room for the trailers behind it:
-/// the whole answer of a status or list call (headers, a message of 300-900 bytes, trailers)
-/// goes out in one write. With vectors, such an answer went out in two (`strace`: a `writev`
-/// of the headers and the message, then one of 10 bytes of trailers), and the client woke
-/// twice: PodSandboxStatus took 2.1x a Version round trip, whose 5-byte message was copied.
-/// containerd's Go server writes an answer in one flush as well.
-struct Connection<T = UnixStream>(T);
+/// Bytes a [`Connection`] holds before it sends them without waiting for a flush.
+const HELD_AT_MOST: usize = 64 * 1024;
+
+/// A client's connection that sends what h2 wrote when h2 flushes, in one write, and tells h2
+/// it writes no vectors. On a socket that writes vectors, h2 chains a DATA payload of 256 bytes
+/// or more instead of copying it into its buffer, and the trailers then go in a write of their
+/// own: each status and list answer (a message of 300-900 bytes) went out as a `writev` of the
+/// headers and the message and a `writev` of 10 bytes of trailers (`strace`), and the client
+/// woke twice. On one that does not, h2 copies a payload under 1024 bytes and the trailers fit
+/// behind it: one write an answer, as containerd's Go server flushes an answer once. A longer
+/// payload h2 writes apart from its buffer; held here until the flush, it goes out with the
+/// headers, and an answer is two writes, as it was with vectors.
+struct Connection<T = UnixStream> {
+    socket: T,
+    /// Written by h2, not sent yet.
+    held: Vec<u8>,
+}
+
+impl<T: AsyncWrite + Unpin> Connection<T> {
+    fn new(socket: T) -> Connection<T> {
+        Connection {
+            socket,
+            held: Vec::new(),
+        }
+    }
+
+    /// Sends what is held; Pending while the socket is full.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.held.is_empty() {
+            let sent = std::task::ready!(Pin::new(&mut self.socket).poll_write(cx, &self.held))?;
+            if sent == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.held.drain(..sent);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
 
 impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
     fn poll_read(
@@ -154,7 +183,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        Pin::new(&mut self.socket).poll_read(cx, buf)
     }
 }
 
@@ -164,15 +193,21 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        if self.held.len() >= HELD_AT_MOST {
+            std::task::ready!(self.poll_send(cx))?;
+        }
+        self.held.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        std::task::ready!(self.poll_send(cx))?;
+        Pin::new(&mut self.socket).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
+        std::task::ready!(self.poll_send(cx))?;
+        Pin::new(&mut self.socket).poll_shutdown(cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -184,7 +219,7 @@ impl tonic::transport::server::Connected for Connection {
     type ConnectInfo = tonic::transport::server::UdsConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.0.connect_info()
+        self.socket.connect_info()
     }
 }
 
@@ -250,9 +285,9 @@ mod tests {
         }
     }
 
-    /// The writes an HTTP/2 server makes for the second of two answers shaped as a status
-    /// call's (headers, a 600-byte message, trailers), over the socket as `wrap` gives it.
-    fn writes_of_an_answer<T>(wrap: fn(Counting) -> T) -> usize
+    /// The writes an HTTP/2 server makes for the second of two answers shaped as a gRPC
+    /// call's (headers, a message of `size` bytes, trailers), over the socket as `wrap` gives it.
+    fn writes_of_an_answer<T>(size: usize, wrap: fn(Counting) -> T) -> usize
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -275,7 +310,7 @@ mod tests {
                     let mut body = respond
                         .send_response(http::Response::new(()), false)
                         .unwrap();
-                    body.send_data(bytes::Bytes::from(vec![7u8; 600]), false)
+                    body.send_data(bytes::Bytes::from(vec![7u8; size]), false)
                         .unwrap();
                     let mut trailers = http::HeaderMap::new();
                     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
@@ -303,15 +338,21 @@ mod tests {
     #[test]
     fn regression_a_status_answer_went_to_the_client_in_two_writes() {
         assert_eq!(
-            writes_of_an_answer(|socket| Connection(socket)),
+            writes_of_an_answer(600, Connection::new),
             1,
             "headers, message and trailers in one write"
         );
         assert_eq!(
-            writes_of_an_answer(|socket| socket),
+            writes_of_an_answer(600, |socket| socket),
             2,
             "h2 now answers in one write on a socket that writes vectors: Connection may go"
         );
+    }
+
+    #[test]
+    fn a_long_answer_takes_no_more_writes_than_with_vectors() {
+        let with_vectors = writes_of_an_answer(3000, |socket| socket);
+        assert_eq!(writes_of_an_answer(3000, Connection::new), with_vectors);
     }
 
     #[test]
