@@ -81,6 +81,7 @@ pub mod gc;
 pub mod id;
 pub mod image;
 pub mod init;
+mod live_processes;
 pub mod liveness;
 pub mod masked_paths;
 pub mod mount_template;

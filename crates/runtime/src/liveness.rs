@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// A process as recorded in a state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProcessIdentity {
     pub pid: i32,
     /// Clock ticks after boot at which it started.

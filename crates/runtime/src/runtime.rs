@@ -43,6 +43,8 @@ pub struct Runtime {
     pub(crate) container_records: RecordCache<crate::state::ContainerRecord>,
     pub(crate) shim_records: RecordCache<ShimRecord>,
     pub(crate) sandbox_records: RecordCache<crate::state::SandboxRecord>,
+    /// Shims and pause processes found running, kept as pidfds ([`crate::live_processes`]).
+    pub(crate) live: crate::live_processes::LiveProcesses,
 }
 
 /// See [`Runtime::set_empty_netns_source`].
@@ -94,6 +96,7 @@ impl Runtime {
             container_records: Default::default(),
             shim_records: Default::default(),
             sandbox_records: Default::default(),
+            live: Default::default(),
         })
     }
 
@@ -268,7 +271,7 @@ impl Runtime {
         Ok(self
             .shim_records
             .read(&paths.shim_record())?
-            .filter(|record| record.shim.is_alive())
+            .filter(|record| self.live.runs(&record.shim))
             .map(|record| ShimRecord::clone(&record)))
     }
 

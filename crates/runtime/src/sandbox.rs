@@ -654,7 +654,9 @@ impl Runtime {
         let paths = self.layout.sandbox(id);
         let record = self.sandbox_record(id, &paths)?;
         let shim = self.shim_records.read(&paths.shim_record())?;
-        Ok(sandbox_status(record, shim.as_deref().cloned()))
+        Ok(sandbox_status(record, shim.as_deref().cloned(), |who| {
+            self.live.runs(who)
+        }))
     }
 
     /// The stored record of a sandbox (its config, network result, cgroup).
@@ -717,12 +719,17 @@ impl Runtime {
     }
 }
 
-fn sandbox_status(record: SandboxRecord, shim: Option<ShimRecord>) -> SandboxStatus {
-    let shim_alive = shim.as_ref().is_some_and(|s| s.shim.is_alive());
+/// The sandbox's status from its records; `runs` says whether a recorded process still runs.
+fn sandbox_status(
+    record: SandboxRecord,
+    shim: Option<ShimRecord>,
+    runs: impl Fn(&crate::liveness::ProcessIdentity) -> bool,
+) -> SandboxStatus {
+    let shim_alive = shim.as_ref().is_some_and(|s| runs(&s.shim));
     let pause_alive = shim
         .as_ref()
         .and_then(|s| s.pause)
-        .is_some_and(|p| p.is_alive());
+        .is_some_and(|p| runs(&p));
     let (state, reason) = match (record.state, shim_alive, pause_alive) {
         (SandboxState::NotReady, _, _) => (SandboxState::NotReady, Some("stopped".to_string())),
         (SandboxState::Ready, true, true) => (SandboxState::Ready, None),
