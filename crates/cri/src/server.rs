@@ -2,9 +2,8 @@
 //! clean stop on SIGTERM or SIGINT (the socket file goes with it).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
