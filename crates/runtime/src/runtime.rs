@@ -260,6 +260,7 @@ impl Runtime {
         self.container_records.forget_below(dir);
         self.shim_records.forget_below(dir);
         self.sandbox_records.forget_below(dir);
+        self.live.forget_below(dir);
     }
 
     fn known_sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerId, SandboxId>> {
@@ -271,7 +272,7 @@ impl Runtime {
         Ok(self
             .shim_records
             .read(&paths.shim_record())?
-            .filter(|record| self.live.runs(&record.shim))
+            .filter(|record| self.live.runs(&record.shim, &paths.dir))
             .map(|record| ShimRecord::clone(&record)))
     }
 

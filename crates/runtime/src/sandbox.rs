@@ -655,7 +655,7 @@ impl Runtime {
         let record = self.sandbox_record(id, &paths)?;
         let shim = self.shim_records.read(&paths.shim_record())?;
         Ok(sandbox_status(record, shim.as_deref().cloned(), |who| {
-            self.live.runs(who)
+            self.live.runs(who, &paths.dir)
         }))
     }
 
