@@ -58,9 +58,7 @@ impl Default for LiveProcesses {
 impl Drop for LiveProcesses {
     fn drop(&mut self) {
         if self.owner.load(Ordering::Relaxed) != std::process::id() {
-            let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
-            kept.drain()
-                .for_each(|(_, inherited)| std::mem::forget(inherited));
+            let_go_inherited(self.kept.get_mut().unwrap_or_else(|e| e.into_inner()));
         }
     }
 }
@@ -72,9 +70,7 @@ impl LiveProcesses {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id();
         if self.owner.swap(me, Ordering::Relaxed) != me {
-            // A forked copy: its inherited numbers may be closed or name other files now.
-            kept.drain()
-                .for_each(|(_, inherited)| std::mem::forget(inherited));
+            let_go_inherited(&mut kept);
         }
         if let Some((_, pidfd)) = kept.get(who) {
             if !pidfd.wait_exit(Duration::ZERO) {
@@ -83,19 +79,18 @@ impl LiveProcesses {
             kept.remove(who);
             return false;
         }
-        sweep(&mut kept);
-        if kept.len() >= self.limit {
-            return who.is_alive();
-        }
         match Pidfd::open(who.pid) {
             // Gone, or no descriptor to spare: /proc says which.
             Err(_) => who.is_alive(),
             Ok(pidfd) => {
-                let runs = who.is_alive();
-                if runs {
+                if !who.is_alive() {
+                    return false;
+                }
+                sweep(&mut kept);
+                if kept.len() < self.limit {
                     kept.insert(*who, (sandbox.to_path_buf(), pidfd));
                 }
-                runs
+                true
             }
         }
     }
@@ -110,6 +105,13 @@ impl LiveProcesses {
     fn kept(&self) -> usize {
         self.kept.lock().unwrap().len()
     }
+}
+
+/// Lets go the pidfds a forked copy inherited without closing them: their numbers may be
+/// closed in the copy, or name other files now.
+fn let_go_inherited(kept: &mut HashMap<ProcessIdentity, (PathBuf, Pidfd)>) {
+    kept.drain()
+        .for_each(|(_, inherited)| std::mem::forget(inherited));
 }
 
 /// Drops the processes that have exited, with one `poll` over all of them.
