@@ -453,12 +453,8 @@ impl Runtime {
         &self,
         id: &ContainerId,
     ) -> Result<(ContainerStatus, std::sync::Arc<ContainerRecord>)> {
-        let sandbox = self.sandbox_of(id)?;
+        let (sandbox, record) = self.sandbox_and_record_of(id)?;
         let paths = self.layout.sandbox(&sandbox);
-        let record = self
-            .container_records
-            .read(&paths.container(id).record())?
-            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
         let shim_alive =
             record.state == ContainerState::Running && self.live_shim(&paths)?.is_some();
         Ok((container_status(&record, shim_alive), record))
@@ -514,11 +510,7 @@ impl Runtime {
 
     /// The stored record of a container (config, resolved process, image layers).
     pub fn container_record(&self, id: &ContainerId) -> Result<ContainerRecord> {
-        let sandbox = self.sandbox_of(id)?;
-        let record = self
-            .container_records
-            .read(&self.layout.sandbox(&sandbox).container(id).record())?
-            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        let (_, record) = self.sandbox_and_record_of(id)?;
         Ok(ContainerRecord::clone(&record))
     }
 }

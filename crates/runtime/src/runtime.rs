@@ -213,6 +213,31 @@ impl Runtime {
             })
     }
 
+    /// A container's sandbox and record. Where the container was found before, its record is
+    /// read without [`Runtime::sandbox_of`]'s look first: the read's own `statx` tells whether it
+    /// is still there (ContainerStatus: two of the record's `statx` instead of three).
+    pub(crate) fn sandbox_and_record_of(
+        &self,
+        container: &ContainerId,
+    ) -> Result<(SandboxId, std::sync::Arc<crate::state::ContainerRecord>)> {
+        let record_in = |sandbox: &SandboxId| {
+            self.container_records
+                .read(&self.layout.sandbox(sandbox).container(container).record())
+        };
+        let remembered = self.known_sandboxes().get(container).cloned();
+        if let Some(sandbox) = remembered {
+            if let Some(record) = record_in(&sandbox)? {
+                return Ok((sandbox, record));
+            }
+        }
+        // Not found where it was: sandbox_of forgets that place and looks in every sandbox.
+        let sandbox = self.sandbox_of(container)?;
+        let record = record_in(&sandbox)?.ok_or_else(|| Error::ContainerNotFound {
+            id: container.to_string(),
+        })?;
+        Ok((sandbox, record))
+    }
+
     /// The sandbox a container belongs to.
     ///
     /// A container never moves to another sandbox, so the answer is remembered, and a

@@ -651,7 +651,24 @@ fn a_removed_container_is_let_go_by_its_shim() {
         assert_eq!(descriptors_on(shim, &log_of(id)), 1, "{id}");
     }
     let removed_log = log_of(&removed);
+    // Another runtime on the same root (the CLI beside a server) found the container before;
+    // after the removal it must not answer from where it found it.
+    let other = Runtime::open(root.config()).unwrap();
+    assert!(other.container_status(&removed).is_ok());
     root.runtime.remove_container(&removed).unwrap();
+    assert!(
+        matches!(
+            other.container_status(&removed),
+            Err(Error::ContainerNotFound { .. })
+        ),
+        "a removed container is not found where it was"
+    );
+    assert_eq!(
+        other.container_status(&kept).unwrap().id,
+        kept,
+        "the other one still is"
+    );
+    drop(other);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while descriptors_on(shim, &removed_log) != 0 {
         assert!(
