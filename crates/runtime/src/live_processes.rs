@@ -145,13 +145,18 @@ fn sweep(kept: &mut HashMap<ProcessIdentity, (PathBuf, Pidfd)>) {
 mod tests {
     use super::*;
 
+    /// A child that sleeps until killed.
+    fn sleeping() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap()
+    }
+
     #[test]
     fn a_kept_process_is_running_until_it_exits_and_then_forgotten() {
         let live = LiveProcesses::default();
-        let mut child = std::process::Command::new("sleep")
-            .arg("60")
-            .spawn()
-            .unwrap();
+        let mut child = sleeping();
         let who = ProcessIdentity::of(child.id() as i32).unwrap();
         assert!(live.runs(&who, Path::new("/pods/one")));
         assert_eq!(live.kept(), 1, "kept as a pidfd");
@@ -229,13 +234,7 @@ mod tests {
     #[test]
     fn a_sandboxs_processes_go_with_it_and_the_gone_go_when_another_is_kept() {
         let live = LiveProcesses::default();
-        let spawn = || {
-            std::process::Command::new("sleep")
-                .arg("60")
-                .spawn()
-                .unwrap()
-        };
-        let (mut first, mut second, mut third) = (spawn(), spawn(), spawn());
+        let (mut first, mut second, mut third) = (sleeping(), sleeping(), sleeping());
         let who = |child: &std::process::Child| ProcessIdentity::of(child.id() as i32).unwrap();
         assert!(live.runs(&who(&first), Path::new("/pods/one")));
         assert!(live.runs(&who(&second), Path::new("/pods/two")));
@@ -259,14 +258,7 @@ mod tests {
             limit: 1,
             owner: AtomicU32::new(std::process::id()),
         };
-        let mut first = std::process::Command::new("sleep")
-            .arg("60")
-            .spawn()
-            .unwrap();
-        let mut second = std::process::Command::new("sleep")
-            .arg("60")
-            .spawn()
-            .unwrap();
+        let (mut first, mut second) = (sleeping(), sleeping());
         let (a, b) = (
             ProcessIdentity::of(first.id() as i32).unwrap(),
             ProcessIdentity::of(second.id() as i32).unwrap(),
