@@ -24,10 +24,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
 use std::fs::{self, Metadata, OpenOptions};
 use std::io::{self, BufWriter, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{makedev, Mode, SFlag};
 use nix::sys::time::TimeSpec;
 use tar::EntryType;
@@ -63,8 +65,10 @@ pub struct Unpacked {
 /// only read, for the attributes of folders the tar leaves out. `layer` names the layer in errors.
 pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -> Result<Unpacked> {
     let mut hashing = HashingReader::new(stream);
+    let root_dir = open_folder(dest)?;
     let mut applier = Applier {
         root: dest,
+        root_dir: root_dir.as_fd(),
         lowers,
         layer,
         folder_times: BTreeMap::new(),
@@ -95,6 +99,9 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
 
 struct Applier<'a> {
     root: &'a Path,
+    /// `root` held open: a hard link named from it walks the link's and its target's own
+    /// paths only, not the store's folders above them each time (busybox's 258 links).
+    root_dir: BorrowedFd<'a>,
     lowers: &'a [PathBuf],
     layer: &'a str,
     /// Folder mtimes are set last: writing into a folder changes its mtime. The last one given
@@ -221,11 +228,12 @@ impl Applier<'_> {
                     .parent()
                     .is_some_and(|p| p.as_os_str().is_empty() || self.known_folders.contains(p));
                 if through_known && target_rel != rel {
-                    let from = self.root.join(&target_rel);
-                    if self
-                        .replacing(&path, &rel, || fs::hard_link(&from, &path))
-                        .is_ok()
-                    {
+                    let root = self.root_dir;
+                    let link = || {
+                        nix::unistd::linkat(root, &target_rel, root, &rel, AtFlags::empty())
+                            .map_err(io::Error::from)
+                    };
+                    if self.replacing(&path, &rel, link).is_ok() {
                         return Ok(());
                     }
                 }
@@ -416,6 +424,16 @@ impl Applier<'_> {
         }
         Ok(())
     }
+}
+
+/// `folder` open for the `*at` calls made under it.
+fn open_folder(folder: &Path) -> Result<OwnedFd> {
+    nix::fcntl::open(
+        folder,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::sys("open", folder, e))
 }
 
 /// lstat of `rel` under `root`, refusing to follow a symlink on the way; None if absent.
