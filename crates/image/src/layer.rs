@@ -22,11 +22,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
-use std::fs::{self, Metadata, OpenOptions};
+use std::fs::{self, Metadata};
 use std::io::{self, BufWriter, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use nix::fcntl::{AtFlags, OFlag};
@@ -174,6 +174,7 @@ impl Applier<'_> {
         let uid = header.uid().map_err(bad_header)? as u32;
         let gid = header.gid().map_err(bad_header)? as u32;
         let mtime = header.mtime().map_err(bad_header)? as i64;
+        let root = self.root_dir;
         match kind {
             EntryType::Directory => {
                 match fs::symlink_metadata(&path) {
@@ -193,24 +194,21 @@ impl Applier<'_> {
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
                 let file = self
-                    .replacing(&path, &rel, || {
-                        OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .mode(0o600)
-                            .open(&path)
-                    })
+                    .replacing(&path, &rel, || create_file_at(root, &rel))
                     .map_err(|e| Error::io("creating", &path, e))?;
                 // Big writes for big files, without a big buffer for each of many small ones.
                 let buffer = (entry.size() as usize).clamp(8 * 1024, COPY_BUFFER);
                 let mut out = BufWriter::with_capacity(buffer, file);
                 io::copy(entry, &mut out)
                     .map_err(|e| self.broken(format!("entry {}: {e}", raw.display())))?;
-                out.into_inner()
+                let file = out
+                    .into_inner()
                     .map_err(|e| Error::io("writing", &path, e.into_error()))?;
-                set_owner(&path, uid, gid)?;
-                set_mode(&path, mode)?;
+                // Through the open file: no walk of the path for each attribute.
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+                    .map_err(|e| Error::io("fchown", &path, e))?;
+                file.set_permissions(fs::Permissions::from_mode(mode))
+                    .map_err(|e| Error::io("fchmod", &path, e))?;
             }
             EntryType::Symlink => {
                 let target = self.link_name(entry, &raw)?;
@@ -228,7 +226,6 @@ impl Applier<'_> {
                     .parent()
                     .is_some_and(|p| p.as_os_str().is_empty() || self.known_folders.contains(p));
                 if through_known && target_rel != rel {
-                    let root = self.root_dir;
                     let link = || {
                         nix::unistd::linkat(root, &target_rel, root, &rel, AtFlags::empty())
                             .map_err(io::Error::from)
@@ -280,7 +277,8 @@ impl Applier<'_> {
         }
         self.apply_xattrs(entry, &path)?;
         if kind != EntryType::Directory {
-            set_mtime(&path, mtime)?;
+            set_mtime_at(self.root_dir, &rel, mtime)
+                .map_err(|e| Error::sys("utimensat", &path, e))?;
         }
         Ok(())
     }
@@ -491,16 +489,34 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .map_err(|e| Error::io("chmod", path, e))
 }
 
-fn set_mtime(path: &Path, mtime: i64) -> Result<()> {
+/// Creates the regular file `rel` under `root` (the folders on the way are known to be real),
+/// for writing; refuses to follow a symlink at `rel`, and to take a file that is there.
+fn create_file_at(root: BorrowedFd, rel: &Path) -> io::Result<fs::File> {
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
+    nix::fcntl::openat(
+        root,
+        rel,
+        flags | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map(fs::File::from)
+    .map_err(io::Error::from)
+}
+
+/// The mtime (and atime) of `rel` under `root`, not following a symlink at `rel`.
+fn set_mtime_at(root: BorrowedFd, rel: &Path, mtime: i64) -> nix::Result<()> {
     let time = TimeSpec::new(mtime, 0);
     nix::sys::stat::utimensat(
-        nix::fcntl::AT_FDCWD,
-        path,
+        root,
+        rel,
         &time,
         &time,
         nix::sys::stat::UtimensatFlags::NoFollowSymlink,
     )
-    .map_err(|e| Error::sys("utimensat", path, e))
+}
+
+fn set_mtime(path: &Path, mtime: i64) -> Result<()> {
+    set_mtime_at(nix::fcntl::AT_FDCWD, path, mtime).map_err(|e| Error::sys("utimensat", path, e))
 }
 
 /// lsetxattr(2); nix has no xattr calls, so this goes to libc directly.
