@@ -99,8 +99,9 @@ pub fn unpack(stream: impl Read, dest: &Path, lowers: &[PathBuf], layer: &str) -
 
 struct Applier<'a> {
     root: &'a Path,
-    /// `root` held open: a hard link named from it walks the link's and its target's own
-    /// paths only, not the store's folders above them each time (busybox's 258 links).
+    /// `root` held open: a file, hard link or mtime made from it walks the entry's own path
+    /// only, not the store's folders above it each time (busybox's 258 links, an image's
+    /// thousands of files).
     root_dir: BorrowedFd<'a>,
     lowers: &'a [PathBuf],
     layer: &'a str,
@@ -277,8 +278,7 @@ impl Applier<'_> {
         }
         self.apply_xattrs(entry, &path)?;
         if kind != EntryType::Directory {
-            set_mtime_at(self.root_dir, &rel, mtime)
-                .map_err(|e| Error::sys("utimensat", &path, e))?;
+            set_mtime_at(root, &rel, mtime).map_err(|e| Error::sys("utimensat", &path, e))?;
         }
         Ok(())
     }
