@@ -153,7 +153,7 @@ fn run(options: Options) -> Result<()> {
         options.inputs
     );
     while count < options.inputs {
-        if count % 1024 == 0 && Instant::now() >= deadline {
+        if count.is_multiple_of(1024) && Instant::now() >= deadline {
             break;
         }
         input.clear();
@@ -181,7 +181,7 @@ fn run(options: Options) -> Result<()> {
                 corpus.push(input.clone());
             }
         }
-        if count % 1_000_000 == 0 {
+        if count.is_multiple_of(1_000_000) {
             let secs = begin.elapsed().as_secs_f64();
             println!(
                 "  {count} inputs in {secs:.0} s ({:.0}/s), {accepted} accepted, corpus {}",

@@ -580,9 +580,7 @@ mod tests {
             with("{type: Enforce}"),
             [format!("{at}.type: Unsupported value: \"Enforce\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\"")]
         );
-        let pod_level = pod_errors(&format!(
-            "metadata: {{name: p}}\nspec: {{securityContext: {{appArmorProfile: {{type: ''}}, seLinuxChangePolicy: Always, seLinuxOptions: {{level: 's0:c1,c2', type: spc_t}}}}, containers: [{{name: app, image: busybox, securityContext: {{seLinuxOptions: {{user: system_u}}}}}}]}}"
-        ));
+        let pod_level = pod_errors("metadata: {name: p}\nspec: {securityContext: {appArmorProfile: {type: ''}, seLinuxChangePolicy: Always, seLinuxOptions: {level: 's0:c1,c2', type: spc_t}}, containers: [{name: app, image: busybox, securityContext: {seLinuxOptions: {user: system_u}}}]}");
         assert_eq!(
             pod_level,
             [
@@ -605,9 +603,7 @@ mod tests {
                 format!("{key}ghost]: Invalid value: \"ghost\": container not found"),
             ]
         );
-        let errors = pod_errors(&format!(
-            "metadata: {{name: p, annotations: {{container.apparmor.security.beta.kubernetes.io/app: localhost/a}}}}\nspec: {{securityContext: {{appArmorProfile: {{type: Localhost, localhostProfile: b}}}}, containers: [{{name: app, image: busybox}}, {{name: other, image: busybox, securityContext: {{appArmorProfile: {{type: RuntimeDefault}}}}}}]}}"
-        ));
+        let errors = pod_errors("metadata: {name: p, annotations: {container.apparmor.security.beta.kubernetes.io/app: localhost/a}}\nspec: {securityContext: {appArmorProfile: {type: Localhost, localhostProfile: b}}, containers: [{name: app, image: busybox}, {name: other, image: busybox, securityContext: {appArmorProfile: {type: RuntimeDefault}}}]}");
         assert_eq!(
             errors,
             ["spec.containers[0].securityContext.appArmorProfile.localhostProfile: Forbidden: apparmor profile in annotation and field must match"]

@@ -31,7 +31,7 @@ pub fn unit_size(bytes: u64) -> Option<String> {
     const UNITS: [&str; 6] = ["B", "KB", "MB", "GB", "TB", "PB"];
     let mut size = bytes;
     let mut unit = 0;
-    while size >= 1024 && size % 1024 == 0 && unit < UNITS.len() - 1 {
+    while size >= 1024 && size.is_multiple_of(1024) && unit < UNITS.len() - 1 {
         size /= 1024;
         unit += 1;
     }

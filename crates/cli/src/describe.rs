@@ -621,6 +621,46 @@ fn rfc1123z(t: Timestamp) -> String {
     t.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string()
 }
 
+/// An env var as kubectl describes it: a literal value, or where the value comes from (never
+/// a Secret's or ConfigMap's value).
+fn env_value(
+    c: &k8s_openapi::api::core::v1::Container,
+    e: &k8s_openapi::api::core::v1::EnvVar,
+) -> String {
+    let Some(from) = &e.value_from else {
+        return e.value.clone().unwrap_or_default();
+    };
+    if let Some(f) = &from.field_ref {
+        let version = f.api_version.as_deref().unwrap_or("v1");
+        return format!(" ({version}:{})", f.field_path);
+    }
+    if let Some(r) = &from.resource_field_ref {
+        let facts = podlab_kubelet::env::PodRuntimeFacts::default();
+        let mut value = podlab_kubelet::env::resource_value(c, r, &facts).unwrap_or_default();
+        if value == "0" && matches!(r.resource.as_str(), "limits.cpu" | "limits.memory") {
+            value = "node allocatable".into();
+        }
+        return format!("{value} ({})", r.resource);
+    }
+    if let Some(k) = &from.config_map_key_ref {
+        return format!(
+            "<set to the key '{}' of config map '{}'>\tOptional: {}",
+            k.key,
+            k.name,
+            k.optional.unwrap_or(false)
+        );
+    }
+    if let Some(k) = &from.secret_key_ref {
+        return format!(
+            "<set to the key '{}' in secret '{}'>\tOptional: {}",
+            k.key,
+            k.name,
+            k.optional.unwrap_or(false)
+        );
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,44 +785,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// An env var as kubectl describes it: a literal value, or where the value comes from (never
-/// a Secret's or ConfigMap's value).
-fn env_value(
-    c: &k8s_openapi::api::core::v1::Container,
-    e: &k8s_openapi::api::core::v1::EnvVar,
-) -> String {
-    let Some(from) = &e.value_from else {
-        return e.value.clone().unwrap_or_default();
-    };
-    if let Some(f) = &from.field_ref {
-        let version = f.api_version.as_deref().unwrap_or("v1");
-        return format!(" ({version}:{})", f.field_path);
-    }
-    if let Some(r) = &from.resource_field_ref {
-        let facts = podlab_kubelet::env::PodRuntimeFacts::default();
-        let mut value = podlab_kubelet::env::resource_value(c, r, &facts).unwrap_or_default();
-        if value == "0" && matches!(r.resource.as_str(), "limits.cpu" | "limits.memory") {
-            value = "node allocatable".into();
-        }
-        return format!("{value} ({})", r.resource);
-    }
-    if let Some(k) = &from.config_map_key_ref {
-        return format!(
-            "<set to the key '{}' of config map '{}'>\tOptional: {}",
-            k.key,
-            k.name,
-            k.optional.unwrap_or(false)
-        );
-    }
-    if let Some(k) = &from.secret_key_ref {
-        return format!(
-            "<set to the key '{}' in secret '{}'>\tOptional: {}",
-            k.key,
-            k.name,
-            k.optional.unwrap_or(false)
-        );
-    }
-    String::new()
 }

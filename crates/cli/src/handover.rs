@@ -165,7 +165,7 @@ mod tests {
             nix::unistd::ForkResult::Child => {
                 drop(report_read);
                 let parent = std::process::id();
-                let words = vec![String::from("left"), String::from("by the parent")];
+                let words = [String::from("left"), String::from("by the parent")];
                 let report = std::fs::File::from(report_write);
                 let _ = exit_leaving(7, move || {
                     use std::io::Write;

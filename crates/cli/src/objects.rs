@@ -61,9 +61,12 @@ pub fn qualified(kind: Kind) -> String {
     }
 }
 
+/// A lone `TYPE`'s kind, and the named objects.
+pub type Targets = (Option<Kind>, Vec<(Kind, String)>);
+
 /// The objects a verb acts on, from kubectl's argument forms: `TYPE NAME...` or
 /// `TYPE/NAME...`; a lone `TYPE` (for `-l` and `--all`) comes back as its kind with no names.
-pub fn targets(args: &[String]) -> Result<(Option<Kind>, Vec<(Kind, String)>)> {
+pub fn targets(args: &[String]) -> Result<Targets> {
     let mut found = Vec::new();
     let mut kind_word: Option<Kind> = None;
     for arg in args {

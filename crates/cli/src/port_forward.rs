@@ -364,7 +364,7 @@ impl Connection {
             && !self.ways[side].eof
         {
             let mut buffer = vec![0u8; 64 * 1024];
-            match (&*self.side(side)).read(&mut buffer) {
+            match self.side(side).read(&mut buffer) {
                 Ok(0) => {
                     self.ways[side].eof = true;
                     let _ = self.side(1 - side).shutdown(std::net::Shutdown::Write);
@@ -392,7 +392,7 @@ impl Connection {
             if self.ways[way].buffer.is_empty() {
                 continue;
             }
-            match (&*self.side(target)).write(&self.ways[way].buffer) {
+            match self.side(target).write(&self.ways[way].buffer) {
                 Ok(n) => {
                     self.ways[way].buffer.drain(..n);
                     if self.ways[way].buffer.is_empty() && self.ways[way].eof {

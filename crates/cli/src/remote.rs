@@ -160,7 +160,7 @@ const RELIST: std::time::Duration = std::time::Duration::from_millis(50);
 /// Where `podlab logs` asks after a container: this root's runtime, or the CRI runtime the
 /// agent runs its pods on (whose ContainerStatus names the log file, as kubelet reads it).
 pub enum Containers {
-    Local(podlab_runtime::Runtime),
+    Local(Box<podlab_runtime::Runtime>),
     Remote {
         endpoint: String,
         runtime: Box<RemoteRuntime>,
@@ -174,7 +174,7 @@ impl Containers {
                 runtime: Box::new(connect(&endpoint)?),
                 endpoint,
             },
-            None => Containers::Local(ctx.runtime()?),
+            None => Containers::Local(Box::new(ctx.runtime()?)),
         })
     }
 

@@ -62,8 +62,8 @@ struct Usage {
 /// the name order, so that equal values keep it), else by name.
 fn sort(rows: &mut [Usage], sort_by: Option<SortBy>) {
     match sort_by {
-        Some(SortBy::Cpu) => rows.sort_by(|a, b| b.milli.cmp(&a.milli)),
-        Some(SortBy::Memory) => rows.sort_by(|a, b| b.bytes.cmp(&a.bytes)),
+        Some(SortBy::Cpu) => rows.sort_by_key(|row| std::cmp::Reverse(row.milli)),
+        Some(SortBy::Memory) => rows.sort_by_key(|row| std::cmp::Reverse(row.bytes)),
         None => {}
     }
 }

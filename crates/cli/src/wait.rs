@@ -14,6 +14,7 @@ use crate::UsageError;
 
 /// What `--for=` asks for.
 #[derive(Debug)]
+#[allow(clippy::enum_variant_names)] // `Condition::Condition` is kubectl's `--for=condition=`
 pub enum Condition {
     /// `condition=NAME[=VALUE]`: a `status.conditions` entry of that type (case-insensitive, as
     /// kubectl compares it) whose status is VALUE (default `True`).

@@ -397,13 +397,14 @@ impl PodNetwork for CniNetwork {
     }
 }
 
+/// An ADD's configuration, its cached result (if any), the cache file's path and the ADD's
+/// capability arguments.
+type CachedAdd = (ConfList, Option<Value>, PathBuf, Map<String, Value>);
+
 impl CniNetwork {
     /// The configuration and result of the ADD of `a` when it is cached, else the current
     /// conflist and no result; with the cache file's path and the ADD's capability arguments.
-    fn conflist_for_cache(
-        &self,
-        a: &Attachment,
-    ) -> Result<(ConfList, Option<Value>, PathBuf, Map<String, Value>)> {
+    fn conflist_for_cache(&self, a: &Attachment) -> Result<CachedAdd> {
         let current = self.conflist();
         // The network's name is needed to find the cache; with a broken conflist, the folder
         // is searched for a record of this container instead.

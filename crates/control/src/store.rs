@@ -111,7 +111,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Head::default(), false),
             Err(e) => return Err(Error::io("read", store.head_path(), e)),
         };
-        let before = head.clone();
+        let before = head;
         store.recover(&mut head)?;
         // Every CLI command opens the store: only a new store or a repaired commit is written.
         if !found || head != before {

@@ -305,6 +305,66 @@ pub fn usage(dir: &Path) -> (u64, u64) {
     (bytes, inodes)
 }
 
+/// `podlab cri --trace` of a PullImage: the pull's steps as it reports them, printed below the
+/// RPC's line, each with the time since the step before (as the pod phases of the other RPCs).
+pub(crate) struct PullTrace {
+    marks: std::sync::Mutex<Vec<(std::time::Instant, String)>>,
+}
+
+impl PullTrace {
+    pub fn start() -> PullTrace {
+        PullTrace {
+            marks: std::sync::Mutex::new(vec![(std::time::Instant::now(), String::new())]),
+        }
+    }
+
+    fn mark(&self, step: String) {
+        let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        marks.push((std::time::Instant::now(), step));
+    }
+
+    /// Marks the end (`step`: what was done since the last step) and prints every step.
+    pub fn print(&self, step: &str) {
+        self.mark(step.to_owned());
+        let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        for pair in marks.windows(2) {
+            let ms = pair[1].0.duration_since(pair[0].0).as_secs_f64() * 1e3;
+            crate::service::print_step(&pair[1].1, "pull", ms);
+        }
+    }
+}
+
+impl podlab_image::pull::Progress for PullTrace {
+    fn report(&self, event: &podlab_image::pull::ProgressEvent) {
+        use podlab_image::pull::ProgressEvent;
+        let step = match event {
+            ProgressEvent::Holding => "store held against collections".to_owned(),
+            ProgressEvent::Resolved { layers, .. } => {
+                format!("manifest resolved ({layers} layers)")
+            }
+            ProgressEvent::BlobDone {
+                digest,
+                fetched: true,
+                unpacked,
+                ..
+            } => format!(
+                "blob {} fetched{}",
+                digest.short(),
+                if *unpacked { " and unpacked" } else { "" }
+            ),
+            ProgressEvent::BlobDone { digest, .. } => {
+                format!("blob {} there already", digest.short())
+            }
+            ProgressEvent::BlobWaiting { digest } => {
+                format!("blob {}: another pull has it", digest.short())
+            }
+            ProgressEvent::Unpacking => "every blob here".to_owned(),
+            ProgressEvent::BlobStarted { .. } | ProgressEvent::BlobProgress { .. } => return,
+        };
+        self.mark(step);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,65 +438,5 @@ mod tests {
         assert_eq!(user_of("1003:1004"), (Some(1003), String::new()));
         assert_eq!(user_of("www-data"), (None, "www-data".into()));
         assert_eq!(user_of("www-data:1004"), (None, "www-data".into()));
-    }
-}
-
-/// `podlab cri --trace` of a PullImage: the pull's steps as it reports them, printed below the
-/// RPC's line, each with the time since the step before (as the pod phases of the other RPCs).
-pub(crate) struct PullTrace {
-    marks: std::sync::Mutex<Vec<(std::time::Instant, String)>>,
-}
-
-impl PullTrace {
-    pub fn start() -> PullTrace {
-        PullTrace {
-            marks: std::sync::Mutex::new(vec![(std::time::Instant::now(), String::new())]),
-        }
-    }
-
-    fn mark(&self, step: String) {
-        let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
-        marks.push((std::time::Instant::now(), step));
-    }
-
-    /// Marks the end (`step`: what was done since the last step) and prints every step.
-    pub fn print(&self, step: &str) {
-        self.mark(step.to_owned());
-        let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
-        for pair in marks.windows(2) {
-            let ms = pair[1].0.duration_since(pair[0].0).as_secs_f64() * 1e3;
-            crate::service::print_step(&pair[1].1, "pull", ms);
-        }
-    }
-}
-
-impl podlab_image::pull::Progress for PullTrace {
-    fn report(&self, event: &podlab_image::pull::ProgressEvent) {
-        use podlab_image::pull::ProgressEvent;
-        let step = match event {
-            ProgressEvent::Holding => "store held against collections".to_owned(),
-            ProgressEvent::Resolved { layers, .. } => {
-                format!("manifest resolved ({layers} layers)")
-            }
-            ProgressEvent::BlobDone {
-                digest,
-                fetched: true,
-                unpacked,
-                ..
-            } => format!(
-                "blob {} fetched{}",
-                digest.short(),
-                if *unpacked { " and unpacked" } else { "" }
-            ),
-            ProgressEvent::BlobDone { digest, .. } => {
-                format!("blob {} there already", digest.short())
-            }
-            ProgressEvent::BlobWaiting { digest } => {
-                format!("blob {}: another pull has it", digest.short())
-            }
-            ProgressEvent::Unpacking => "every blob here".to_owned(),
-            ProgressEvent::BlobStarted { .. } | ProgressEvent::BlobProgress { .. } => return,
-        };
-        self.mark(step);
     }
 }

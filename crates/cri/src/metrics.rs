@@ -475,16 +475,12 @@ fn filesystem(out: &mut Collector, upper: &Path, mounts: &str) {
     let device = device_of(upper, mounts).unwrap_or_default();
     let (bytes, _) = crate::images::usage(upper);
     let extra = [device.as_str()];
-    out.add_labelled(
-        "container_fs_inodes_free",
-        &extra,
-        Some(fs.files_free() as u64),
-    );
-    out.add_labelled("container_fs_inodes_total", &extra, Some(fs.files() as u64));
+    out.add_labelled("container_fs_inodes_free", &extra, Some(fs.files_free()));
+    out.add_labelled("container_fs_inodes_total", &extra, Some(fs.files()));
     out.add_labelled(
         "container_fs_limit_bytes",
         &extra,
-        Some(fs.blocks() as u64 * fs.fragment_size() as u64),
+        Some(fs.blocks() * fs.fragment_size()),
     );
     out.add_labelled("container_fs_usage_bytes", &extra, Some(bytes));
 }

@@ -825,6 +825,7 @@ impl Cri {
         let store = self.store();
         // The pull runs its own runtime in a thread of its own, while this one waits for it:
         // no RPC (and no fork) runs meanwhile, and the thread is gone before the next one.
+        #[allow(clippy::result_large_err)] // the error is passed on, not kept
         let pulled = std::thread::scope(|scope| {
             scope
                 .spawn(|| podlab_image::pull::pull(store, &parsed, &options))

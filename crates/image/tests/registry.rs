@@ -579,6 +579,7 @@ fn a_cut_off_download_is_kept_and_resumed_by_the_next_pull() {
 }
 
 #[test]
+#[allow(clippy::result_large_err)] // a thread's error is only unwrapped
 fn two_pulls_of_one_image_fetch_each_blob_once() {
     let Some(registry) = Registry::start(false, false) else {
         return;

@@ -221,6 +221,9 @@ fn set_up_volume(
     Ok(())
 }
 
+/// A projected volume's file: its path in the volume, its bytes and its mode, if given.
+type ProjectedFile = (String, Vec<u8>, Option<i32>);
+
 /// The files of a configMap or secret volume: every key, or only the `items` (key → path, own
 /// mode); a missing item key is an error unless the volume is optional.
 fn project<'a>(
@@ -228,7 +231,7 @@ fn project<'a>(
     items: impl Iterator<Item = (&'a String, &'a String, Option<i32>)>,
     optional: bool,
     kind: &str,
-) -> Result<Vec<(String, Vec<u8>, Option<i32>)>, VolumeError> {
+) -> Result<Vec<ProjectedFile>, VolumeError> {
     let items: Vec<_> = items.collect();
     if items.is_empty() {
         return Ok(data.into_iter().map(|(k, v)| (k, v, None)).collect());
@@ -286,10 +289,7 @@ fn set_up_empty_dir(
 
 /// The files of a configMap or secret volume as the writer's payload, each with its item's
 /// mode or the volume's `defaultMode`.
-fn payload_of(
-    files: Vec<(String, Vec<u8>, Option<i32>)>,
-    default_mode: i32,
-) -> crate::atomic_writer::Payload {
+fn payload_of(files: Vec<ProjectedFile>, default_mode: i32) -> crate::atomic_writer::Payload {
     files
         .into_iter()
         .map(|(path, data, mode)| {

@@ -586,6 +586,18 @@ fn list_dir(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Paths for a claim's evidence: one after another, `:`-separated as in an overlay's options.
+fn paths_text(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "none".into();
+    }
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,16 +633,4 @@ mod tests {
             STACKS.contains("containerd-shim-runc-v2") && STACKS.contains("pause + containers")
         );
     }
-}
-
-/// Paths for a claim's evidence: one after another, `:`-separated as in an overlay's options.
-fn paths_text(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "none".into();
-    }
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(":")
 }

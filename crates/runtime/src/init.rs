@@ -591,8 +591,9 @@ fn image_volume(
 /// runc's order: the read-only paths, then the masked ones (a masked path below a read-only
 /// one is still hidden).
 fn protect_paths(plan: &ContainerPlan<'_>) -> Step<()> {
-    use crate::masked_paths::{make_readonly, mask};
-    let lists: [(&[String], fn(&Path) -> Result<(), _>, &str); 2] = [
+    use crate::masked_paths::{make_readonly, mask, Failure};
+    type Protect = fn(&Path) -> Result<(), Failure>;
+    let lists: [(&[String], Protect, &str); 2] = [
         (&plan.readonly_paths, make_readonly, "make read-only"),
         (&plan.masked_paths, mask, "mask"),
     ];

@@ -309,7 +309,7 @@ impl Runtime {
                                     id: container,
                                 })
                             }),
-                        made => made.map(Made::New),
+                        made => made.map(|record| Made::New(Box::new(record))),
                     });
                 }
                 Ok(())
@@ -392,7 +392,7 @@ impl Runtime {
             made.and_then(|made| match made {
                 Made::Queued(first) => Ok(first),
                 Made::New(record) => {
-                    self.record_container(paths, config, record)
+                    self.record_container(paths, config, *record)
                         .map(|id| FirstContainer {
                             id,
                             queued_start: None,
@@ -827,7 +827,7 @@ fn made_first(created: Option<Result<FirstContainer>>) -> Result<FirstContainer>
 /// What the sandbox's start made of its first container meanwhile.
 enum Made {
     /// Made, to be recorded once the sandbox is Ready.
-    New(crate::state::ContainerRecord),
+    New(Box<crate::state::ContainerRecord>),
     /// Recorded, its start sent ahead (or not, when the socket could not be reached).
     Queued(FirstContainer),
 }

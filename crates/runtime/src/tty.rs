@@ -443,7 +443,7 @@ fn relay_loop(
             _ => None,
         };
         let remote_input_slot = (!pending.is_empty())
-            .then(|| ends.remote_input)
+            .then_some(ends.remote_input)
             .flatten()
             .map(|fd| {
                 fds.push(PollFd::new(fd, PollFlags::POLLOUT));

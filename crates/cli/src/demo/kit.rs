@@ -105,7 +105,7 @@ impl ScratchRoot {
             path,
             saved: Vec::new(),
         };
-        root.set_env("PODLAB_ROOT", &root.path.clone());
+        root.set_env("PODLAB_ROOT", root.path.clone());
         for (key, value) in agent_env {
             root.set_env(key, value);
         }

@@ -119,9 +119,7 @@ fn inspect_running_pod(ctx: &Ctx, name: &str, evidence: &mut Evidence) -> Result
         client.pid.context("client's pid")?,
     );
 
-    say(format!(
-        "\nThe pod runs. Its processes and their namespaces (inode ids from /proc/PID/ns):"
-    ));
+    say("\nThe pod runs. Its processes and their namespaces (inode ids from /proc/PID/ns):");
     let rows = [
         ("pause (sandbox)", pause),
         ("web", web_pid),

@@ -101,7 +101,7 @@ fn plan(rules: &str, network: &str, leased: &BTreeSet<String>) -> Option<Plan> {
     // Top-level chains go when no DN chain would be left at all (nobody's host ports).
     let top_level_unused = kept.is_empty()
         && dn_chains.iter().all(|c| gone.contains(c))
-        && lines.iter().any(|l| *l == "-N CNI-HOSTPORT-DNAT");
+        && lines.contains(&"-N CNI-HOSTPORT-DNAT");
     if stale.is_empty() && !top_level_unused {
         return None;
     }

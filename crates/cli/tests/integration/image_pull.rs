@@ -8,9 +8,7 @@ use std::process::Output;
 
 use crate::support::podlab;
 
-#[allow(dead_code)]
-#[path = "../../../image/tests/kit/mod.rs"]
-mod kit;
+use crate::kit;
 
 fn auth_file(path: &Path, host: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

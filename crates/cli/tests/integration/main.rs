@@ -6,6 +6,12 @@
 
 mod support;
 
+/// podlab-image's registry kit (docker-registry with a test CA and htpasswd auth, images pushed
+/// by skopeo), for `image_pull` and `pod_images`.
+#[allow(dead_code)]
+#[path = "../../../image/tests/kit/mod.rs"]
+mod kit;
+
 mod agent;
 mod cgroups;
 mod churn;

@@ -17,9 +17,7 @@ use crate::pods::{container, running, Root};
 use crate::security::waiting_reason;
 use crate::support::wait_until;
 
-#[allow(dead_code)]
-#[path = "../../../image/tests/kit/mod.rs"]
-mod kit;
+use crate::kit;
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -24,6 +24,9 @@ use super::spdy::Frame;
 use crate::proto;
 use crate::service::Cri;
 
+/// Reads the exit code of a process whose pidfd said it ended.
+type ReadExitCode = Box<dyn Fn() -> Result<i32, String> + Send + Sync>;
+
 /// How long the client has to open its streams (kubelet's `streamCreationTimeout`).
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long output may still come once an exec'd process has exited (a child of it may
@@ -418,10 +421,7 @@ impl Relay {
     async fn run(
         &mut self,
         session: &mut Session,
-        mut ended: Option<(
-            AsyncFd<OwnedFd>,
-            Box<dyn Fn() -> Result<i32, String> + Send + Sync>,
-        )>,
+        mut ended: Option<(AsyncFd<OwnedFd>, ReadExitCode)>,
         resize: &(dyn Fn(WindowSize) + Sync),
     ) -> Option<Result<Option<i32>, String>> {
         let mut finished = HashSet::new();
@@ -583,7 +583,7 @@ async fn exec_session(
         let mut relay = Relay::new(Some(Sink::Tty(Arc::clone(&master))));
         relay.output(Source::Tty(master), session.ids.stdout, &out);
         let waiter = Arc::clone(&exec);
-        let wait: Box<dyn Fn() -> Result<i32, String> + Send + Sync> = Box::new(move || {
+        let wait: ReadExitCode = Box::new(move || {
             waiter
                 .wait(Some(Duration::from_secs(5)))
                 .map_err(|e| e.to_string())
@@ -637,7 +637,7 @@ async fn exec_session(
             Err(e) => return Some(Err(e.to_string())),
         };
         let waiter = Arc::clone(&process);
-        let wait: Box<dyn Fn() -> Result<i32, String> + Send + Sync> = Box::new(move || {
+        let wait: ReadExitCode = Box::new(move || {
             waiter
                 .wait(Some(Duration::from_secs(5)))
                 .map_err(|e| e.to_string())

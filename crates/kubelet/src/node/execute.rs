@@ -440,7 +440,7 @@ impl Execution<'_> {
     ) -> bool {
         let images = &self.node.images;
         // podlab's own busybox is in this process's store only; a CRI runtime pulls it.
-        if super::images::ImageManager::is_builtin(&image) && images.store().is_some() {
+        if super::images::ImageManager::is_builtin(image) && images.store().is_some() {
             if let Err(e) = images.ensure_builtin() {
                 self.image_failed(name, "CreateContainerError", e.to_string(), out);
                 return false;
@@ -449,24 +449,24 @@ impl Execution<'_> {
                 name,
                 NORMAL,
                 images::PULLED,
-                &images::already_present_message(&image),
+                &images::already_present_message(image),
             );
             return true;
         }
-        let policy = PullPolicy::of(policy.as_deref(), &image);
-        match images::image_step(policy, images.present(&image)) {
+        let policy = PullPolicy::of(policy.as_deref(), image);
+        match images::image_step(policy, images.present(image)) {
             ImageStep::Present => {
-                let message = images::already_present_message(&image);
+                let message = images::already_present_message(image);
                 self.event(name, NORMAL, images::PULLED, &message);
                 true
             }
             ImageStep::NeverPull => {
-                let message = images::never_pull_message(&image);
+                let message = images::never_pull_message(image);
                 self.event(name, WARNING, images::ERR_IMAGE_NEVER_PULL, &message);
                 self.image_failed(name, images::ERR_IMAGE_NEVER_PULL, message, out);
                 false
             }
-            ImageStep::Pull => self.pull(name, &image, out),
+            ImageStep::Pull => self.pull(name, image, out),
         }
     }
 
