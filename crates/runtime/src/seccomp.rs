@@ -1347,26 +1347,17 @@ mod compact {
 mod bpf {
     use seccompiler::sock_filter;
 
-    // Classes, sizes, modes and operations (linux/bpf_common.h). `BPF_LD`, `BPF_W` and
-    // `BPF_K` are 0: the operand is the constant `k`.
-    const LD: u16 = 0x00;
-    const W: u16 = 0x00;
-    const ABS: u16 = 0x20;
-    const ALU: u16 = 0x04;
-    const JMP: u16 = 0x05;
-    const RET: u16 = 0x06;
-    const AND: u16 = 0x50;
-    const JEQ: u16 = 0x10;
-    const JGE: u16 = 0x30;
-    const JSET: u16 = 0x40;
+    // The opcodes as linux/bpf_common.h composes them (libc has the parts, as u32; they fit
+    // in the instruction's u16 code).
+    use libc::{BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD};
+    use libc::{BPF_RET, BPF_W};
 
-    #[allow(clippy::identity_op)] // spelled out as the kernel's headers spell it
-    pub const LD_W_ABS: u16 = LD | W | ABS;
-    pub const JEQ_K: u16 = JMP | JEQ;
-    pub const JSET_K: u16 = JMP | JSET;
-    pub const JGE_K: u16 = JMP | JGE;
-    pub const AND_K: u16 = ALU | AND;
-    pub const RET_K: u16 = RET;
+    pub const LD_W_ABS: u16 = (BPF_LD | BPF_W | BPF_ABS) as u16;
+    pub const JEQ_K: u16 = (BPF_JMP | BPF_JEQ | BPF_K) as u16;
+    pub const JSET_K: u16 = (BPF_JMP | BPF_JSET | BPF_K) as u16;
+    pub const JGE_K: u16 = (BPF_JMP | BPF_JGE | BPF_K) as u16;
+    pub const AND_K: u16 = (BPF_ALU | BPF_AND | BPF_K) as u16;
+    pub const RET_K: u16 = (BPF_RET | BPF_K) as u16;
     /// Offsets in `struct seccomp_data`.
     pub const NR_OFFSET: u32 = 0;
     pub const ARCH_OFFSET: u32 = 4;
