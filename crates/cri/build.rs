@@ -1,6 +1,8 @@
 //! Compiles the CRI v1 proto (`proto/api.proto`, kubernetes/cri-api's `pkg/apis/runtime/v1`) into
-//! the server traits, the clients and the messages, with the protoc that `protoc-bin-vendored` ships, so that no
-//! system protoc is needed.
+//! the server traits, the clients and the messages, and NRI's proto (`proto/nri.proto`,
+//! containerd/nri v0.12.1's `pkg/api`) into its messages only (its services run over ttrpc,
+//! which `nri::ttrpc` frames by hand), with the protoc that `protoc-bin-vendored` ships, so that
+//! no system protoc is needed.
 
 fn main() {
     let protoc = protoc_bin_vendored::protoc_bin_path()
@@ -14,5 +16,11 @@ fn main() {
         .build_transport(false)
         .compile_protos(&["proto/api.proto"], &["proto"])
         .expect("compiling proto/api.proto");
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_protos(&["proto/nri.proto"], &["proto"])
+        .expect("compiling proto/nri.proto");
     println!("cargo:rerun-if-changed=proto/api.proto");
+    println!("cargo:rerun-if-changed=proto/nri.proto");
 }

@@ -26,6 +26,11 @@ pub struct CriArgs {
     /// port the kernel picks by default, as containerd's `stream_server_address`.
     #[arg(long, default_value = "127.0.0.1:0")]
     stream_address: std::net::SocketAddr,
+    /// Serve NRI plugins (the Node Resource Interface, containerd/nri) on this socket
+    /// (containerd's is `/var/run/nri/nri.sock`): each is told of every pod's and container's
+    /// steps and may veto a pod's or a container's creation. Off when not given.
+    #[arg(long, value_name = "PATH")]
+    nri_socket: Option<PathBuf>,
 }
 
 pub fn run(args: CriArgs) -> Result<()> {
@@ -72,7 +77,10 @@ pub fn run(args: CriArgs) -> Result<()> {
     if let Err(e) = runtime.start_cleaner_with(Some(Box::new(collect_images))) {
         eprintln!("podlab cri: removals clean up before they answer ({e})");
     }
-    let cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);
+    let mut cri = podlab_cri::Cri::new(runtime, images, network.is_some()).with_trace(args.trace);
+    if let Some(nri) = &args.nri_socket {
+        cri = cri.with_nri(nri);
+    }
     let socket = podlab_cri::socket_path(&args.listen);
     podlab_cri::serve(cri, &socket, args.stream_address, || {
         eprintln!("podlab cri: serving CRI v1 on unix://{}", socket.display());

@@ -12,7 +12,8 @@
 //! - STOPPED of what nobody asked to stop (a container that exited, a pause that died) from the
 //!   shims' change notices ([`podlab_runtime::events`]): the shim sends the sandbox's id to
 //!   `<root>/cri-events.sock` when it reaps something, and the server then looks at that
-//!   sandbox's records. Nothing is polled: with no change, nothing runs.
+//!   sandbox's records. Nothing is polled: with no change, nothing runs. The same notices tell
+//!   NRI plugins of containers that exited by themselves ([`crate::nri`]).
 //!
 //! A container's STOPPED is sent once: for a container that ran and exited while someone was
 //! subscribed (its `finished_at`) and was not reported yet. A client gets what happens after
@@ -334,6 +335,7 @@ pub(crate) async fn listen(
             .and_then(|text| SandboxId::parse(text).ok());
         if let Some(id) = id {
             cri.observe_sandbox(&id, false);
+            cri.nri_observe_sandbox(&id).await;
         }
     }
 }

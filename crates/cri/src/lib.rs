@@ -18,6 +18,7 @@
 //! | [`events`] | GetContainerEvents: the RPCs' and the shims' events to subscribers |
 //! | [`images`] | the store as CRI images (ids, repo tags, repo digests) |
 //! | [`metrics`] | ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's metrics from the cgroups |
+//! | [`nri`] | NRI plugins (`--nri-socket`): told of each pod's and container's steps, as containerd tells them |
 //! | [`status`] | errors as containerd words them on the wire |
 //! | [`streaming`] | the streaming server behind Exec, Attach and PortForward (SPDY/3.1) |
 
@@ -25,6 +26,7 @@ pub mod convert;
 pub mod events;
 pub mod images;
 pub mod metrics;
+pub mod nri;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -103,6 +103,18 @@ async fn serve_async(
         crate::events::bind(&cri),
         Arc::clone(&cri),
     ));
+    let nri = match cri.nri() {
+        Some(nri) => {
+            let socket = nri.socket().to_path_buf();
+            let listener = crate::nri::bind(&socket).map_err(|cause| ServeError::Socket {
+                what: "binding the NRI socket",
+                path: socket,
+                cause,
+            })?;
+            Some(tokio::spawn(crate::nri::serve(listener, Arc::clone(&cri))))
+        }
+        None => None,
+    };
     let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Runtime)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Runtime)?;
     ready();
@@ -122,6 +134,12 @@ async fn serve_async(
         .await;
     streaming.abort();
     notices.abort();
+    if let Some(nri) = nri {
+        nri.abort();
+        if let Some(nri) = cri.nri() {
+            let _ = std::fs::remove_file(nri.socket());
+        }
+    }
     let _ = notices.await;
     let _ = std::fs::remove_file(path);
     result.map_err(|e| ServeError::Serve {

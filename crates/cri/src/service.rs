@@ -19,6 +19,8 @@ use crate::proto::image_service_server::ImageService;
 use crate::proto::runtime_service_server::RuntimeService;
 use crate::status::{container_not_found, from_runtime, invalid, sandbox_not_found};
 
+mod nri_hooks;
+
 /// The CRI's version of this API.
 pub const CRI_API_VERSION: &str = "v1";
 
@@ -37,6 +39,8 @@ pub struct Cri {
     /// Whether pods may have user namespaces here, probed once (see
     /// [`Cri::user_namespaces_supported`]).
     user_namespaces: std::sync::OnceLock<bool>,
+    /// NRI plugins, when `--nri-socket` asked for them (see [`crate::nri`]).
+    nri: Option<crate::nri::Nri>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -69,7 +73,24 @@ impl Cri {
             streams: Default::default(),
             events: Default::default(),
             user_namespaces: Default::default(),
+            nri: None,
         }
+    }
+
+    /// Serves NRI plugins on the socket `path` (see [`crate::nri`]).
+    pub fn with_nri(mut self, path: &std::path::Path) -> Cri {
+        self.nri = Some(crate::nri::Nri::new(path));
+        self
+    }
+
+    /// NRI's side of the server, when it serves NRI.
+    pub fn nri(&self) -> Option<&crate::nri::Nri> {
+        self.nri.as_ref()
+    }
+
+    /// Whether a pod or container is not shown yet: its NRI hook is under way.
+    fn hidden(&self, id: &str) -> bool {
+        self.nri.as_ref().is_some_and(|nri| nri.hides(id))
     }
 
     /// The runtime handler's `user_namespaces` feature: the kernel makes user namespaces and
@@ -180,20 +201,28 @@ impl Cri {
         if id.is_empty() {
             return Err(invalid(field, "a pod sandbox id is required"));
         }
-        self.runtime.resolve_sandbox_id(id).map_err(|e| match e {
+        let resolved = self.runtime.resolve_sandbox_id(id).map_err(|e| match e {
             podlab_runtime::Error::SandboxNotFound { .. } => sandbox_not_found(id),
             other => from_runtime(other),
-        })
+        })?;
+        if self.hidden(resolved.as_str()) {
+            return Err(sandbox_not_found(id));
+        }
+        Ok(resolved)
     }
 
     fn container_id(&self, field: &str, id: &str) -> Result<ContainerId, Status> {
         if id.is_empty() {
             return Err(invalid(field, "a container id is required"));
         }
-        self.runtime.resolve_container_id(id).map_err(|e| match e {
+        let resolved = self.runtime.resolve_container_id(id).map_err(|e| match e {
             podlab_runtime::Error::ContainerNotFound { .. } => container_not_found(id),
             other => from_runtime(other),
-        })
+        })?;
+        if self.hidden(resolved.as_str()) {
+            return Err(container_not_found(id));
+        }
+        Ok(resolved)
     }
 
     /// A container that Exec or Attach may stream to: known and running.
@@ -238,7 +267,11 @@ impl Cri {
             .runtime
             .run_pod_sandbox(&config)
             .map_err(from_runtime)?;
-        self.sandbox_started(id.as_str());
+        match &self.nri {
+            // Out of sight until the plugins have had their say (nri_run_pod_sandbox).
+            Some(nri) => nri.hide(id.as_str()),
+            None => self.sandbox_started(id.as_str()),
+        }
         Ok(id.to_string())
     }
 
@@ -359,6 +392,7 @@ impl Cri {
             .list_pod_sandboxes_filtered(&filter)
             .map_err(from_runtime)?
             .into_iter()
+            .filter(|s| !self.hidden(s.id.as_str()))
             .map(|s| proto::PodSandbox {
                 id: s.id.to_string(),
                 metadata: Some(convert::sandbox_metadata(&s.metadata)),
@@ -460,10 +494,14 @@ impl Cri {
             .runtime
             .create_container(&sandbox_id, &container)
             .map_err(from_runtime)?;
-        self.container_event(
-            id.as_str(),
-            proto::ContainerEventType::ContainerCreatedEvent,
-        );
+        match &self.nri {
+            // Out of sight until the plugins have had their say (nri_create_container).
+            Some(nri) => nri.hide(id.as_str()),
+            None => self.container_event(
+                id.as_str(),
+                proto::ContainerEventType::ContainerCreatedEvent,
+            ),
+        }
         Ok(id.to_string())
     }
 
@@ -606,6 +644,7 @@ impl Cri {
             .list_containers(&filter)
             .map_err(from_runtime)?
             .into_iter()
+            .filter(|c| !self.hidden(c.id.as_str()))
             .map(|c| proto::Container {
                 id: c.id.to_string(),
                 pod_sandbox_id: c.sandbox_id.to_string(),
@@ -981,7 +1020,7 @@ impl RuntimeService for Runtimes {
                 uid: m.uid.clone(),
                 attempt: m.attempt,
             });
-        self.0.call_on_pod(
+        let reply = self.0.call_on_pod(
             "RunPodSandbox",
             &what,
             || pod,
@@ -990,7 +1029,11 @@ impl RuntimeService for Runtimes {
                     .run_pod_sandbox(req)
                     .map(|pod_sandbox_id| proto::RunPodSandboxResponse { pod_sandbox_id })
             },
-        )
+        )?;
+        self.0
+            .nri_run_pod_sandbox(&reply.get_ref().pod_sandbox_id)
+            .await?;
+        Ok(reply)
     }
 
     async fn stop_pod_sandbox(
@@ -998,6 +1041,7 @@ impl RuntimeService for Runtimes {
         request: Request<proto::StopPodSandboxRequest>,
     ) -> Reply<proto::StopPodSandboxResponse> {
         let id = request.into_inner().pod_sandbox_id;
+        self.0.nri_stop_pod_sandbox(&id).await;
         let pod = || self.0.pod_of_sandbox(&id);
         self.0.call_on_pod("StopPodSandbox", &id, pod, || {
             self.0
@@ -1011,12 +1055,17 @@ impl RuntimeService for Runtimes {
         request: Request<proto::RemovePodSandboxRequest>,
     ) -> Reply<proto::RemovePodSandboxResponse> {
         let id = request.into_inner().pod_sandbox_id;
+        let removal = self.0.nri_before_pod_removal(&id).await;
         let pod = || self.0.pod_of_sandbox(&id);
-        self.0.call_on_pod("RemovePodSandbox", &id, pod, || {
+        let reply = self.0.call_on_pod("RemovePodSandbox", &id, pod, || {
             self.0
                 .remove_pod_sandbox(&id)
                 .map(|()| proto::RemovePodSandboxResponse {})
-        })
+        })?;
+        if let Some(removal) = removal {
+            self.0.nri_removed_pod(removal).await;
+        }
+        Ok(reply)
     }
 
     async fn pod_sandbox_status(
@@ -1045,11 +1094,15 @@ impl RuntimeService for Runtimes {
         let req = request.into_inner();
         let what = req.pod_sandbox_id.clone();
         let pod = || self.0.pod_of_sandbox(&what);
-        self.0.call_on_pod("CreateContainer", &what, pod, || {
+        let reply = self.0.call_on_pod("CreateContainer", &what, pod, || {
             self.0
                 .create_container(req)
                 .map(|container_id| proto::CreateContainerResponse { container_id })
-        })
+        })?;
+        self.0
+            .nri_create_container(&reply.get_ref().container_id)
+            .await?;
+        Ok(reply)
     }
 
     async fn start_container(
@@ -1057,8 +1110,9 @@ impl RuntimeService for Runtimes {
         request: Request<proto::StartContainerRequest>,
     ) -> Reply<proto::StartContainerResponse> {
         let id = request.into_inner().container_id;
+        self.0.nri_start_container(&id).await?;
         let pod = || self.0.pod_of_container(&id);
-        self.0.call_on_pod("StartContainer", &id, pod, || {
+        let reply = self.0.call_on_pod("StartContainer", &id, pod, || {
             let id = self.0.container_id("container_id", &id)?;
             self.0.runtime.start_container(&id).map_err(from_runtime)?;
             self.0.container_event(
@@ -1066,7 +1120,9 @@ impl RuntimeService for Runtimes {
                 proto::ContainerEventType::ContainerStartedEvent,
             );
             Ok(proto::StartContainerResponse {})
-        })
+        })?;
+        self.0.nri_started_container(&id).await;
+        Ok(reply)
     }
 
     async fn stop_container(
@@ -1075,8 +1131,9 @@ impl RuntimeService for Runtimes {
     ) -> Reply<proto::StopContainerResponse> {
         let req = request.into_inner();
         let id = req.container_id.clone();
+        let running = self.0.nri_stops_running(&id);
         let pod = || self.0.pod_of_container(&id);
-        self.0.call_on_pod("StopContainer", &id, pod, || {
+        let reply = self.0.call_on_pod("StopContainer", &id, pod, || {
             let grace = Duration::from_secs(u64::try_from(req.timeout).unwrap_or(0));
             match self.0.container_id("container_id", &req.container_id) {
                 Ok(id) => match self.0.runtime.stop_container(&id, grace) {
@@ -1094,7 +1151,11 @@ impl RuntimeService for Runtimes {
                 Err(s) => return Err(s),
             }
             Ok(proto::StopContainerResponse {})
-        })
+        })?;
+        if let Some(stopped) = running {
+            self.0.nri_stopped_container(&stopped).await;
+        }
+        Ok(reply)
     }
 
     async fn remove_container(
@@ -1102,8 +1163,9 @@ impl RuntimeService for Runtimes {
         request: Request<proto::RemoveContainerRequest>,
     ) -> Reply<proto::RemoveContainerResponse> {
         let id = request.into_inner().container_id;
+        let removal = self.0.nri_before_container_removal(&id);
         let pod = || self.0.pod_of_container(&id);
-        self.0.call_on_pod("RemoveContainer", &id, pod, || {
+        let reply = self.0.call_on_pod("RemoveContainer", &id, pod, || {
             match self.0.container_id("container_id", &id) {
                 Ok(id) => {
                     let sandbox = self.0.before_container_removal(&id);
@@ -1116,7 +1178,11 @@ impl RuntimeService for Runtimes {
                 Err(s) => return Err(s),
             }
             Ok(proto::RemoveContainerResponse {})
-        })
+        })?;
+        if let Some(removed) = removal {
+            self.0.nri_removed_container(removed).await;
+        }
+        Ok(reply)
     }
 
     async fn list_containers(

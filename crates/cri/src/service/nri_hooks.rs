@@ -1,0 +1,278 @@
+//! Where the RPCs tell NRI plugins of their steps (see [`crate::nri`]), in containerd's order:
+//! a pod or container is shown only once its creating hook has passed, a failed creating hook
+//! removes what was made, and a pod's containers stop before its StopPodSandbox hook.
+//! Without `--nri-socket` each of these returns at once.
+
+use std::time::Duration;
+
+use podlab_runtime::status::{ContainerState, SandboxState};
+use podlab_runtime::{ContainerFilter, ContainerId, SandboxId};
+use tonic::Status;
+
+use super::Cri;
+use crate::nri::api::{self, Event};
+use crate::nri::describe;
+use crate::proto;
+use crate::status::from_runtime;
+
+/// What RemovePodSandbox tells the plugins once the pod is gone: the pod and its containers,
+/// described while they were there.
+pub(super) struct PodRemoval {
+    pod: api::PodSandbox,
+    containers: Vec<api::Container>,
+}
+
+impl Cri {
+    /// RunPodSandbox made `id` (hidden): the plugins' RunPodSandbox, then the pod is shown; if
+    /// a plugin fails it, the pod is stopped and removed and the RPC fails.
+    pub(super) async fn nri_run_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        let Some(nri) = &self.nri else {
+            return Ok(());
+        };
+        let sandbox = self.runtime.resolve_sandbox_id(id).map_err(from_runtime)?;
+        let hook = match describe::pod(&self.runtime, &sandbox) {
+            Some(pod) => nri.state_change(Event::RunPodSandbox, &pod, None).await,
+            None => Ok(()),
+        };
+        if let Err(e) = hook {
+            let _ = self.runtime.stop_pod_sandbox(&sandbox);
+            let _ = self.runtime.remove_pod_sandbox(&sandbox);
+            nri.show(id);
+            return Err(Status::unknown(format!(
+                "failed to run pod sandbox {id:?}: {e}"
+            )));
+        }
+        nri.show(id);
+        self.sandbox_started(id);
+        Ok(())
+    }
+
+    /// Before StopPodSandbox stops a ready pod: its running containers stop (no grace, as
+    /// containerd stops them), each told to the plugins, then the plugins' StopPodSandbox while
+    /// the pod is still there to look at. A stopped or unknown pod tells nothing: Stop is
+    /// idempotent, its hook is not.
+    pub(super) async fn nri_stop_pod_sandbox(&self, id: &str) {
+        let Some(nri) = &self.nri else {
+            return;
+        };
+        let Ok(sandbox) = self.sandbox_id("pod_sandbox_id", id) else {
+            return;
+        };
+        let ready = self
+            .runtime
+            .pod_sandbox_status(&sandbox)
+            .is_ok_and(|s| s.state == SandboxState::Ready);
+        if !ready {
+            return;
+        }
+        let filter = ContainerFilter {
+            sandbox_id: Some(sandbox.clone()),
+            ..Default::default()
+        };
+        let running: Vec<ContainerId> = self
+            .runtime
+            .list_containers(&filter)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.id)
+            .collect();
+        for container in running {
+            if self
+                .runtime
+                .stop_container(&container, Duration::ZERO)
+                .is_ok()
+            {
+                self.nri_stopped_container(&container).await;
+            }
+        }
+        if let Some(pod) = describe::pod(&self.runtime, &sandbox) {
+            if let Err(e) = nri.state_change(Event::StopPodSandbox, &pod, None).await {
+                eprintln!("podlab cri: {e}");
+            }
+        }
+    }
+
+    /// Before RemovePodSandbox: a ready pod is stopped as StopPodSandbox stops it (its hooks
+    /// told), and the pod and its containers are described for [`Cri::nri_removed_pod`].
+    pub(super) async fn nri_before_pod_removal(&self, id: &str) -> Option<PodRemoval> {
+        self.nri.as_ref()?;
+        self.nri_stop_pod_sandbox(id).await;
+        let sandbox = self.sandbox_id("pod_sandbox_id", id).ok()?;
+        let pod = describe::pod(&self.runtime, &sandbox)?;
+        let filter = ContainerFilter {
+            sandbox_id: Some(sandbox),
+            ..Default::default()
+        };
+        let containers = self
+            .runtime
+            .list_containers(&filter)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| describe::container(&self.runtime, &c.id))
+            .map(|(_, container)| container)
+            .collect();
+        Some(PodRemoval { pod, containers })
+    }
+
+    /// RemovePodSandbox removed the pod: the plugins hear of each container's removal, then
+    /// the pod's.
+    pub(super) async fn nri_removed_pod(&self, removal: PodRemoval) {
+        let Some(nri) = &self.nri else {
+            return;
+        };
+        for container in &removal.containers {
+            nri.forget_container(&container.id);
+            let told = nri
+                .state_change(Event::RemoveContainer, &removal.pod, Some(container))
+                .await;
+            if let Err(e) = told {
+                eprintln!("podlab cri: {e}");
+            }
+        }
+        let told = nri
+            .state_change(Event::RemovePodSandbox, &removal.pod, None)
+            .await;
+        if let Err(e) = told {
+            eprintln!("podlab cri: {e}");
+        }
+    }
+
+    /// CreateContainer made `id` (hidden): the plugins' CreateContainer, then the container is
+    /// shown and PostCreateContainer told; if a plugin fails it, the container is removed and
+    /// the RPC fails.
+    pub(super) async fn nri_create_container(&self, id: &str) -> Result<(), Status> {
+        let Some(nri) = &self.nri else {
+            return Ok(());
+        };
+        let container = self
+            .runtime
+            .resolve_container_id(id)
+            .map_err(from_runtime)?;
+        let described = describe::container(&self.runtime, &container);
+        let hook = match &described {
+            Some((pod, created)) => nri.create_container(pod, created).await,
+            None => Ok(()),
+        };
+        if let Err(e) = hook {
+            let _ = self.runtime.remove_container(&container);
+            nri.show(id);
+            return Err(Status::unknown(format!(
+                "failed to create container {id:?}: {e}"
+            )));
+        }
+        nri.show(id);
+        self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
+        if let Some((pod, created)) = described {
+            let told = nri
+                .state_change(Event::PostCreateContainer, &pod, Some(&created))
+                .await;
+            if let Err(e) = told {
+                eprintln!("podlab cri: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Before StartContainer starts `id`: the plugins' StartContainer, which may fail the start.
+    pub(super) async fn nri_start_container(&self, id: &str) -> Result<(), Status> {
+        let Some(nri) = &self.nri else {
+            return Ok(());
+        };
+        let Ok(container) = self.container_id("container_id", id) else {
+            return Ok(()); // the RPC says NotFound itself
+        };
+        if let Some((pod, starting)) = describe::container(&self.runtime, &container) {
+            nri.state_change(Event::StartContainer, &pod, Some(&starting))
+                .await
+                .map_err(|e| Status::unknown(format!("failed to start container {id:?}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// StartContainer started `id`: PostStartContainer.
+    pub(super) async fn nri_started_container(&self, id: &str) {
+        let Some(nri) = &self.nri else {
+            return;
+        };
+        let Ok(container) = self.container_id("container_id", id) else {
+            return;
+        };
+        if let Some((pod, started)) = describe::container(&self.runtime, &container) {
+            let told = nri
+                .state_change(Event::PostStartContainer, &pod, Some(&started))
+                .await;
+            if let Err(e) = told {
+                eprintln!("podlab cri: {e}");
+            }
+        }
+    }
+
+    /// Whether StopContainer will stop a running container, so that the plugins hear of the
+    /// stop once, not of each idempotent repeat.
+    pub(super) fn nri_stops_running(&self, id: &str) -> Option<ContainerId> {
+        self.nri.as_ref()?;
+        let container = self.container_id("container_id", id).ok()?;
+        let state = self.runtime.container_status(&container).ok()?.state;
+        (state == ContainerState::Running).then_some(container)
+    }
+
+    /// A shim's notice for `sandbox` (something in it was reaped): the plugins hear of each
+    /// container that exited by itself (StopContainer), as containerd tells them from its
+    /// task-exit events.
+    pub(crate) async fn nri_observe_sandbox(&self, sandbox: &SandboxId) {
+        if self.nri.is_none() {
+            return;
+        }
+        let filter = ContainerFilter {
+            sandbox_id: Some(sandbox.clone()),
+            state: Some(ContainerState::Exited),
+            ..Default::default()
+        };
+        for container in self.runtime.list_containers(&filter).unwrap_or_default() {
+            if !self.hidden(container.id.as_str()) {
+                self.nri_stopped_container(&container.id).await;
+            }
+        }
+    }
+
+    /// A container stopped or exited: the plugins' StopContainer, once per container.
+    pub(super) async fn nri_stopped_container(&self, container: &ContainerId) {
+        let Some(nri) = &self.nri else {
+            return;
+        };
+        if !nri.first_stop(container.as_str()) {
+            return;
+        }
+        if let Some((pod, stopped)) = describe::container(&self.runtime, container) {
+            if let Err(e) = nri.stop_container(&pod, &stopped).await {
+                eprintln!("podlab cri: {e}");
+            }
+        }
+    }
+
+    /// Before RemoveContainer: the container described, for [`Cri::nri_removed_container`].
+    pub(super) fn nri_before_container_removal(
+        &self,
+        id: &str,
+    ) -> Option<(api::PodSandbox, api::Container)> {
+        self.nri.as_ref()?;
+        let container = self.container_id("container_id", id).ok()?;
+        describe::container(&self.runtime, &container)
+    }
+
+    /// RemoveContainer removed it: the plugins' RemoveContainer.
+    pub(super) async fn nri_removed_container(&self, removed: (api::PodSandbox, api::Container)) {
+        let Some(nri) = &self.nri else {
+            return;
+        };
+        let (pod, container) = removed;
+        nri.forget_container(&container.id);
+        if let Err(e) = nri
+            .state_change(Event::RemoveContainer, &pod, Some(&container))
+            .await
+        {
+            eprintln!("podlab cri: {e}");
+        }
+    }
+}
