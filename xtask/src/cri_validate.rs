@@ -2,8 +2,10 @@
 //! `scripts/run cri-validate`): the critest kit's `setup`, then a `podlab cri` on a socket and
 //! state root of its own, then the kit's `run-critest` against it (any other flag is passed on:
 //! `--ginkgo.focus=…`, `--benchmark`), then every pod it left removed, the server stopped and
-//! its root deleted. The counts are critest's last line (`N passed, N failed, N skipped`);
-//! docs/cri.md keeps the latest.
+//! its root deleted. The server serves NRI (`--nri-socket`) and critest is given its socket,
+//! so that critest's NRI specs run too (containerd 1.6's baseline has no NRI: they skip there).
+//! The counts are critest's last line (`N passed, N failed, N skipped`); docs/cri.md keeps the
+//! latest.
 //!
 //! - `--release`: a release build of podlab serves (what benchmarks are measured on).
 //! - `--trace`: the server runs with `--trace`; its log (each RPC, its time, its steps) is kept
@@ -167,6 +169,7 @@ fn run_podlab(
     std::fs::create_dir_all(&scratch)?;
     std::fs::create_dir_all(report)?;
     let socket = scratch.join("cri.sock");
+    let nri_socket = scratch.join("nri.sock");
     let state = scratch.join("root");
     let podlab = bin.join("podlab");
     let log_path = report.join("server.log");
@@ -176,7 +179,9 @@ fn run_podlab(
         .args(["cri", "--listen"])
         .arg(&socket)
         .arg("--root")
-        .arg(&state);
+        .arg(&state)
+        .arg("--nri-socket")
+        .arg(&nri_socket);
     if options.trace {
         server.arg("--trace");
     }
@@ -197,6 +202,7 @@ fn run_podlab(
     let result = if socket.exists() {
         Command::new(kit.join("run-critest"))
             .arg(&socket)
+            .arg(format!("--nri-socket={}", nri_socket.display()))
             .args(&options.critest)
             .env("CRITEST_HOME", critest_home)
             .env("CRITEST_REPORT_DIR", report)

@@ -1995,3 +1995,90 @@ fn a_pod_with_userns_options_is_root_inside_and_a_user_of_the_node_outside() {
     assert!(!server.root().join("sandboxes").join(&sandbox).exists());
     assert_eq!(server.ok(&["pods", "-q"]), "");
 }
+
+/// critest's own NRI specs (cri-tools' `pkg/validate/nri_linux.go`, with containerd/nri's
+/// plugin stub) against `podlab cri --nri-socket`: each pod and container step reaches the
+/// plugin with its metadata and in order, a pod or container is hidden while its creating hook
+/// runs and removed when the hook fails, a pod's containers stop before its StopPodSandbox hook,
+/// and a plugin that joins late hears of every container, in its Synchronize or as an event.
+/// The kit's critest, offline: podlab's built-in busybox is the test image.
+#[test]
+fn critest_nri_specs_pass_against_podlab_cri() {
+    let test = "cri::critest_nri_specs_pass_against_podlab_cri";
+    let packed = kit().join("bin/critest.xz");
+    if !packed.exists() {
+        record_skip(
+            test,
+            &format!("no critest at {} (the critest kit)", packed.display()),
+        );
+        return;
+    }
+    let nri_dir = SharedDir::new("podlab-nri", 0o700);
+    let nri_socket = nri_dir.path().join("nri.sock");
+    let Some(server) = Server::start_with(
+        test,
+        "none",
+        &["--nri-socket", nri_socket.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || nri_socket.exists()),
+        "no NRI socket at {}; the server's log: {}",
+        nri_socket.display(),
+        server.log()
+    );
+    let critest = nri_dir.path().join("critest");
+    let unpacked = Command::new("xz")
+        .arg("-dc")
+        .arg(&packed)
+        .stdout(std::fs::File::create(&critest).unwrap())
+        .status();
+    assert!(
+        unpacked.is_ok_and(|s| s.success()),
+        "xz -dc {}",
+        packed.display()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&critest, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let images = nri_dir.path().join("images.yaml");
+    std::fs::write(
+        &images,
+        "defaultTestContainerImage: docker.io/library/busybox:latest\n\
+         webServerTestImage: docker.io/library/busybox:latest\n",
+    )
+    .unwrap();
+    let endpoint = format!("unix://{}", server.socket().display());
+    let out = Command::new(&critest)
+        .args([
+            "--runtime-endpoint",
+            &endpoint,
+            "--image-endpoint",
+            &endpoint,
+        ])
+        .arg(format!("--nri-socket={}", nri_socket.display()))
+        .arg(format!("--test-images-file={}", images.display()))
+        .args([
+            "--ginkgo.focus=NRI",
+            "--ginkgo.no-color",
+            "--ginkgo.timeout=5m",
+        ])
+        .current_dir(nri_dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let tail: Vec<&str> = report.lines().rev().take(40).collect();
+    let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+    assert!(
+        out.status.success() && report.contains("SUCCESS! -- 13 Passed | 0 Failed"),
+        "critest's NRI specs: {}\n{tail}\nthe server's log: {}",
+        out.status,
+        server.log()
+    );
+    drop(server);
+    assert!(
+        !nri_socket.exists(),
+        "the stopped server left its NRI socket"
+    );
+}
