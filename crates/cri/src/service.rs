@@ -77,9 +77,10 @@ impl Cri {
         }
     }
 
-    /// Serves NRI plugins on the socket `path` (see [`crate::nri`]).
+    /// Serves NRI plugins on the socket `path` (see [`crate::nri`]); with `--trace`, each call
+    /// to a plugin is printed below its RPC.
     pub fn with_nri(mut self, path: &std::path::Path) -> Cri {
-        self.nri = Some(crate::nri::Nri::new(path));
+        self.nri = Some(crate::nri::Nri::new(path, self.trace));
         self
     }
 
@@ -105,6 +106,9 @@ impl Cri {
     /// Prints each RPC, its outcome and its time on stderr.
     pub fn with_trace(mut self, trace: bool) -> Cri {
         self.trace = trace;
+        if let Some(nri) = &mut self.nri {
+            nri.trace = trace;
+        }
         self
     }
 

@@ -99,11 +99,14 @@ pub struct Nri {
     /// Containers whose stop the plugins were told of (StopContainer is told once, whether
     /// the container was stopped or exited by itself); an id leaves when it is removed.
     stop_told: Mutex<HashSet<String>>,
+    /// `--trace`: each call to a plugin printed with its time, below its RPC.
+    pub(crate) trace: bool,
 }
 
 impl Nri {
-    pub fn new(socket: &Path) -> Nri {
+    pub fn new(socket: &Path, trace: bool) -> Nri {
         Nri {
+            trace,
             socket: socket.to_path_buf(),
             plugins: Mutex::default(),
             synced: Notify::new(),
@@ -145,6 +148,27 @@ impl Nri {
         let mut plugins = self.plugins.lock().unwrap().clone();
         plugins.sort_by_key(|p| p.order());
         plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// Calls `method` of `plugin`, printed with its time under `--trace`.
+    async fn call<R: prost::Message + Default>(
+        &self,
+        plugin: &Plugin,
+        method: &'static str,
+        request: &impl prost::Message,
+        timeout: Duration,
+    ) -> Result<R, NriError> {
+        let started = std::time::Instant::now();
+        let answer = plugin.call(method, request, timeout).await;
+        if self.trace {
+            let outcome = if answer.is_ok() { "" } else { " (failed)" };
+            crate::service::print_step(
+                &format!("NRI {method}{outcome}"),
+                &plugin.name(),
+                started.elapsed().as_secs_f64() * 1e3,
+            );
+        }
+        answer
     }
 
     /// The plugins that want `event`, by index, once no plugin is synchronizing.
@@ -191,8 +215,7 @@ impl Nri {
             container: container.cloned(),
         };
         for plugin in self.subscribers(event).await {
-            plugin
-                .call::<api::Empty>("StateChange", &change, REQUEST_TIMEOUT)
+            self.call::<api::Empty>(&plugin, "StateChange", &change, REQUEST_TIMEOUT)
                 .await?;
         }
         Ok(())
@@ -210,8 +233,8 @@ impl Nri {
             container: Some(container.clone()),
         };
         for plugin in self.subscribers(Event::CreateContainer).await {
-            let reply: api::CreateContainerResponse = plugin
-                .call("CreateContainer", &request, REQUEST_TIMEOUT)
+            let reply: api::CreateContainerResponse = self
+                .call(&plugin, "CreateContainer", &request, REQUEST_TIMEOUT)
                 .await?;
             let asked = if reply
                 .adjust
@@ -247,8 +270,8 @@ impl Nri {
             container: Some(container.clone()),
         };
         for plugin in self.subscribers(Event::StopContainer).await {
-            let reply: api::StopContainerResponse = plugin
-                .call("StopContainer", &request, REQUEST_TIMEOUT)
+            let reply: api::StopContainerResponse = self
+                .call(&plugin, "StopContainer", &request, REQUEST_TIMEOUT)
                 .await?;
             if !reply.update.is_empty() {
                 eprintln!(
@@ -562,8 +585,8 @@ async fn register_plugin(cri: Arc<Cri>, plugin: Arc<Plugin>) {
         request_timeout: REQUEST_TIMEOUT.as_millis() as i64,
         nri_version: String::new(),
     };
-    let configured: Result<api::ConfigureResponse, _> = plugin
-        .call("Configure", &configure, REGISTRATION_TIMEOUT)
+    let configured: Result<api::ConfigureResponse, _> = nri
+        .call(&plugin, "Configure", &configure, REGISTRATION_TIMEOUT)
         .await;
     let events = match configured {
         Ok(reply) if reply.events != 0 => reply.events,
@@ -576,6 +599,9 @@ async fn register_plugin(cri: Arc<Cri>, plugin: Arc<Plugin>) {
         }
     };
     plugin.events.store(events, Ordering::SeqCst);
+    if plugin.state() == State::Closed {
+        return; // gone while it configured: its connection has ended
+    }
     // Listed before the snapshot: from here on, events wait for the Synchronize to end.
     plugin.set_state(State::Synchronizing);
     nri.plugins.lock().unwrap().push(Arc::clone(&plugin));
@@ -585,8 +611,8 @@ async fn register_plugin(cri: Arc<Cri>, plugin: Arc<Plugin>) {
         containers,
         more: false,
     };
-    let synchronized: Result<api::SynchronizeResponse, _> = plugin
-        .call("Synchronize", &synchronize, REGISTRATION_TIMEOUT)
+    let synchronized: Result<api::SynchronizeResponse, _> = nri
+        .call(&plugin, "Synchronize", &synchronize, REGISTRATION_TIMEOUT)
         .await;
     match synchronized {
         Ok(reply) => {
@@ -604,6 +630,7 @@ async fn register_plugin(cri: Arc<Cri>, plugin: Arc<Plugin>) {
         Err(e) => {
             eprintln!("podlab cri: {e}");
             plugin.close();
+            nri.forget(&plugin);
         }
     }
     nri.synced.notify_waiters();
