@@ -990,20 +990,9 @@ pub struct Images(pub Arc<Cri>);
 
 use crate::events::EventStream;
 
-#[tonic::async_trait]
-impl RuntimeService for Runtimes {
-    async fn version(&self, _: Request<proto::VersionRequest>) -> Reply<proto::VersionResponse> {
-        self.0.call("Version", "", || {
-            Ok(proto::VersionResponse {
-                version: "0.1.0".into(),
-                runtime_name: "podlab".into(),
-                runtime_version: env!("CARGO_PKG_VERSION").into(),
-                runtime_api_version: CRI_API_VERSION.into(),
-            })
-        })
-    }
-
-    async fn run_pod_sandbox(
+/// The RPCs that may wait on NRI plugins, each run as a task of its own (see [`to_the_end`]).
+impl Runtimes {
+    async fn run_pod_sandbox_to_the_end(
         &self,
         request: Request<proto::RunPodSandboxRequest>,
     ) -> Reply<proto::RunPodSandboxResponse> {
@@ -1040,7 +1029,7 @@ impl RuntimeService for Runtimes {
         Ok(reply)
     }
 
-    async fn stop_pod_sandbox(
+    async fn stop_pod_sandbox_to_the_end(
         &self,
         request: Request<proto::StopPodSandboxRequest>,
     ) -> Reply<proto::StopPodSandboxResponse> {
@@ -1054,7 +1043,7 @@ impl RuntimeService for Runtimes {
         })
     }
 
-    async fn remove_pod_sandbox(
+    async fn remove_pod_sandbox_to_the_end(
         &self,
         request: Request<proto::RemovePodSandboxRequest>,
     ) -> Reply<proto::RemovePodSandboxResponse> {
@@ -1072,26 +1061,7 @@ impl RuntimeService for Runtimes {
         Ok(reply)
     }
 
-    async fn pod_sandbox_status(
-        &self,
-        request: Request<proto::PodSandboxStatusRequest>,
-    ) -> Reply<proto::PodSandboxStatusResponse> {
-        let req = request.into_inner();
-        let id = req.pod_sandbox_id.clone();
-        self.0
-            .call("PodSandboxStatus", &id, || self.0.pod_sandbox_status(req))
-    }
-
-    async fn list_pod_sandbox(
-        &self,
-        request: Request<proto::ListPodSandboxRequest>,
-    ) -> Reply<proto::ListPodSandboxResponse> {
-        self.0.call("ListPodSandbox", "", || {
-            self.0.list_pod_sandbox(request.into_inner())
-        })
-    }
-
-    async fn create_container(
+    async fn create_container_to_the_end(
         &self,
         request: Request<proto::CreateContainerRequest>,
     ) -> Reply<proto::CreateContainerResponse> {
@@ -1109,7 +1079,7 @@ impl RuntimeService for Runtimes {
         Ok(reply)
     }
 
-    async fn start_container(
+    async fn start_container_to_the_end(
         &self,
         request: Request<proto::StartContainerRequest>,
     ) -> Reply<proto::StartContainerResponse> {
@@ -1129,7 +1099,7 @@ impl RuntimeService for Runtimes {
         Ok(reply)
     }
 
-    async fn stop_container(
+    async fn stop_container_to_the_end(
         &self,
         request: Request<proto::StopContainerRequest>,
     ) -> Reply<proto::StopContainerResponse> {
@@ -1162,7 +1132,7 @@ impl RuntimeService for Runtimes {
         Ok(reply)
     }
 
-    async fn remove_container(
+    async fn remove_container_to_the_end(
         &self,
         request: Request<proto::RemoveContainerRequest>,
     ) -> Reply<proto::RemoveContainerResponse> {
@@ -1187,6 +1157,106 @@ impl RuntimeService for Runtimes {
             self.0.nri_removed_container(removed).await;
         }
         Ok(reply)
+    }
+}
+
+/// Runs an RPC's body as a task of its own: a client that goes away drops its handler at the
+/// next `.await` (an NRI plugin's answer), and the body would stop half done (a sandbox made
+/// and still hidden); as a task it runs to its end whoever waits for it.
+async fn to_the_end<T: Send + 'static>(
+    body: impl std::future::Future<Output = Reply<T>> + Send + 'static,
+) -> Reply<T> {
+    tokio::spawn(body)
+        .await
+        .unwrap_or_else(|e| Err(Status::internal(format!("the call's task ended: {e}"))))
+}
+
+#[tonic::async_trait]
+impl RuntimeService for Runtimes {
+    async fn version(&self, _: Request<proto::VersionRequest>) -> Reply<proto::VersionResponse> {
+        self.0.call("Version", "", || {
+            Ok(proto::VersionResponse {
+                version: "0.1.0".into(),
+                runtime_name: "podlab".into(),
+                runtime_version: env!("CARGO_PKG_VERSION").into(),
+                runtime_api_version: CRI_API_VERSION.into(),
+            })
+        })
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        request: Request<proto::RunPodSandboxRequest>,
+    ) -> Reply<proto::RunPodSandboxResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.run_pod_sandbox_to_the_end(request).await }).await
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        request: Request<proto::StopPodSandboxRequest>,
+    ) -> Reply<proto::StopPodSandboxResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.stop_pod_sandbox_to_the_end(request).await }).await
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        request: Request<proto::RemovePodSandboxRequest>,
+    ) -> Reply<proto::RemovePodSandboxResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.remove_pod_sandbox_to_the_end(request).await }).await
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        request: Request<proto::PodSandboxStatusRequest>,
+    ) -> Reply<proto::PodSandboxStatusResponse> {
+        let req = request.into_inner();
+        let id = req.pod_sandbox_id.clone();
+        self.0
+            .call("PodSandboxStatus", &id, || self.0.pod_sandbox_status(req))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        request: Request<proto::ListPodSandboxRequest>,
+    ) -> Reply<proto::ListPodSandboxResponse> {
+        self.0.call("ListPodSandbox", "", || {
+            self.0.list_pod_sandbox(request.into_inner())
+        })
+    }
+
+    async fn create_container(
+        &self,
+        request: Request<proto::CreateContainerRequest>,
+    ) -> Reply<proto::CreateContainerResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.create_container_to_the_end(request).await }).await
+    }
+
+    async fn start_container(
+        &self,
+        request: Request<proto::StartContainerRequest>,
+    ) -> Reply<proto::StartContainerResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.start_container_to_the_end(request).await }).await
+    }
+
+    async fn stop_container(
+        &self,
+        request: Request<proto::StopContainerRequest>,
+    ) -> Reply<proto::StopContainerResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.stop_container_to_the_end(request).await }).await
+    }
+
+    async fn remove_container(
+        &self,
+        request: Request<proto::RemoveContainerRequest>,
+    ) -> Reply<proto::RemoveContainerResponse> {
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.remove_container_to_the_end(request).await }).await
     }
 
     async fn list_containers(

@@ -2082,3 +2082,180 @@ fn critest_nri_specs_pass_against_podlab_cri() {
         "the stopped server left its NRI socket"
     );
 }
+
+/// A bare NRI plugin on `socket`, on a thread of its own, that asks only for RunPodSandbox
+/// and holds each one until the test answers it: its pod id goes out on the first channel, the
+/// answer (None: success, Some(message): a veto) comes in on the second.
+fn holding_nri_plugin(
+    socket: &Path,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::sync::mpsc::Sender<Option<String>>,
+) {
+    use podlab_cri::nri::{api, ttrpc};
+    use prost::Message as _;
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let (reached, hooks) = std::sync::mpsc::channel();
+    let (answer, answers) = std::sync::mpsc::channel::<Option<String>>();
+    let send = |stream: &mut std::os::unix::net::UnixStream, mux, id, kind, payload: Vec<u8>| {
+        let message = ttrpc::Message {
+            mux,
+            stream: id,
+            kind,
+            payload,
+        };
+        stream.write_all(&ttrpc::frame(&message)).unwrap();
+    };
+    let register = ttrpc::Request {
+        service: "nri.pkg.api.v1alpha1.Runtime".into(),
+        method: "RegisterPlugin".into(),
+        payload: api::RegisterPluginRequest {
+            plugin_name: "hold".into(),
+            plugin_idx: "10".into(),
+            nri_version: String::new(),
+        }
+        .encode_to_vec(),
+        timeout_nano: 5_000_000_000,
+        metadata: Vec::new(),
+    };
+    send(
+        &mut stream,
+        ttrpc::RUNTIME_CONN,
+        1,
+        ttrpc::REQUEST,
+        register.encode_to_vec(),
+    );
+    let (synced, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut demux = ttrpc::Demux::default();
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let Ok(n) = stream.read(&mut buffer) else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            for message in demux.push(&buffer[..n]).unwrap() {
+                if (message.mux, message.kind) != (ttrpc::PLUGIN_CONN, ttrpc::REQUEST) {
+                    continue;
+                }
+                let request = ttrpc::Request::decode(message.payload.as_slice()).unwrap();
+                let (payload, status) = match request.method.as_str() {
+                    "Configure" => (
+                        api::ConfigureResponse {
+                            events: 1 << (api::Event::RunPodSandbox as i32 - 1),
+                        }
+                        .encode_to_vec(),
+                        None,
+                    ),
+                    "Synchronize" => {
+                        let _ = synced.send(());
+                        (api::SynchronizeResponse::default().encode_to_vec(), None)
+                    }
+                    "StateChange" => {
+                        let event =
+                            api::StateChangeEvent::decode(request.payload.as_slice()).unwrap();
+                        let _ = reached.send(event.pod.unwrap_or_default().id);
+                        let status =
+                            answers
+                                .recv()
+                                .ok()
+                                .flatten()
+                                .map(|message| ttrpc::RpcStatus {
+                                    code: ttrpc::CODE_UNKNOWN,
+                                    message,
+                                });
+                        (api::Empty {}.encode_to_vec(), status)
+                    }
+                    _ => (Vec::new(), None),
+                };
+                let response = ttrpc::Response { status, payload };
+                send(
+                    &mut stream,
+                    ttrpc::PLUGIN_CONN,
+                    message.stream,
+                    ttrpc::RESPONSE,
+                    response.encode_to_vec(),
+                );
+            }
+        }
+    });
+    ready
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the plugin was configured and synchronized");
+    (hooks, answer)
+}
+
+/// A client that gives up while an NRI plugin holds its RunPodSandbox leaves nothing half
+/// made: the call runs to its end without it. Vetoed then, the sandbox is removed (no record,
+/// no pause); let through, it is listed Ready as if the client had waited.
+#[test]
+fn regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox() {
+    let test = "cri::regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox";
+    let nri_dir = SharedDir::new("podlab-nri", 0o700);
+    let nri_socket = nri_dir.path().join("nri.sock");
+    let Some(server) = Server::start_with(
+        test,
+        "none",
+        &["--nri-socket", nri_socket.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert!(wait_until(Duration::from_secs(10), || nri_socket.exists()));
+    let (hooks, answer) = holding_nri_plugin(&nri_socket);
+    let records = || {
+        Runtime::open(RuntimeConfig::with_root(server.root()))
+            .and_then(|runtime| runtime.list_pod_sandboxes())
+            .map(|sandboxes| sandboxes.len())
+            .unwrap_or(usize::MAX)
+    };
+    for (attempt, veto) in [(0, Some("vetoed by the test")), (1, None)] {
+        let pod = server.write(
+            &format!("held-{attempt}.json"),
+            serde_json::json!({"metadata": {"name": "held", "namespace": "default",
+                "uid": "held", "attempt": attempt}, "linux": {}}),
+        );
+        let mut client = server
+            .crictl_command(&["runp", &pod])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let held = hooks
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the plugin was told of the sandbox");
+        // The client goes while the hook holds its call (well within the plugin's 2 s).
+        client.kill().unwrap();
+        assert!(
+            !client.wait().unwrap().success(),
+            "crictl finished the held call"
+        );
+        assert_eq!(
+            server.ok(&["pods", "-q"]),
+            "",
+            "a held sandbox is not listed"
+        );
+        answer.send(veto.map(str::to_string)).unwrap();
+        if veto.is_some() {
+            assert!(
+                wait_until(Duration::from_secs(20), || records() == 0),
+                "the vetoed sandbox {held} is still recorded; server log: {}",
+                server.log()
+            );
+            assert_eq!(server.ok(&["pods", "-q"]), "");
+        } else {
+            assert!(
+                wait_until(Duration::from_secs(20), || server
+                    .ok(&["pods", "-q", "--state", "ready"])
+                    == held),
+                "the sandbox let through is not listed Ready; server log: {}",
+                server.log()
+            );
+        }
+    }
+}
