@@ -67,6 +67,22 @@ impl Server {
         Server::start_in(test, network, args, None)
     }
 
+    /// [`Server::start`] serving NRI plugins on `nri_socket` too, once it is there.
+    fn start_with_nri(test: &str, nri_socket: &Path) -> Option<Server> {
+        let server = Server::start_with(
+            test,
+            "none",
+            &["--nri-socket", nri_socket.to_str().unwrap()],
+        )?;
+        assert!(
+            wait_until(Duration::from_secs(10), || nri_socket.exists()),
+            "no NRI socket at {}; the server's log: {}",
+            nri_socket.display(),
+            server.log()
+        );
+        Some(server)
+    }
+
     /// [`Server::start_with`], the server in the network namespace `netns` when given.
     fn start_in(test: &str, network: &str, args: &[&str], netns: Option<&Path>) -> Option<Server> {
         let packed = kit().join("bin/crictl.xz");
@@ -2015,19 +2031,9 @@ fn critest_nri_specs_pass_against_podlab_cri() {
     }
     let nri_dir = SharedDir::new("podlab-nri", 0o700);
     let nri_socket = nri_dir.path().join("nri.sock");
-    let Some(server) = Server::start_with(
-        test,
-        "none",
-        &["--nri-socket", nri_socket.to_str().unwrap()],
-    ) else {
+    let Some(server) = Server::start_with_nri(test, &nri_socket) else {
         return;
     };
-    assert!(
-        wait_until(Duration::from_secs(10), || nri_socket.exists()),
-        "no NRI socket at {}; the server's log: {}",
-        nri_socket.display(),
-        server.log()
-    );
     let critest = nri_dir.path().join("critest");
     let unpacked = Command::new("xz")
         .arg("-dc")
@@ -2199,14 +2205,9 @@ fn regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox() {
     let test = "cri::regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox";
     let nri_dir = SharedDir::new("podlab-nri", 0o700);
     let nri_socket = nri_dir.path().join("nri.sock");
-    let Some(server) = Server::start_with(
-        test,
-        "none",
-        &["--nri-socket", nri_socket.to_str().unwrap()],
-    ) else {
+    let Some(server) = Server::start_with_nri(test, &nri_socket) else {
         return;
     };
-    assert!(wait_until(Duration::from_secs(10), || nri_socket.exists()));
     let (hooks, answer) = holding_nri_plugin(&nri_socket);
     let records = || {
         Runtime::open(RuntimeConfig::with_root(server.root()))
