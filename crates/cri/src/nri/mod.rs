@@ -133,6 +133,13 @@ impl Nri {
         self.hidden.lock().unwrap().remove(id);
     }
 
+    /// Whether no plugin is connected past its registration: the hooks then tell nobody and
+    /// describe nothing (a pod or container is still hidden and shown, so that a plugin that
+    /// registers meanwhile hears of it in its Synchronize or as an event).
+    pub fn idle(&self) -> bool {
+        self.plugins.lock().unwrap().is_empty()
+    }
+
     /// Whether the plugins are still to hear of `container`'s stop; from now on they are not.
     pub(crate) fn first_stop(&self, container: &str) -> bool {
         self.stop_told.lock().unwrap().insert(container.to_string())
@@ -285,10 +292,13 @@ impl Nri {
     }
 
     fn forget(&self, plugin: &Arc<Plugin>) {
-        self.plugins
-            .lock()
-            .unwrap()
-            .retain(|p| !Arc::ptr_eq(p, plugin));
+        let mut plugins = self.plugins.lock().unwrap();
+        plugins.retain(|p| !Arc::ptr_eq(p, plugin));
+        if plugins.is_empty() {
+            // Nobody left to tell of a stop: a plugin that comes hears of them in Synchronize.
+            self.stop_told.lock().unwrap().clear();
+        }
+        drop(plugins);
         self.synced.notify_waiters();
     }
 }

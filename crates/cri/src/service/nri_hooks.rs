@@ -1,7 +1,8 @@
 //! Where the RPCs tell NRI plugins of their steps (see [`crate::nri`]), in containerd's order:
 //! a pod or container is shown only once its creating hook has passed, a failed creating hook
 //! removes what was made, and a pod's containers stop before its StopPodSandbox hook.
-//! Without `--nri-socket` each of these returns at once.
+//! Without `--nri-socket`, or with no plugin connected, each of these returns at once, having
+//! described nothing (a creating hook still shows what it hid).
 
 use std::time::Duration;
 
@@ -23,12 +24,22 @@ pub(super) struct PodRemoval {
 }
 
 impl Cri {
+    /// NRI, when it serves plugins and one is connected: else the hooks have nobody to tell.
+    fn listening(&self) -> Option<&crate::nri::Nri> {
+        self.nri.as_ref().filter(|nri| !nri.idle())
+    }
+
     /// RunPodSandbox made `id` (hidden): the plugins' RunPodSandbox, then the pod is shown; if
     /// a plugin fails it, the pod is stopped and removed and the RPC fails.
     pub(super) async fn nri_run_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let Some(nri) = &self.nri else {
             return Ok(());
         };
+        if nri.idle() {
+            nri.show(id);
+            self.sandbox_started(id);
+            return Ok(());
+        }
         let sandbox = self.runtime.resolve_sandbox_id(id).map_err(from_runtime)?;
         let hook = match describe::pod(&self.runtime, &sandbox) {
             Some(pod) => nri.state_change(Event::RunPodSandbox, &pod, None).await,
@@ -52,7 +63,7 @@ impl Cri {
     /// the pod is still there to look at. A stopped or unknown pod tells nothing: Stop is
     /// idempotent, its hook is not.
     pub(super) async fn nri_stop_pod_sandbox(&self, id: &str) {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return;
         };
         let Ok(sandbox) = self.sandbox_id("pod_sandbox_id", id) else {
@@ -96,7 +107,7 @@ impl Cri {
     /// Before RemovePodSandbox: a ready pod is stopped as StopPodSandbox stops it (its hooks
     /// told), and the pod and its containers are described for [`Cri::nri_removed_pod`].
     pub(super) async fn nri_before_pod_removal(&self, id: &str) -> Option<PodRemoval> {
-        self.nri.as_ref()?;
+        self.listening()?;
         self.nri_stop_pod_sandbox(id).await;
         let sandbox = self.sandbox_id("pod_sandbox_id", id).ok()?;
         let pod = describe::pod(&self.runtime, &sandbox)?;
@@ -118,7 +129,7 @@ impl Cri {
     /// RemovePodSandbox removed the pod: the plugins hear of each container's removal, then
     /// the pod's.
     pub(super) async fn nri_removed_pod(&self, removal: PodRemoval) {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return;
         };
         for container in &removal.containers {
@@ -145,6 +156,11 @@ impl Cri {
         let Some(nri) = &self.nri else {
             return Ok(());
         };
+        if nri.idle() {
+            nri.show(id);
+            self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
+            return Ok(());
+        }
         let container = self
             .runtime
             .resolve_container_id(id)
@@ -176,7 +192,7 @@ impl Cri {
 
     /// Before StartContainer starts `id`: the plugins' StartContainer, which may fail the start.
     pub(super) async fn nri_start_container(&self, id: &str) -> Result<(), Status> {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return Ok(());
         };
         let Ok(container) = self.container_id("container_id", id) else {
@@ -192,7 +208,7 @@ impl Cri {
 
     /// StartContainer started `id`: PostStartContainer.
     pub(super) async fn nri_started_container(&self, id: &str) {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return;
         };
         let Ok(container) = self.container_id("container_id", id) else {
@@ -211,7 +227,7 @@ impl Cri {
     /// Whether StopContainer will stop a running container, so that the plugins hear of the
     /// stop once, not of each idempotent repeat.
     pub(super) fn nri_stops_running(&self, id: &str) -> Option<ContainerId> {
-        self.nri.as_ref()?;
+        self.listening()?;
         let container = self.container_id("container_id", id).ok()?;
         let state = self.runtime.container_status(&container).ok()?.state;
         (state == ContainerState::Running).then_some(container)
@@ -221,7 +237,7 @@ impl Cri {
     /// container that exited by itself (StopContainer), as containerd tells them from its
     /// task-exit events.
     pub(crate) async fn nri_observe_sandbox(&self, sandbox: &SandboxId) {
-        if self.nri.is_none() {
+        if self.listening().is_none() {
             return;
         }
         let filter = ContainerFilter {
@@ -238,7 +254,7 @@ impl Cri {
 
     /// A container stopped or exited: the plugins' StopContainer, once per container.
     pub(super) async fn nri_stopped_container(&self, container: &ContainerId) {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return;
         };
         if !nri.first_stop(container.as_str()) {
@@ -256,14 +272,14 @@ impl Cri {
         &self,
         id: &str,
     ) -> Option<(api::PodSandbox, api::Container)> {
-        self.nri.as_ref()?;
+        self.listening()?;
         let container = self.container_id("container_id", id).ok()?;
         describe::container(&self.runtime, &container)
     }
 
     /// RemoveContainer removed it: the plugins' RemoveContainer.
     pub(super) async fn nri_removed_container(&self, removed: (api::PodSandbox, api::Container)) {
-        let Some(nri) = &self.nri else {
+        let Some(nri) = self.listening() else {
             return;
         };
         let (pod, container) = removed;
