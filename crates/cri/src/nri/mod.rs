@@ -150,13 +150,6 @@ impl Nri {
         self.stop_told.lock().unwrap().remove(container);
     }
 
-    /// The names of the plugins that have registered, by index.
-    pub fn plugin_names(&self) -> Vec<String> {
-        let mut plugins = self.plugins.lock().unwrap().clone();
-        plugins.sort_by_key(|p| p.order());
-        plugins.iter().map(|p| p.name()).collect()
-    }
-
     /// Calls `method` of `plugin`, printed with its time under `--trace`.
     async fn call<R: prost::Message + Default>(
         &self,
@@ -463,10 +456,13 @@ impl Plugin {
 /// Accepts plugins on `listener` for as long as the server runs.
 pub(crate) async fn serve(listener: UnixListener, cri: Arc<Cri>) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(connection(stream, Arc::clone(&cri)));
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(connection(stream, Arc::clone(&cri)));
+            }
+            // Out of descriptors, say: tried again a little later, not in a busy loop.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
 }
 

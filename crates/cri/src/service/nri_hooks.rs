@@ -40,7 +40,10 @@ impl Cri {
             self.sandbox_started(id);
             return Ok(());
         }
-        let sandbox = self.runtime.resolve_sandbox_id(id).map_err(from_runtime)?;
+        let sandbox = self.runtime.resolve_sandbox_id(id).map_err(|e| {
+            nri.show(id);
+            from_runtime(e)
+        })?;
         let hook = match describe::pod(&self.runtime, &sandbox) {
             Some(pod) => nri.state_change(Event::RunPodSandbox, &pod, None).await,
             None => Ok(()),
@@ -161,10 +164,10 @@ impl Cri {
             self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
             return Ok(());
         }
-        let container = self
-            .runtime
-            .resolve_container_id(id)
-            .map_err(from_runtime)?;
+        let container = self.runtime.resolve_container_id(id).map_err(|e| {
+            nri.show(id);
+            from_runtime(e)
+        })?;
         let described = describe::container(&self.runtime, &container);
         let hook = match &described {
             Some((pod, created)) => nri.create_container(pod, created).await,
