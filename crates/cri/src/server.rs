@@ -91,30 +91,37 @@ async fn serve_async(
         }
         std::fs::remove_file(path).map_err(|e| socket_err("removing the stale socket", e))?;
     }
-    let listener = UnixListener::bind(path).map_err(|e| socket_err("binding", e))?;
+    // What else may fail to bind goes first: clients wait for the CRI socket, and a server that
+    // cannot start leaves none behind.
     let streaming = tokio::net::TcpListener::bind(stream_address)
         .await
         .map_err(|cause| ServeError::Streaming {
             address: stream_address,
             cause,
         })?;
+    let nri_listener = match cri.nri() {
+        Some(nri) => Some(
+            crate::nri::bind(nri.socket()).map_err(|cause| ServeError::Socket {
+                what: "binding the NRI socket",
+                path: nri.socket().to_path_buf(),
+                cause,
+            })?,
+        ),
+        None => None,
+    };
+    let listener = UnixListener::bind(path).map_err(|e| {
+        if let (Some(nri), Some(_)) = (cri.nri(), &nri_listener) {
+            let _ = std::fs::remove_file(nri.socket());
+        }
+        socket_err("binding", e)
+    })?;
     let streaming = tokio::spawn(crate::streaming::serve(streaming, Arc::clone(&cri)));
     let notices = tokio::spawn(crate::events::listen(
         crate::events::bind(&cri),
         Arc::clone(&cri),
     ));
-    let nri = match cri.nri() {
-        Some(nri) => {
-            let socket = nri.socket().to_path_buf();
-            let listener = crate::nri::bind(&socket).map_err(|cause| ServeError::Socket {
-                what: "binding the NRI socket",
-                path: socket,
-                cause,
-            })?;
-            Some(tokio::spawn(crate::nri::serve(listener, Arc::clone(&cri))))
-        }
-        None => None,
-    };
+    let nri =
+        nri_listener.map(|listener| tokio::spawn(crate::nri::serve(listener, Arc::clone(&cri))));
     let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Runtime)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Runtime)?;
     ready();

@@ -2260,3 +2260,39 @@ fn regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox() {
         }
     }
 }
+
+/// A server that cannot bind its NRI socket says so and leaves no CRI socket behind: clients
+/// wait for that socket, and one left by a server that never served would look alive. (The CRI
+/// socket used to be bound first, and stayed when what was bound after it failed.)
+#[test]
+fn regression_a_cri_server_that_cannot_bind_its_nri_socket_leaves_no_cri_socket() {
+    let dir = SharedDir::new("podlab-cri-nri-bind", 0o700);
+    let socket = dir.path().join("cri.sock");
+    // procfs makes no folders: the NRI socket's cannot exist.
+    let nri_socket = Path::new("/proc/podlab-no-such-folder/nri.sock");
+    let out = podlab()
+        .args(["cri", "--listen"])
+        .arg(&socket)
+        .arg("--root")
+        .arg(dir.path().join("root"))
+        .arg("--nri-socket")
+        .arg(nri_socket)
+        .env("PODLAB_NETWORK", "none")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "podlab cri served: {stderr}");
+    assert!(
+        stderr.contains("binding the NRI socket") && stderr.contains(nri_socket.to_str().unwrap()),
+        "the error names the NRI socket: {stderr}"
+    );
+    assert!(!socket.exists(), "a CRI socket was left: {stderr}");
+    let _ = podlab()
+        .arg("gc")
+        .env("PODLAB_ROOT", dir.path().join("root"))
+        .env("PODLAB_NETWORK", "none")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
