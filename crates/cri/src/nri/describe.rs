@@ -1,8 +1,11 @@
 //! Pods and containers as NRI's messages describe them, from the runtime's records: what a
 //! plugin is told at each event and in Synchronize.
 
+use podlab_runtime::state::ContainerRecord;
 use podlab_runtime::status::ContainerState;
-use podlab_runtime::{ContainerFilter, ContainerId, Runtime, SandboxId};
+use podlab_runtime::{
+    ContainerFilter, ContainerId, ContainerStatus, Runtime, SandboxId, SandboxStatus,
+};
 
 use super::api;
 use crate::convert;
@@ -10,11 +13,16 @@ use crate::convert;
 /// The pod `id`, or None once it is gone.
 pub fn pod(runtime: &Runtime, id: &SandboxId) -> Option<api::PodSandbox> {
     let status = runtime.pod_sandbox_status(id).ok()?;
+    Some(pod_of(runtime, &status))
+}
+
+/// The pod whose status was read already.
+fn pod_of(runtime: &Runtime, status: &SandboxStatus) -> api::PodSandbox {
     let cgroup_parent = runtime
-        .pod_sandbox_record(id)
+        .pod_sandbox_record(&status.id)
         .map(|record| record.config.linux.cgroup_parent)
         .unwrap_or_default();
-    Some(api::PodSandbox {
+    api::PodSandbox {
         id: status.id.to_string(),
         name: status.metadata.name.clone(),
         uid: status.metadata.uid.clone(),
@@ -36,20 +44,32 @@ pub fn pod(runtime: &Runtime, id: &SandboxId) -> Option<api::PodSandbox> {
             .chain(&status.additional_ips)
             .cloned()
             .collect(),
-    })
+    }
 }
 
 /// The container `id` and its pod, or None once either is gone.
 pub fn container(runtime: &Runtime, id: &ContainerId) -> Option<(api::PodSandbox, api::Container)> {
     let (status, record) = runtime.container_status_and_record(id).ok()?;
-    let pod = pod(runtime, &status.sandbox_id)?;
+    Some((
+        pod(runtime, &status.sandbox_id)?,
+        container_of(&status, &record),
+    ))
+}
+
+/// The container `id` without its pod (for a pod's containers, the pod described once).
+pub fn container_alone(runtime: &Runtime, id: &ContainerId) -> Option<api::Container> {
+    let (status, record) = runtime.container_status_and_record(id).ok()?;
+    Some(container_of(&status, &record))
+}
+
+fn container_of(status: &ContainerStatus, record: &ContainerRecord) -> api::Container {
     let state = match status.state {
         ContainerState::Created => api::ContainerState::ContainerCreated,
         ContainerState::Running => api::ContainerState::ContainerRunning,
         ContainerState::Exited => api::ContainerState::ContainerStopped,
         ContainerState::Unknown => api::ContainerState::ContainerUnknown,
     };
-    let container = api::Container {
+    api::Container {
         id: status.id.to_string(),
         pod_sandbox_id: status.sandbox_id.to_string(),
         name: status.metadata.name.clone(),
@@ -69,8 +89,7 @@ pub fn container(runtime: &Runtime, id: &ContainerId) -> Option<(api::PodSandbox
         status_reason: status.reason.clone().unwrap_or_default(),
         status_message: status.message.clone().unwrap_or_default(),
         ..Default::default()
-    };
-    Some((pod, container))
+    }
 }
 
 /// Every pod and container the CRI shows (not those whose creating hook is under way), for a
@@ -84,14 +103,14 @@ pub fn snapshot(
         .unwrap_or_default()
         .iter()
         .filter(|s| !hidden(s.id.as_str()))
-        .filter_map(|s| pod(runtime, &s.id))
+        .map(|s| pod_of(runtime, s))
         .collect();
     let containers = runtime
         .list_containers(&ContainerFilter::default())
         .unwrap_or_default()
         .iter()
         .filter(|c| !hidden(c.id.as_str()) && !hidden(c.sandbox_id.as_str()))
-        .filter_map(|c| container(runtime, &c.id).map(|(_, container)| container))
+        .filter_map(|c| container_alone(runtime, &c.id))
         .collect();
     (pods, containers)
 }

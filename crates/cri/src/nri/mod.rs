@@ -221,6 +221,19 @@ impl Nri {
         Ok(())
     }
 
+    /// [`Nri::state_change`] of a step that has happened: a plugin's error cannot undo it and is
+    /// written to stderr.
+    pub async fn tell(
+        &self,
+        event: Event,
+        pod: &api::PodSandbox,
+        container: Option<&api::Container>,
+    ) {
+        if let Err(e) = self.state_change(event, pod, container).await {
+            eprintln!("podlab cri: {e}");
+        }
+    }
+
     /// CreateContainer: each plugin may veto the container. One that asks for an adjustment,
     /// an update or an eviction fails it too: podlab applies none.
     pub async fn create_container(

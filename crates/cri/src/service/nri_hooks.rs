@@ -101,9 +101,7 @@ impl Cri {
             }
         }
         if let Some(pod) = describe::pod(&self.runtime, &sandbox) {
-            if let Err(e) = nri.state_change(Event::StopPodSandbox, &pod, None).await {
-                eprintln!("podlab cri: {e}");
-            }
+            nri.tell(Event::StopPodSandbox, &pod, None).await;
         }
     }
 
@@ -123,8 +121,7 @@ impl Cri {
             .list_containers(&filter)
             .unwrap_or_default()
             .iter()
-            .filter_map(|c| describe::container(&self.runtime, &c.id))
-            .map(|(_, container)| container)
+            .filter_map(|c| describe::container_alone(&self.runtime, &c.id))
             .collect();
         Some(PodRemoval { pod, containers })
     }
@@ -137,19 +134,10 @@ impl Cri {
         };
         for container in &removal.containers {
             nri.forget_container(&container.id);
-            let told = nri
-                .state_change(Event::RemoveContainer, &removal.pod, Some(container))
+            nri.tell(Event::RemoveContainer, &removal.pod, Some(container))
                 .await;
-            if let Err(e) = told {
-                eprintln!("podlab cri: {e}");
-            }
         }
-        let told = nri
-            .state_change(Event::RemovePodSandbox, &removal.pod, None)
-            .await;
-        if let Err(e) = told {
-            eprintln!("podlab cri: {e}");
-        }
+        nri.tell(Event::RemovePodSandbox, &removal.pod, None).await;
     }
 
     /// CreateContainer made `id` (hidden): the plugins' CreateContainer, then the container is
@@ -183,12 +171,8 @@ impl Cri {
         nri.show(id);
         self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
         if let Some((pod, created)) = described {
-            let told = nri
-                .state_change(Event::PostCreateContainer, &pod, Some(&created))
+            nri.tell(Event::PostCreateContainer, &pod, Some(&created))
                 .await;
-            if let Err(e) = told {
-                eprintln!("podlab cri: {e}");
-            }
         }
         Ok(())
     }
@@ -218,12 +202,8 @@ impl Cri {
             return;
         };
         if let Some((pod, started)) = describe::container(&self.runtime, &container) {
-            let told = nri
-                .state_change(Event::PostStartContainer, &pod, Some(&started))
+            nri.tell(Event::PostStartContainer, &pod, Some(&started))
                 .await;
-            if let Err(e) = told {
-                eprintln!("podlab cri: {e}");
-            }
         }
     }
 
@@ -287,11 +267,7 @@ impl Cri {
         };
         let (pod, container) = removed;
         nri.forget_container(&container.id);
-        if let Err(e) = nri
-            .state_change(Event::RemoveContainer, &pod, Some(&container))
-            .await
-        {
-            eprintln!("podlab cri: {e}");
-        }
+        nri.tell(Event::RemoveContainer, &pod, Some(&container))
+            .await;
     }
 }
