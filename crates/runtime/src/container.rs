@@ -217,6 +217,7 @@ impl Runtime {
             start_trace: Vec::new(),
             cgroup,
             user: None,
+            spec_annotations: None,
         };
         Ok(record)
     }
@@ -439,6 +440,39 @@ impl Runtime {
         }
         record.config.resources.cgroup = record.config.resources.cgroup.merged(resources);
         state::write_record(&path, &record)
+    }
+
+    /// Changes a container that is created and not started yet (NRI plugins' adjustments,
+    /// which containerd makes to the spec before its `runc create`): `change` gets its record,
+    /// which is written back, under the sandbox's lock, if it returns Ok. Its volumes are
+    /// checked as CreateContainer checks them.
+    pub fn adjust_created_container(
+        &self,
+        id: &ContainerId,
+        change: impl FnOnce(&mut ContainerRecord) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        let sandbox = self.sandbox_of(id)?;
+        let paths = self.layout.sandbox(&sandbox);
+        let _lock = SandboxLock::acquire(&paths.lock())?;
+        let path = paths.container(id).record();
+        let record: ContainerRecord = state::read_record(&path)?
+            .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        let invalid = |message: String| Error::InvalidConfig {
+            name: record.config.metadata.name.clone(),
+            message,
+        };
+        if record.state != ContainerState::Created {
+            return Err(invalid(format!(
+                "container {id} is {:?}: only a created container can be adjusted",
+                record.state
+            )));
+        }
+        let mut changed = record.clone();
+        change(&mut changed).map_err(invalid)?;
+        for mount in &changed.config.mounts {
+            check_propagation_source(mount).map_err(invalid)?;
+        }
+        state::write_record(&path, &changed)
     }
 
     /// ContainerStatus. A container recorded as running whose shim is gone is Unknown.

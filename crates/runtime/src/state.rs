@@ -233,6 +233,10 @@ pub struct ContainerRecord {
     /// The identity its process got, read from the kernel after its `execve`.
     #[serde(default)]
     pub user: Option<crate::process::LinuxUser>,
+    /// The annotations NRI plugins see, once one of them changed them (the OCI spec's
+    /// annotations in containerd, not the CRI's); None: the CRI's, as the config has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_annotations: Option<BTreeMap<String, String>>,
 }
 
 /// Where a container's processes are numbered.
@@ -476,6 +480,7 @@ mod tests {
                 gid: 1000,
                 supplemental_groups: vec![1000, 50000],
             }),
+            spec_annotations: Some(BTreeMap::from([("set.by/plugin".into(), "yes".into())])),
         };
         let path = dir.join("container.json");
         write_record(&path, &container).unwrap();

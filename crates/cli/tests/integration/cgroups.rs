@@ -14,7 +14,15 @@ use crate::support::wait_until;
 
 /// The folder of `pid`'s cgroup for `controller`, from /proc/PID/cgroup (a v1 machine).
 pub fn cgroup_dir(root: &Root, pid: i32, controller: Controller) -> PathBuf {
-    let runtime = root.runtime();
+    cgroup_dir_of(&root.runtime(), pid, controller)
+}
+
+/// [`cgroup_dir`] for the cgroups `runtime` uses.
+pub fn cgroup_dir_of(
+    runtime: &podlab_runtime::Runtime,
+    pid: i32,
+    controller: Controller,
+) -> PathBuf {
     let node = runtime.cgroups().expect("cgroups are on");
     let mount = node.hierarchy.mounts[&controller].clone();
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use podlab_cgroups::Controller;
 use podlab_runtime::config::RuntimeConfig;
 use podlab_runtime::Runtime;
 
@@ -2089,112 +2090,187 @@ fn critest_nri_specs_pass_against_podlab_cri() {
     );
 }
 
-/// A bare NRI plugin on `socket`, on a thread of its own, that asks only for RunPodSandbox
-/// and holds each one until the test answers it: its pod id goes out on the first channel, the
-/// answer (None: success, Some(message): a veto) comes in on the second.
+/// A bare NRI plugin, built on podlab-cri's wire code: connected and registered, it answers
+/// the runtime's calls on a thread of its own with `answer` (method, request payload → the
+/// response), and can call the runtime itself ([`TestPlugin::call_runtime`]).
+struct TestPlugin {
+    writer: std::os::unix::net::UnixStream,
+    /// The runtime's answers to this plugin's own calls.
+    answers: std::sync::mpsc::Receiver<podlab_cri::nri::ttrpc::Message>,
+    next_call: u32,
+}
+
+impl TestPlugin {
+    /// Connects to `socket` as `name` (at `index`), subscribed to `events`; returns once the
+    /// runtime has configured and synchronized it.
+    fn connect(
+        socket: &Path,
+        name: &str,
+        index: &str,
+        events: &[podlab_cri::nri::api::Event],
+        mut answer: impl FnMut(&str, &[u8]) -> podlab_cri::nri::ttrpc::Response + Send + 'static,
+    ) -> TestPlugin {
+        use podlab_cri::nri::{api, ttrpc};
+        use prost::Message as _;
+        use std::io::Read;
+        let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mask = events.iter().map(|e| 1 << (*e as i32 - 1)).sum::<i32>();
+        let (synced, ready) = std::sync::mpsc::channel();
+        let (answered, answers) = std::sync::mpsc::channel();
+        let mut reader = stream.try_clone().unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut demux = ttrpc::Demux::default();
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                let Ok(n) = reader.read(&mut buffer) else {
+                    return;
+                };
+                if n == 0 {
+                    return;
+                }
+                for message in demux.push(&buffer[..n]).unwrap() {
+                    if (message.mux, message.kind) == (ttrpc::RUNTIME_CONN, ttrpc::RESPONSE) {
+                        let _ = answered.send(message);
+                        continue;
+                    }
+                    if (message.mux, message.kind) != (ttrpc::PLUGIN_CONN, ttrpc::REQUEST) {
+                        continue;
+                    }
+                    let request = ttrpc::Request::decode(message.payload.as_slice()).unwrap();
+                    let response = match request.method.as_str() {
+                        "Configure" => ttrpc::Response {
+                            status: None,
+                            payload: api::ConfigureResponse { events: mask }.encode_to_vec(),
+                        },
+                        "Synchronize" => {
+                            let _ = synced.send(());
+                            ttrpc::Response {
+                                status: None,
+                                payload: api::SynchronizeResponse::default().encode_to_vec(),
+                            }
+                        }
+                        method => answer(method, &request.payload),
+                    };
+                    send_frame(
+                        &mut writer,
+                        ttrpc::PLUGIN_CONN,
+                        message.stream,
+                        ttrpc::RESPONSE,
+                        response.encode_to_vec(),
+                    );
+                }
+            }
+        });
+        let mut plugin = TestPlugin {
+            writer: stream,
+            answers,
+            next_call: 1,
+        };
+        let register = api::RegisterPluginRequest {
+            plugin_name: name.into(),
+            plugin_idx: index.into(),
+            nri_version: String::new(),
+        };
+        let registered = plugin.call_runtime("RegisterPlugin", register.encode_to_vec());
+        assert!(
+            registered.status.is_none(),
+            "{name} registered: {registered:?}"
+        );
+        ready
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the plugin was configured and synchronized");
+        plugin
+    }
+
+    /// Calls the runtime's service (`RegisterPlugin`, `UpdateContainers`) and waits for its answer.
+    fn call_runtime(&mut self, method: &str, payload: Vec<u8>) -> podlab_cri::nri::ttrpc::Response {
+        use podlab_cri::nri::ttrpc;
+        use prost::Message as _;
+        let request = ttrpc::Request {
+            service: "nri.pkg.api.v1alpha1.Runtime".into(),
+            method: method.into(),
+            payload,
+            timeout_nano: 5_000_000_000,
+            metadata: Vec::new(),
+        };
+        let id = self.next_call;
+        self.next_call += 2; // a client's streams are odd
+        send_frame(
+            &mut self.writer,
+            ttrpc::RUNTIME_CONN,
+            id,
+            ttrpc::REQUEST,
+            request.encode_to_vec(),
+        );
+        let answer = self
+            .answers
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no answer to {method}"));
+        assert_eq!(answer.stream, id);
+        ttrpc::Response::decode(answer.payload.as_slice()).unwrap()
+    }
+}
+
+fn send_frame(
+    stream: &mut std::os::unix::net::UnixStream,
+    mux: u32,
+    id: u32,
+    kind: u8,
+    payload: Vec<u8>,
+) {
+    use std::io::Write;
+    let message = podlab_cri::nri::ttrpc::Message {
+        mux,
+        stream: id,
+        kind,
+        payload,
+    };
+    stream
+        .write_all(&podlab_cri::nri::ttrpc::frame(&message))
+        .unwrap();
+}
+
+/// A [`TestPlugin`] that asks only for RunPodSandbox and holds each one until the test
+/// answers it: its pod id goes out on the first channel, the answer (None: success,
+/// Some(message): a veto) comes in on the second.
 fn holding_nri_plugin(
     socket: &Path,
 ) -> (
+    TestPlugin,
     std::sync::mpsc::Receiver<String>,
     std::sync::mpsc::Sender<Option<String>>,
 ) {
     use podlab_cri::nri::{api, ttrpc};
     use prost::Message as _;
-    use std::io::{Read, Write};
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
     let (reached, hooks) = std::sync::mpsc::channel();
     let (answer, answers) = std::sync::mpsc::channel::<Option<String>>();
-    let send = |stream: &mut std::os::unix::net::UnixStream, mux, id, kind, payload: Vec<u8>| {
-        let message = ttrpc::Message {
-            mux,
-            stream: id,
-            kind,
-            payload,
-        };
-        stream.write_all(&ttrpc::frame(&message)).unwrap();
-    };
-    let register = ttrpc::Request {
-        service: "nri.pkg.api.v1alpha1.Runtime".into(),
-        method: "RegisterPlugin".into(),
-        payload: api::RegisterPluginRequest {
-            plugin_name: "hold".into(),
-            plugin_idx: "10".into(),
-            nri_version: String::new(),
-        }
-        .encode_to_vec(),
-        timeout_nano: 5_000_000_000,
-        metadata: Vec::new(),
-    };
-    send(
-        &mut stream,
-        ttrpc::RUNTIME_CONN,
-        1,
-        ttrpc::REQUEST,
-        register.encode_to_vec(),
+    let plugin = TestPlugin::connect(
+        socket,
+        "hold",
+        "10",
+        &[api::Event::RunPodSandbox],
+        move |_, payload| {
+            let event = api::StateChangeEvent::decode(payload).unwrap();
+            let _ = reached.send(event.pod.unwrap_or_default().id);
+            let status = answers
+                .recv()
+                .ok()
+                .flatten()
+                .map(|message| ttrpc::RpcStatus {
+                    code: ttrpc::CODE_UNKNOWN,
+                    message,
+                });
+            ttrpc::Response {
+                status,
+                payload: api::Empty {}.encode_to_vec(),
+            }
+        },
     );
-    let (synced, ready) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut demux = ttrpc::Demux::default();
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            let Ok(n) = stream.read(&mut buffer) else {
-                return;
-            };
-            if n == 0 {
-                return;
-            }
-            for message in demux.push(&buffer[..n]).unwrap() {
-                if (message.mux, message.kind) != (ttrpc::PLUGIN_CONN, ttrpc::REQUEST) {
-                    continue;
-                }
-                let request = ttrpc::Request::decode(message.payload.as_slice()).unwrap();
-                let (payload, status) = match request.method.as_str() {
-                    "Configure" => (
-                        api::ConfigureResponse {
-                            events: 1 << (api::Event::RunPodSandbox as i32 - 1),
-                        }
-                        .encode_to_vec(),
-                        None,
-                    ),
-                    "Synchronize" => {
-                        let _ = synced.send(());
-                        (api::SynchronizeResponse::default().encode_to_vec(), None)
-                    }
-                    "StateChange" => {
-                        let event =
-                            api::StateChangeEvent::decode(request.payload.as_slice()).unwrap();
-                        let _ = reached.send(event.pod.unwrap_or_default().id);
-                        let status =
-                            answers
-                                .recv()
-                                .ok()
-                                .flatten()
-                                .map(|message| ttrpc::RpcStatus {
-                                    code: ttrpc::CODE_UNKNOWN,
-                                    message,
-                                });
-                        (api::Empty {}.encode_to_vec(), status)
-                    }
-                    _ => (Vec::new(), None),
-                };
-                let response = ttrpc::Response { status, payload };
-                send(
-                    &mut stream,
-                    ttrpc::PLUGIN_CONN,
-                    message.stream,
-                    ttrpc::RESPONSE,
-                    response.encode_to_vec(),
-                );
-            }
-        }
-    });
-    ready
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the plugin was configured and synchronized");
-    (hooks, answer)
+    (plugin, hooks, answer)
 }
 
 /// A client that gives up while an NRI plugin holds its RunPodSandbox leaves nothing half
@@ -2208,7 +2284,7 @@ fn regression_a_client_gone_during_an_nri_hook_leaves_no_hidden_sandbox() {
     let Some(server) = Server::start_with_nri(test, &nri_socket) else {
         return;
     };
-    let (hooks, answer) = holding_nri_plugin(&nri_socket);
+    let (_plugin, hooks, answer) = holding_nri_plugin(&nri_socket);
     let records = || {
         Runtime::open(RuntimeConfig::with_root(server.root()))
             .and_then(|runtime| runtime.list_pod_sandboxes())
@@ -2295,4 +2371,245 @@ fn regression_a_cri_server_that_cannot_bind_its_nri_socket_leaves_no_cri_socket(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// NRI plugins adjust a container before it starts, as containerd applies their answers: the
+/// environment, a bind mount, `oom_score_adj` and cgroup limits reach the container's process
+/// (checked in the kernel), the next plugin is shown the container adjusted, and what podlab
+/// cannot apply fails the creation naming the field, leaving nothing. A plugin's own
+/// UpdateContainers then changes the running container's cgroup, and its eviction stops it.
+#[test]
+fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
+    use podlab_cri::nri::{api, ttrpc};
+    use prost::Message as _;
+    let test = "cri::nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it";
+    let nri_dir = SharedDir::new("podlab-nri", 0o700);
+    let nri_socket = nri_dir.path().join("nri.sock");
+    let Some(server) = Server::start_with_nri(test, &nri_socket) else {
+        return;
+    };
+    server.ok(&["pull", "busybox"]);
+    let volume = SharedDir::new("podlab-nri-volume", 0o755);
+    std::fs::write(volume.path().join("note"), "from the host").unwrap();
+    let source = volume.path().to_str().unwrap().to_string();
+    const MIB: i64 = 1 << 20;
+    let adjuster = TestPlugin::connect(
+        &nri_socket,
+        "adjuster",
+        "10",
+        &[api::Event::CreateContainer],
+        move |_, payload| {
+            let request = api::CreateContainerRequest::decode(payload).unwrap();
+            let name = request.container.unwrap_or_default().name;
+            let mut linux = api::LinuxContainerAdjustment {
+                oom_score_adj: Some(api::OptionalInt { value: 321 }),
+                resources: Some(api::LinuxResources {
+                    memory: Some(api::LinuxMemory {
+                        limit: Some(api::OptionalInt64 { value: 48 * MIB }),
+                        ..Default::default()
+                    }),
+                    pids: Some(api::LinuxPids { limit: 64 }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            if name == "refused" {
+                linux.sysctl = [("net.ipv4.ip_forward".to_string(), "1".to_string())].into();
+            }
+            let adjust = api::ContainerAdjustment {
+                env: vec![api::KeyValue {
+                    key: "NRI_ADDED".into(),
+                    value: "yes".into(),
+                }],
+                mounts: vec![api::Mount {
+                    destination: "/nri".into(),
+                    r#type: "bind".into(),
+                    source: source.clone(),
+                    options: vec!["rbind".into(), "ro".into()],
+                }],
+                annotations: [("podlab.test/adjusted".to_string(), "yes".to_string())].into(),
+                linux: Some(linux),
+                ..Default::default()
+            };
+            ttrpc::Response {
+                status: None,
+                payload: api::CreateContainerResponse {
+                    adjust: Some(adjust),
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+            }
+        },
+    );
+    let (shown, follower_saw) = std::sync::mpsc::channel();
+    let _follower = TestPlugin::connect(
+        &nri_socket,
+        "follower",
+        "20",
+        &[api::Event::CreateContainer],
+        move |_, payload| {
+            let request = api::CreateContainerRequest::decode(payload).unwrap();
+            let _ = shown.send(request.container.unwrap_or_default());
+            ttrpc::Response {
+                status: None,
+                payload: api::CreateContainerResponse::default().encode_to_vec(),
+            }
+        },
+    );
+    let mut adjuster = adjuster;
+    let pod = server.write(
+        "pod.json",
+        serde_json::json!({
+            "metadata": {"name": "adjusted", "namespace": "default", "uid": "uid-nri-adjusted", "attempt": 0},
+            "linux": {"cgroup_parent": "/kubepods/burstable/poduid-nri-adjusted"}
+        }),
+    );
+    let container = |name: &str| {
+        server.write(
+            &format!("{name}.json"),
+            serde_json::json!({"metadata": {"name": name}, "image": {"image": "busybox"},
+                "command": ["sleep", "1000"]}),
+        )
+    };
+    let sandbox = server.ok(&["runp", &pod]);
+
+    // What podlab cannot apply fails the creation, naming the field and the plugin.
+    let (code, _, stderr) = server.crictl(&["create", &sandbox, &container("refused"), &pod]);
+    assert_ne!(code, 0, "a sysctl adjustment was accepted");
+    assert!(
+        stderr.contains("adjuster") && stderr.contains("linux.sysctl"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.ok(&["ps", "-a", "-q"]),
+        "",
+        "the refused container is left"
+    );
+    assert!(
+        follower_saw.try_recv().is_err(),
+        "a refused container went on to the next plugin"
+    );
+
+    let id = server.ok(&["create", &sandbox, &container("app"), &pod]);
+    let seen = follower_saw
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the follower was asked");
+    assert!(
+        seen.env.iter().any(|e| e == "NRI_ADDED=yes")
+            && seen.mounts.iter().any(|m| m.destination == "/nri")
+            && seen
+                .annotations
+                .get("podlab.test/adjusted")
+                .is_some_and(|v| v == "yes"),
+        "the second plugin was shown the container as the first adjusted it: {seen:?}"
+    );
+    server.ok(&["start", &id]);
+    let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();
+    let pid = inspect["info"]["pid"].as_i64().unwrap();
+    assert!(
+        inspect["status"]["annotations"]
+            .get("podlab.test/adjusted")
+            .is_none(),
+        "a plugin's annotation is the spec's, not the CRI's: {inspect}"
+    );
+    // The kernel's word on each adjustment.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        environ.split(|b| *b == 0).any(|e| e == b"NRI_ADDED=yes"),
+        "{}",
+        String::from_utf8_lossy(&environ)
+    );
+    assert_eq!(
+        server.ok(&["exec", "-s", &id, "cat", "/nri/note"]),
+        "from the host"
+    );
+    let (code, _, stderr) = server.crictl(&["exec", "-s", &id, "touch", "/nri/new"]);
+    assert_ne!(code, 0, "the read-only mount took a new file");
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .unwrap()
+            .trim(),
+        "321"
+    );
+    let runtime = Runtime::open(RuntimeConfig::with_root(server.root())).unwrap();
+    let cgroup_file = |controller, file: &str| {
+        let pid = i32::try_from(pid).unwrap();
+        crate::cgroups::read(
+            &crate::cgroups::cgroup_dir_of(&runtime, pid, controller),
+            file,
+        )
+    };
+    assert_eq!(
+        cgroup_file(Controller::Memory, "memory.limit_in_bytes"),
+        (48 * MIB).to_string()
+    );
+    assert_eq!(cgroup_file(Controller::Pids, "pids.max"), "64");
+
+    // The plugin's own UpdateContainers: one update made, one it cannot be, answered failed.
+    let update = |id: &str, resources: api::LinuxResources| api::ContainerUpdate {
+        container_id: id.to_string(),
+        linux: Some(api::LinuxContainerUpdate {
+            resources: Some(resources),
+        }),
+        ignore_failure: false,
+    };
+    let memory = api::LinuxResources {
+        memory: Some(api::LinuxMemory {
+            limit: Some(api::OptionalInt64 { value: 40 * MIB }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cpuset = api::LinuxResources {
+        cpu: Some(api::LinuxCpu {
+            cpus: "0".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let asked = api::UpdateContainersRequest {
+        update: vec![update(&id, memory), update(&id, cpuset)],
+        evict: Vec::new(),
+    };
+    let answer = adjuster.call_runtime("UpdateContainers", asked.encode_to_vec());
+    assert!(answer.status.is_none(), "{answer:?}");
+    let failed = api::UpdateContainersResponse::decode(answer.payload.as_slice())
+        .unwrap()
+        .failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(
+        failed[0]
+            .linux
+            .as_ref()
+            .unwrap()
+            .resources
+            .as_ref()
+            .unwrap()
+            .cpu
+            .as_ref()
+            .unwrap()
+            .cpus,
+        "0"
+    );
+    assert_eq!(
+        cgroup_file(Controller::Memory, "memory.limit_in_bytes"),
+        (40 * MIB).to_string()
+    );
+
+    // An eviction stops the container, as containerd's (no grace).
+    let evict = api::UpdateContainersRequest {
+        update: Vec::new(),
+        evict: vec![api::ContainerEviction {
+            container_id: id.clone(),
+            reason: "the test evicts it".into(),
+        }],
+    };
+    let answer = adjuster.call_runtime("UpdateContainers", evict.encode_to_vec());
+    assert!(answer.status.is_none(), "{answer:?}");
+    assert_eq!(
+        server.ok(&["ps", "-a", "--state", "exited", "-q"]),
+        id,
+        "the evicted container is not exited"
+    );
 }

@@ -7,7 +7,7 @@ use podlab_runtime::{
     ContainerFilter, ContainerId, ContainerStatus, Runtime, SandboxId, SandboxStatus,
 };
 
-use super::api;
+use super::{adjust, api};
 use crate::convert;
 
 /// The pod `id`, or None once it is gone.
@@ -75,9 +75,29 @@ fn container_of(status: &ContainerStatus, record: &ContainerRecord) -> api::Cont
         name: status.metadata.name.clone(),
         state: state as i32,
         labels: convert::hash(&status.labels),
-        annotations: convert::hash(&status.annotations),
+        annotations: match &record.spec_annotations {
+            Some(adjusted) => convert::hash(adjusted),
+            None => convert::hash(&status.annotations),
+        },
         args: record.process.argv.clone(),
         env: record.process.env.clone(),
+        mounts: record
+            .config
+            .mounts
+            .iter()
+            .map(adjust::describe_mount)
+            .collect(),
+        linux: Some(api::LinuxContainer {
+            resources: Some(adjust::describe_resources(&record.config.resources.cgroup)),
+            oom_score_adj: record
+                .config
+                .resources
+                .oom_score_adj
+                .map(|value| api::OptionalInt {
+                    value: value.into(),
+                }),
+            ..Default::default()
+        }),
         pid: status
             .pid
             .and_then(|pid| u32::try_from(pid).ok())

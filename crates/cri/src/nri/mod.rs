@@ -17,9 +17,14 @@
 //! A pod (a container) whose `RunPodSandbox` (`CreateContainer`) call is under way is hidden
 //! from the CRI, as if it did not exist yet ([`Nri::hides`]); if a plugin fails the call, the
 //! RPC fails and what was made is removed. A plugin that does not answer within its timeout is
-//! disconnected. podlab applies no adjustment or update that a plugin asks for: a
-//! `CreateContainer` answer that asks for one fails the creation, saying so, and the other
-//! requests are answered as failed and written to stderr; none is dropped silently.
+//! disconnected.
+//!
+//! A plugin's `CreateContainer` answer may adjust the container before it starts
+//! ([`adjust`]: environment, args, annotations, bind mounts, `oom_score_adj`, cgroup limits)
+//! and update other containers' resources; `StopContainer`'s answer and a plugin's own
+//! `UpdateContainers` may update resources too, and the latter evict (stop) containers.
+//! What podlab cannot apply fails the creation or the update, naming the field; nothing is
+//! dropped silently.
 
 #[allow(
     clippy::all,
@@ -32,6 +37,7 @@ pub mod api {
     //! The NRI messages, generated from `proto/nri.proto` (containerd/nri v0.12.1 `pkg/api`).
     tonic::include_proto!("nri.pkg.api.v1alpha1");
 }
+pub mod adjust;
 pub mod describe;
 pub mod ttrpc;
 
@@ -84,8 +90,18 @@ pub enum NriError {
         method: &'static str,
         cause: prost::DecodeError,
     },
-    #[error("NRI plugin {plugin}: CreateContainer asked for {what}, which podlab does not apply (it applies no NRI adjustment or update)")]
-    Unsupported { plugin: String, what: &'static str },
+    #[error("NRI plugin {plugin}: CreateContainer: its adjustment {}", adjust::refusal_text(.refusal))]
+    Adjustment {
+        plugin: String,
+        refusal: adjust::Refusal,
+    },
+}
+
+/// What the plugins answered to a CreateContainer: the container adjusted (None: as it
+/// was), and the updates of other containers they asked for, each with its plugin.
+pub struct CreateAnswers {
+    pub adjusted: Option<adjust::Merge>,
+    pub updates: Vec<(String, api::ContainerUpdate)>,
 }
 
 /// The runtime's side of NRI: the socket, the plugins on it, and the pods and containers whose
@@ -234,67 +250,66 @@ impl Nri {
         }
     }
 
-    /// CreateContainer: each plugin may veto the container. One that asks for an adjustment,
-    /// an update or an eviction fails it too: podlab applies none.
+    /// CreateContainer: each plugin may veto the container, adjust it (shown to the next
+    /// plugin adjusted) and ask for updates of other containers. Evictions asked here are
+    /// written to stderr and not made, as containerd makes none.
     pub async fn create_container(
         &self,
         pod: &api::PodSandbox,
         container: &api::Container,
-    ) -> Result<(), NriError> {
-        let request = api::CreateContainerRequest {
-            pod: Some(pod.clone()),
-            container: Some(container.clone()),
-        };
+    ) -> Result<CreateAnswers, NriError> {
+        let mut merge = adjust::Merge::new(container.clone());
+        let mut updates = Vec::new();
         for plugin in self.subscribers(Event::CreateContainer).await {
+            let request = api::CreateContainerRequest {
+                pod: Some(pod.clone()),
+                container: Some(merge.container.clone()),
+            };
             let reply: api::CreateContainerResponse = self
                 .call(&plugin, "CreateContainer", &request, REQUEST_TIMEOUT)
                 .await?;
-            let asked = if reply
-                .adjust
-                .is_some_and(|a| a != api::ContainerAdjustment::default())
-            {
-                Some("an adjustment")
-            } else if !reply.update.is_empty() {
-                Some("container updates")
-            } else if !reply.evict.is_empty() {
-                Some("evictions")
-            } else {
-                None
-            };
-            if let Some(what) = asked {
-                return Err(NriError::Unsupported {
-                    plugin: plugin.name(),
-                    what,
-                });
+            if let Some(adjustment) = &reply.adjust {
+                merge.apply(&plugin.name(), adjustment).map_err(|refusal| {
+                    NriError::Adjustment {
+                        plugin: plugin.name(),
+                        refusal,
+                    }
+                })?;
+            }
+            updates.extend(reply.update.into_iter().map(|u| (plugin.name(), u)));
+            if !reply.evict.is_empty() {
+                eprintln!(
+                    "podlab cri: NRI plugin {}: CreateContainer asked for {} evictions; as containerd, podlab makes none there (UpdateContainers evicts)",
+                    plugin.name(),
+                    reply.evict.len()
+                );
             }
         }
-        Ok(())
+        Ok(CreateAnswers {
+            adjusted: merge.changed.then_some(merge),
+            updates,
+        })
     }
 
-    /// StopContainer: told after the container stopped. Updates a plugin asks for in return
-    /// are written to stderr, not applied.
+    /// StopContainer: told after the container stopped. The updates the plugins ask for in
+    /// return, each with the plugin that asked.
     pub async fn stop_container(
         &self,
         pod: &api::PodSandbox,
         container: &api::Container,
-    ) -> Result<(), NriError> {
+    ) -> Result<Vec<(String, api::ContainerUpdate)>, NriError> {
         let request = api::StopContainerRequest {
             pod: Some(pod.clone()),
             container: Some(container.clone()),
         };
+        let mut updates = Vec::new();
         for plugin in self.subscribers(Event::StopContainer).await {
             let reply: api::StopContainerResponse = self
                 .call(&plugin, "StopContainer", &request, REQUEST_TIMEOUT)
                 .await?;
-            if !reply.update.is_empty() {
-                eprintln!(
-                    "podlab cri: NRI plugin {}: StopContainer asked for {} container updates; podlab applies none",
-                    plugin.name(),
-                    reply.update.len()
-                );
-            }
+            updates.extend(reply.update.into_iter().map(|u| (plugin.name(), u)));
         }
-        Ok(())
+        Ok(updates)
     }
 
     fn forget(&self, plugin: &Arc<Plugin>) {
@@ -567,20 +582,26 @@ fn runtime_request(cri: &Arc<Cri>, plugin: &Arc<Plugin>, message: ttrpc::Message
             }
         }
         (RUNTIME_SERVICE, "UpdateContainers") => {
-            let asked = api::UpdateContainersRequest::decode(request.payload.as_slice())
-                .unwrap_or_default();
-            eprintln!(
-                "podlab cri: NRI plugin {}: UpdateContainers asked for {} updates and {} evictions; podlab applies none",
-                plugin.name(),
-                asked.update.len(),
-                asked.evict.len()
-            );
-            ttrpc::Response {
-                status: None,
-                payload: api::UpdateContainersResponse {
-                    failed: asked.update,
+            match api::UpdateContainersRequest::decode(request.payload.as_slice()) {
+                Ok(asked) => {
+                    let (cri, plugin) = (Arc::clone(cri), Arc::clone(plugin));
+                    tokio::spawn(async move {
+                        let failed = cri.nri_update_containers(&plugin.name(), asked).await;
+                        let payload = api::UpdateContainersResponse { failed }.encode_to_vec();
+                        plugin.respond(
+                            message.stream,
+                            ttrpc::Response {
+                                status: None,
+                                payload,
+                            },
+                        );
+                    });
+                    return;
                 }
-                .encode_to_vec(),
+                Err(e) => failure(
+                    ttrpc::CODE_UNKNOWN,
+                    format!("UpdateContainers: not an UpdateContainersRequest: {e}"),
+                ),
             }
         }
         (service, method) => failure(
@@ -636,11 +657,12 @@ async fn register_plugin(cri: Arc<Cri>, plugin: Arc<Plugin>) {
     match synchronized {
         Ok(reply) => {
             if !reply.update.is_empty() {
-                eprintln!(
-                    "podlab cri: NRI plugin {}: Synchronize asked for {} container updates; podlab applies none",
-                    plugin.name(),
-                    reply.update.len()
-                );
+                let asked = api::UpdateContainersRequest {
+                    update: reply.update,
+                    evict: Vec::new(),
+                };
+                // Each failure is written to stderr there; Synchronize has nobody to answer.
+                cri.nri_update_containers(&plugin.name(), asked).await;
             }
             if plugin.state() == State::Synchronizing {
                 plugin.set_state(State::Ready);

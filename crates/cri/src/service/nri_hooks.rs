@@ -12,7 +12,7 @@ use tonic::Status;
 
 use super::Cri;
 use crate::nri::api::{self, Event};
-use crate::nri::describe;
+use crate::nri::{self, adjust, describe};
 use crate::proto;
 use crate::status::from_runtime;
 
@@ -158,16 +158,28 @@ impl Cri {
         })?;
         let described = describe::container(&self.runtime, &container);
         let hook = match &described {
-            Some((pod, created)) => nri.create_container(pod, created).await,
-            None => Ok(()),
+            Some((pod, created)) => nri
+                .create_container(pod, created)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Ok(nri::CreateAnswers {
+                adjusted: None,
+                updates: Vec::new(),
+            }),
         };
-        if let Err(e) = hook {
+        let applied = match hook {
+            Ok(answers) => self.nri_apply_create_answers(&container, answers).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = applied {
             let _ = self.runtime.remove_container(&container);
             nri.show(id);
             return Err(Status::unknown(format!(
                 "failed to create container {id:?}: {e}"
             )));
         }
+        // The plugins are told of the container as they made it.
+        let described = describe::container(&self.runtime, &container);
         nri.show(id);
         self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
         if let Some((pod, created)) = described {
@@ -244,10 +256,97 @@ impl Cri {
             return;
         }
         if let Some((pod, stopped)) = describe::container(&self.runtime, container) {
-            if let Err(e) = nri.stop_container(&pod, &stopped).await {
-                eprintln!("podlab cri: {e}");
+            match nri.stop_container(&pod, &stopped).await {
+                Ok(updates) => {
+                    for (plugin, update) in updates {
+                        if let Err(e) = self.nri_update(&update) {
+                            eprintln!("podlab cri: NRI plugin {plugin}: StopContainer's update of {:?}: {e}", update.container_id);
+                        }
+                    }
+                }
+                Err(e) => eprintln!("podlab cri: {e}"),
             }
         }
+    }
+
+    /// A CreateContainer hook's answers: the container adjusted, then the other containers
+    /// updated. An update that fails, unless the plugin said to ignore its failure, fails the
+    /// creation.
+    async fn nri_apply_create_answers(
+        &self,
+        container: &ContainerId,
+        answers: nri::CreateAnswers,
+    ) -> Result<(), String> {
+        if let Some(merge) = &answers.adjusted {
+            self.runtime
+                .adjust_created_container(container, |record| merge.apply_to(record))
+                .map_err(|e| format!("applying the NRI plugins' adjustment: {e}"))?;
+        }
+        for (plugin, update) in &answers.updates {
+            if let Err(e) = self.nri_update(update) {
+                if !update.ignore_failure {
+                    return Err(format!(
+                        "NRI plugin {plugin}: its update of container {:?}: {e}",
+                        update.container_id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An NRI container update: new cgroup values, as UpdateContainerResources writes them. An
+    /// unknown container is no error (containerd's rule: it may be gone already).
+    fn nri_update(&self, update: &api::ContainerUpdate) -> Result<(), String> {
+        let Ok(container) = self.runtime.resolve_container_id(&update.container_id) else {
+            return Ok(());
+        };
+        let asked = update
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.resources.clone())
+            .unwrap_or_default();
+        let resources = adjust::cgroup_resources(&asked).map_err(|r| adjust::refusal_text(&r))?;
+        self.runtime
+            .update_container_resources(&container, &resources)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A plugin's own UpdateContainers: each update made (those that fail are answered back,
+    /// as containerd answers), then each eviction, a stop without grace as containerd's.
+    pub(crate) async fn nri_update_containers(
+        &self,
+        plugin: &str,
+        asked: api::UpdateContainersRequest,
+    ) -> Vec<api::ContainerUpdate> {
+        let mut failed = Vec::new();
+        for update in asked.update {
+            if let Err(e) = self.nri_update(&update) {
+                eprintln!(
+                    "podlab cri: NRI plugin {plugin}: its update of container {:?} failed: {e}",
+                    update.container_id
+                );
+                failed.push(update);
+            }
+        }
+        for eviction in asked.evict {
+            let Ok(container) = self.runtime.resolve_container_id(&eviction.container_id) else {
+                continue;
+            };
+            let running = self
+                .runtime
+                .container_status(&container)
+                .is_ok_and(|s| s.state == ContainerState::Running);
+            match self.runtime.stop_container(&container, Duration::ZERO) {
+                Ok(()) if running => self.nri_stopped_container(&container).await,
+                Ok(()) => {}
+                Err(e) => eprintln!(
+                    "podlab cri: NRI plugin {plugin}: its eviction of container {:?} ({}) failed: {e}",
+                    eviction.container_id, eviction.reason
+                ),
+            }
+        }
+        failed
     }
 
     /// Before RemoveContainer: the container described, for [`Cri::nri_removed_container`].

@@ -1,0 +1,695 @@
+//! NRI plugins' adjustments to a container being created, merged as containerd/nri's
+//! adaptation merges them, and the container's record changed to match before its start.
+//!
+//! Plugins are asked one after the other; each is shown the container with the adjustments
+//! of those before it. A field (an environment variable, an annotation, a mount's
+//! destination, the args, a resource) belongs to the first plugin that sets it, and another
+//! plugin that sets it too fails the creation. A key prefixed with `-` removes the field
+//! (`-NAME` for a variable, `-/path` for a mount), whoever set it; it then belongs to the
+//! plugin that removed it. These are containerd/nri's owners rules.
+//!
+//! podlab applies what its containers have: environment, args, annotations, bind mounts,
+//! `oom_score_adj`, and the memory limit, CPU shares, quota and period, pids limit and huge
+//! page limits of the container's cgroup. Anything else a plugin asks for (OCI hooks, devices,
+//! rlimits, sysctls, namespaces, seccomp, scheduling, RDT, ...) fails the creation, naming
+//! the field: nothing is dropped silently.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use podlab_runtime::config::{Mount, Propagation};
+use podlab_runtime::state::ContainerRecord;
+
+use super::api;
+
+/// Why a plugin's adjustment cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A field podlab does not apply, as NRI names it (`linux.sysctl`).
+    Unsupported(String),
+    /// Another plugin set `what` first.
+    Conflict { other: String, what: String },
+    /// A value podlab cannot take (a mount it cannot make, empty args).
+    Invalid(String),
+}
+
+/// The adjustments merged so far, and the container as the next plugin sees it.
+pub struct Merge {
+    pub container: api::Container,
+    /// Field → the plugin that set it, or `-plugin` where that plugin removed it.
+    owners: HashMap<String, String>,
+    pub changed: bool,
+}
+
+const REMOVE: char = '-';
+
+impl Merge {
+    pub fn new(container: api::Container) -> Merge {
+        Merge {
+            container,
+            owners: HashMap::new(),
+            changed: false,
+        }
+    }
+
+    fn claim(&mut self, what: String, plugin: &str) -> Result<(), Refusal> {
+        if let Some(owner) = self.owners.get(&what) {
+            let other = owner.strip_prefix(REMOVE).unwrap_or(owner);
+            if other != plugin {
+                return Err(Refusal::Conflict {
+                    other: other.to_string(),
+                    what,
+                });
+            }
+        }
+        self.owners.insert(what, plugin.to_string());
+        Ok(())
+    }
+
+    fn clear(&mut self, what: String, plugin: &str) {
+        self.owners.insert(what, format!("{REMOVE}{plugin}"));
+    }
+
+    /// `plugin`'s adjustment, on top of those before it; all of it or, refused, none.
+    pub fn apply(
+        &mut self,
+        plugin: &str,
+        adjust: &api::ContainerAdjustment,
+    ) -> Result<(), Refusal> {
+        if *adjust == api::ContainerAdjustment::default() {
+            return Ok(());
+        }
+        refuse_unsupported(adjust)?;
+        let mut next = Merge {
+            container: self.container.clone(),
+            owners: self.owners.clone(),
+            changed: true,
+        };
+        next.apply_all(plugin, adjust)?;
+        *self = next;
+        Ok(())
+    }
+
+    fn apply_all(
+        &mut self,
+        plugin: &str,
+        adjust: &api::ContainerAdjustment,
+    ) -> Result<(), Refusal> {
+        let mut annotations: Vec<_> = adjust.annotations.iter().collect();
+        annotations.sort(); // removals ("-key") first, as a map gives them in no order
+        for (key, value) in annotations {
+            match key.strip_prefix(REMOVE) {
+                Some(key) => {
+                    self.clear(format!("annotation {key}"), plugin);
+                    self.container.annotations.remove(key);
+                }
+                None => {
+                    self.claim(format!("annotation {key}"), plugin)?;
+                    self.container
+                        .annotations
+                        .insert(key.clone(), value.clone());
+                }
+            }
+        }
+        for mount in &adjust.mounts {
+            match mount.destination.strip_prefix(REMOVE) {
+                Some(destination) => {
+                    self.clear(format!("mount {destination}"), plugin);
+                    self.container
+                        .mounts
+                        .retain(|m| m.destination != destination);
+                }
+                None => {
+                    self.claim(format!("mount {}", mount.destination), plugin)?;
+                    bind_mount(mount)?;
+                    self.container
+                        .mounts
+                        .retain(|m| m.destination != mount.destination);
+                    self.container.mounts.push(mount.clone());
+                }
+            }
+        }
+        for variable in &adjust.env {
+            let (name, removed) = match variable.key.strip_prefix(REMOVE) {
+                Some(name) => (name, true),
+                None => (variable.key.as_str(), false),
+            };
+            if removed {
+                self.clear(format!("env {name}"), plugin);
+            } else {
+                self.claim(format!("env {name}"), plugin)?;
+            }
+            let prefix = format!("{name}=");
+            self.container
+                .env
+                .retain(|e| !e.starts_with(&prefix) && e != name);
+            if !removed {
+                self.container
+                    .env
+                    .push(format!("{name}={}", variable.value));
+            }
+        }
+        if !adjust.args.is_empty() {
+            let args = match adjust.args.split_first() {
+                Some((first, rest)) if first.is_empty() => {
+                    self.clear("args".into(), plugin);
+                    rest
+                }
+                _ => &adjust.args[..],
+            };
+            if args.is_empty() {
+                return Err(Refusal::Invalid(
+                    "args: a process needs at least one".into(),
+                ));
+            }
+            self.claim("args".into(), plugin)?;
+            self.container.args = args.to_vec();
+        }
+        let Some(linux) = &adjust.linux else {
+            return Ok(());
+        };
+        let adjusted = self.container.linux.get_or_insert_with(Default::default);
+        if let Some(oom) = &linux.oom_score_adj {
+            adjusted.oom_score_adj = Some(*oom);
+            self.claim("oom_score_adj".into(), plugin)?;
+        }
+        if let Some(wanted) = &linux.resources {
+            self.adjust_resources(wanted, plugin)?;
+        }
+        Ok(())
+    }
+
+    fn adjust_resources(
+        &mut self,
+        wanted: &api::LinuxResources,
+        plugin: &str,
+    ) -> Result<(), Refusal> {
+        let mut claims = Vec::new();
+        let linux = self.container.linux.get_or_insert_with(Default::default);
+        let resources = linux.resources.get_or_insert_with(Default::default);
+        if let Some(limit) = wanted.memory.as_ref().and_then(|m| m.limit) {
+            let memory = resources.memory.get_or_insert_with(Default::default);
+            memory.limit = Some(limit);
+            claims.push("memory limit".to_string());
+        }
+        if let Some(cpu) = &wanted.cpu {
+            let adjusted = resources.cpu.get_or_insert_with(Default::default);
+            if let Some(shares) = cpu.shares {
+                adjusted.shares = Some(shares);
+                claims.push("CPU shares".into());
+            }
+            if let Some(quota) = cpu.quota {
+                adjusted.quota = Some(quota);
+                claims.push("CPU quota".into());
+            }
+            if let Some(period) = cpu.period {
+                adjusted.period = Some(period);
+                claims.push("CPU period".into());
+            }
+        }
+        if let Some(pids) = &wanted.pids {
+            resources.pids = Some(*pids);
+            claims.push("pids limit".into());
+        }
+        for limit in &wanted.hugepage_limits {
+            resources
+                .hugepage_limits
+                .retain(|l| l.page_size != limit.page_size);
+            resources.hugepage_limits.push(limit.clone());
+            claims.push(format!("hugepage limit {}", limit.page_size));
+        }
+        for what in claims {
+            self.claim(what, plugin)?;
+        }
+        Ok(())
+    }
+
+    /// The record changed as the merged adjustments say, for
+    /// [`podlab_runtime::Runtime::adjust_created_container`]. A mount described from the record
+    /// and left as it was stays the record's own (an image volume keeps its image).
+    pub fn apply_to(&self, record: &mut ContainerRecord) -> Result<(), String> {
+        let container = &self.container;
+        record.process.env = container.env.clone();
+        record.process.argv = container.args.clone();
+        let annotations: BTreeMap<String, String> = container
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if annotations != record.config.annotations {
+            record.spec_annotations = Some(annotations);
+        }
+        let mut mounts = Vec::new();
+        for mount in &container.mounts {
+            let same = record
+                .config
+                .mounts
+                .iter()
+                .find(|original| describe_mount(original) == *mount);
+            match same {
+                Some(original) => mounts.push(original.clone()),
+                None => mounts.push(bind_mount(mount).map_err(|r| refusal_text(&r))?),
+            }
+        }
+        record.config.mounts = mounts;
+        let linux = container.linux.clone().unwrap_or_default();
+        record.config.resources.oom_score_adj = linux
+            .oom_score_adj
+            .map(|o| i32::try_from(o.value))
+            .transpose()
+            .map_err(|_| "oom_score_adj out of range".to_string())?;
+        record.config.resources.cgroup =
+            cgroup_resources(&linux.resources.unwrap_or_default()).map_err(|r| refusal_text(&r))?;
+        Ok(())
+    }
+}
+
+pub fn refusal_text(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::Unsupported(field) => format!("asks for {field}, which podlab does not apply"),
+        Refusal::Conflict { other, what } => {
+            format!("sets {what}, which plugin {other:?} set first")
+        }
+        Refusal::Invalid(message) => message.clone(),
+    }
+}
+
+/// The fields of an adjustment that podlab does not apply, the first one named.
+fn refuse_unsupported(adjust: &api::ContainerAdjustment) -> Result<(), Refusal> {
+    let hooks = adjust
+        .hooks
+        .as_ref()
+        .is_some_and(|h| *h != api::Hooks::default());
+    let mut asked = vec![
+        ("hooks", hooks),
+        ("rlimits", !adjust.rlimits.is_empty()),
+        ("CDI_devices", !adjust.cdi_devices.is_empty()),
+    ];
+    if let Some(linux) = &adjust.linux {
+        asked.extend([
+            ("linux.devices", !linux.devices.is_empty()),
+            ("linux.cgroups_path", !linux.cgroups_path.is_empty()),
+            ("linux.io_priority", linux.io_priority.is_some()),
+            ("linux.seccomp_policy", linux.seccomp_policy.is_some()),
+            ("linux.namespaces", !linux.namespaces.is_empty()),
+            ("linux.sysctl", !linux.sysctl.is_empty()),
+            ("linux.net_devices", !linux.net_devices.is_empty()),
+            ("linux.scheduler", linux.scheduler.is_some()),
+            ("linux.rdt", linux.rdt.is_some()),
+            ("linux.memory_policy", linux.memory_policy.is_some()),
+        ]);
+        if let Some(resources) = &linux.resources {
+            cgroup_resources(resources)?;
+        }
+    }
+    match asked.into_iter().find(|(_, set)| *set) {
+        Some((field, _)) => Err(Refusal::Unsupported(field.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// NRI's resources as a cgroup's, or the first field podlab's cgroups do not set.
+pub fn cgroup_resources(
+    resources: &api::LinuxResources,
+) -> Result<podlab_cgroups::Resources, Refusal> {
+    let unsupported = |field: &str| Err(Refusal::Unsupported(format!("linux.resources.{field}")));
+    let memory = resources.memory.unwrap_or_default();
+    let cpu = resources.cpu.clone().unwrap_or_default();
+    let others = [
+        ("memory.reservation", memory.reservation.is_some()),
+        ("memory.swap", memory.swap.is_some()),
+        ("memory.kernel", memory.kernel.is_some()),
+        ("memory.kernel_tcp", memory.kernel_tcp.is_some()),
+        ("memory.swappiness", memory.swappiness.is_some()),
+        (
+            "memory.disable_oom_killer",
+            memory.disable_oom_killer.is_some(),
+        ),
+        ("memory.use_hierarchy", memory.use_hierarchy.is_some()),
+        ("cpu.realtime_runtime", cpu.realtime_runtime.is_some()),
+        ("cpu.realtime_period", cpu.realtime_period.is_some()),
+        ("cpu.cpus", !cpu.cpus.is_empty()),
+        ("cpu.mems", !cpu.mems.is_empty()),
+        ("blockio_class", resources.blockio_class.is_some()),
+        ("rdt_class", resources.rdt_class.is_some()),
+        ("unified", !resources.unified.is_empty()),
+        ("devices", !resources.devices.is_empty()),
+    ];
+    if let Some((field, _)) = others.iter().find(|(_, set)| *set) {
+        return unsupported(field);
+    }
+    let hugepage_limits = resources
+        .hugepage_limits
+        .iter()
+        .map(|l| podlab_cgroups::hugetlb::HugepageLimit {
+            page_size: l.page_size.clone(),
+            limit: l.limit,
+        })
+        .collect();
+    Ok(podlab_cgroups::Resources {
+        cpu_shares: cpu.shares.map_or(0, |v| v.value),
+        cpu_quota: cpu.quota.map_or(0, |v| v.value),
+        cpu_period: cpu.period.map_or(0, |v| v.value),
+        memory_limit_in_bytes: memory.limit.map_or(0, |v| v.value),
+        pids_limit: resources.pids.map_or(0, |p| p.limit),
+        hugepage_limits,
+    })
+}
+
+/// A cgroup's resources as NRI describes them: only what is set.
+pub fn describe_resources(resources: &podlab_cgroups::Resources) -> api::LinuxResources {
+    let int = |v: i64| (v != 0).then_some(api::OptionalInt64 { value: v });
+    let uint = |v: u64| (v != 0).then_some(api::OptionalUInt64 { value: v });
+    api::LinuxResources {
+        memory: Some(api::LinuxMemory {
+            limit: int(resources.memory_limit_in_bytes),
+            ..Default::default()
+        }),
+        cpu: Some(api::LinuxCpu {
+            shares: uint(resources.cpu_shares),
+            quota: int(resources.cpu_quota),
+            period: uint(resources.cpu_period),
+            ..Default::default()
+        }),
+        hugepage_limits: resources
+            .hugepage_limits
+            .iter()
+            .map(|l| api::HugepageLimit {
+                page_size: l.page_size.clone(),
+                limit: l.limit,
+            })
+            .collect(),
+        pids: (resources.pids_limit != 0).then_some(api::LinuxPids {
+            limit: resources.pids_limit,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A container's volume as NRI describes a mount: runc's bind mount, its options as
+/// containerd writes them; an image volume is of type `image`, its source the image.
+pub fn describe_mount(mount: &Mount) -> api::Mount {
+    let (kind, source) = match &mount.image {
+        Some(volume) => ("image", volume.image.clone()),
+        None => ("bind", mount.host_path.display().to_string()),
+    };
+    let mut options = vec![
+        "rbind".to_string(),
+        mount.propagation.as_str().to_string(),
+        if mount.readonly { "ro" } else { "rw" }.to_string(),
+    ];
+    if mount.recursive_readonly {
+        options.push("rro".into());
+    }
+    api::Mount {
+        destination: mount.container_path.display().to_string(),
+        r#type: kind.to_string(),
+        source,
+        options,
+    }
+}
+
+/// A plugin's mount as a container volume: a bind mount, with the options podlab's volumes
+/// have. Any other type or option is refused, naming it.
+pub fn bind_mount(mount: &api::Mount) -> Result<Mount, Refusal> {
+    let invalid = |what: String| {
+        Err(Refusal::Invalid(format!(
+            "mount {}: {what}",
+            mount.destination
+        )))
+    };
+    if !matches!(mount.r#type.as_str(), "bind" | "rbind" | "") {
+        return invalid(format!(
+            "type {:?}: podlab makes bind mounts only",
+            mount.r#type
+        ));
+    }
+    if !Path::new(&mount.destination).is_absolute() || !Path::new(&mount.source).is_absolute() {
+        return invalid(format!(
+            "its source {:?} and destination must be absolute paths",
+            mount.source
+        ));
+    }
+    let mut made = Mount {
+        host_path: PathBuf::from(&mount.source),
+        container_path: PathBuf::from(&mount.destination),
+        ..Default::default()
+    };
+    let mut bind = !mount.r#type.is_empty();
+    for option in &mount.options {
+        match option.as_str() {
+            "bind" | "rbind" => bind = true,
+            "ro" => made.readonly = true,
+            "rw" => made.readonly = false,
+            "rro" => (made.readonly, made.recursive_readonly) = (true, true),
+            "rprivate" | "private" => made.propagation = Propagation::Private,
+            "rslave" | "slave" => made.propagation = Propagation::Slave,
+            "rshared" | "shared" => made.propagation = Propagation::Shared,
+            other => {
+                return invalid(format!(
+                    "option {other:?}: podlab's volumes take bind, rbind, ro, rw, rro and a propagation"
+                ))
+            }
+        }
+    }
+    if !bind {
+        return invalid("no type and no bind option: podlab makes bind mounts only".into());
+    }
+    Ok(made)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container() -> api::Container {
+        api::Container {
+            id: "c".into(),
+            args: vec!["sh".into()],
+            env: vec!["PATH=/bin".into(), "HOME=/root".into()],
+            annotations: [("kept".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    fn env(key: &str, value: &str) -> api::KeyValue {
+        api::KeyValue {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    fn bind(source: &str, destination: &str, options: &[&str]) -> api::Mount {
+        api::Mount {
+            destination: destination.into(),
+            r#type: "bind".into(),
+            source: source.into(),
+            options: options.iter().map(|o| o.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn each_plugin_sees_the_container_as_those_before_it_left_it() {
+        let mut merge = Merge::new(container());
+        let first = api::ContainerAdjustment {
+            env: vec![env("FROM", "first"), env("-HOME", "")],
+            args: vec!["sleep".into(), "1".into()],
+            ..Default::default()
+        };
+        merge.apply("first", &first).unwrap();
+        assert_eq!(merge.container.env, ["PATH=/bin", "FROM=first"]);
+        assert_eq!(merge.container.args, ["sleep", "1"]);
+        let second = api::ContainerAdjustment {
+            env: vec![env("HOME", "/home")],
+            annotations: [("added".to_string(), "2".to_string())].into(),
+            ..Default::default()
+        };
+        // A removal claims the variable too (containerd/nri's owners): only the plugin that
+        // removed it may set it again.
+        assert_eq!(
+            merge.apply("second", &second),
+            Err(Refusal::Conflict {
+                other: "first".into(),
+                what: "env HOME".into()
+            })
+        );
+        assert_eq!(
+            merge.container.annotations.len(),
+            1,
+            "a refused adjustment is not applied"
+        );
+        merge.apply("first", &second).unwrap();
+        assert_eq!(
+            merge.container.env,
+            ["PATH=/bin", "FROM=first", "HOME=/home"]
+        );
+        assert_eq!(merge.container.annotations.len(), 2);
+        assert!(merge.changed);
+    }
+
+    #[test]
+    fn two_plugins_setting_one_field_fail_naming_the_first() {
+        let mut merge = Merge::new(container());
+        let set = |value: &str| api::ContainerAdjustment {
+            env: vec![env("SHARED", value)],
+            ..Default::default()
+        };
+        merge.apply("first", &set("1")).unwrap();
+        assert_eq!(
+            merge.apply("second", &set("2")),
+            Err(Refusal::Conflict {
+                other: "first".into(),
+                what: "env SHARED".into()
+            })
+        );
+        let limit = |value: i64| api::ContainerAdjustment {
+            linux: Some(api::LinuxContainerAdjustment {
+                resources: Some(api::LinuxResources {
+                    memory: Some(api::LinuxMemory {
+                        limit: Some(api::OptionalInt64 { value }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        merge.apply("first", &limit(1 << 20)).unwrap();
+        let refused = merge.apply("second", &limit(2 << 20)).unwrap_err();
+        assert_eq!(
+            refusal_text(&refused),
+            "sets memory limit, which plugin \"first\" set first"
+        );
+    }
+
+    #[test]
+    fn what_podlab_does_not_apply_is_refused_by_name() {
+        let mut merge = Merge::new(container());
+        let sysctl = api::ContainerAdjustment {
+            linux: Some(api::LinuxContainerAdjustment {
+                sysctl: [("net.ipv4.ip_forward".to_string(), "1".to_string())].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            merge.apply("p", &sysctl),
+            Err(Refusal::Unsupported("linux.sysctl".into()))
+        );
+        let cpuset = api::ContainerAdjustment {
+            linux: Some(api::LinuxContainerAdjustment {
+                resources: Some(api::LinuxResources {
+                    cpu: Some(api::LinuxCpu {
+                        cpus: "0".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            merge.apply("p", &cpuset),
+            Err(Refusal::Unsupported("linux.resources.cpu.cpus".into()))
+        );
+        let tmpfs = api::ContainerAdjustment {
+            mounts: vec![api::Mount {
+                destination: "/scratch".into(),
+                r#type: "tmpfs".into(),
+                source: "tmpfs".into(),
+                options: Vec::new(),
+            }],
+            ..Default::default()
+        };
+        assert!(
+            matches!(merge.apply("p", &tmpfs), Err(Refusal::Invalid(m)) if m.contains("tmpfs"))
+        );
+        let nosuid = api::ContainerAdjustment {
+            mounts: vec![bind("/srv", "/srv", &["rbind", "nosuid"])],
+            ..Default::default()
+        };
+        assert!(
+            matches!(merge.apply("p", &nosuid), Err(Refusal::Invalid(m)) if m.contains("nosuid"))
+        );
+        assert!(!merge.changed, "nothing refused was applied");
+        assert_eq!(merge.container, container());
+    }
+
+    #[test]
+    fn a_mount_replaces_the_one_at_its_destination_and_an_unchanged_one_stays_the_records() {
+        let original = Mount {
+            host_path: "/var/lib/data".into(),
+            container_path: "/data".into(),
+            readonly: true,
+            ..Default::default()
+        };
+        let kept = Mount {
+            host_path: "/var/lib/logs".into(),
+            container_path: "/logs".into(),
+            ..Default::default()
+        };
+        let mut described = container();
+        described.mounts = vec![describe_mount(&original), describe_mount(&kept)];
+        let mut merge = Merge::new(described);
+        let adjustment = api::ContainerAdjustment {
+            mounts: vec![bind("/srv/other", "/data", &["rbind", "rslave", "rw"])],
+            ..Default::default()
+        };
+        merge.apply("p", &adjustment).unwrap();
+        let mut record = ContainerRecord {
+            id: podlab_runtime::ContainerId::generate(),
+            sandbox_id: podlab_runtime::SandboxId::generate(),
+            config: Default::default(),
+            image: Default::default(),
+            process: Default::default(),
+            log_path: PathBuf::new(),
+            pid_mode: podlab_runtime::state::PidMode::Container,
+            created_at: 0,
+            started_at: 0,
+            finished_at: 0,
+            state: podlab_runtime::status::ContainerState::Created,
+            exit_code: None,
+            reason: None,
+            message: None,
+            pid: None,
+            namespaces: Default::default(),
+            start_trace: Vec::new(),
+            cgroup: None,
+            user: None,
+            spec_annotations: None,
+        };
+        record.config.mounts = vec![original, kept.clone()];
+        merge.apply_to(&mut record).unwrap();
+        let replaced = Mount {
+            host_path: "/srv/other".into(),
+            container_path: "/data".into(),
+            propagation: Propagation::Slave,
+            ..Default::default()
+        };
+        assert_eq!(record.config.mounts, [kept, replaced]);
+        assert_eq!(record.process.env, ["PATH=/bin", "HOME=/root"]);
+        assert_eq!(
+            record.spec_annotations.as_ref().map(|a| a.len()),
+            Some(1),
+            "the CRI's annotations are kept apart from the plugins' view"
+        );
+    }
+
+    #[test]
+    fn resources_round_trip_through_their_description() {
+        let resources = podlab_cgroups::Resources {
+            cpu_shares: 512,
+            cpu_quota: 50_000,
+            cpu_period: 100_000,
+            memory_limit_in_bytes: 64 << 20,
+            pids_limit: 100,
+            hugepage_limits: Vec::new(),
+        };
+        assert_eq!(
+            cgroup_resources(&describe_resources(&resources)).unwrap(),
+            resources
+        );
+    }
+}
