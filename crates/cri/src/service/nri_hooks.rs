@@ -167,19 +167,23 @@ impl Cri {
                 updates: Vec::new(),
             }),
         };
-        let applied = match hook {
-            Ok(answers) => self.nri_apply_create_answers(&container, answers).await,
-            Err(e) => Err(e),
+        let applied = hook.and_then(|answers| self.nri_apply_create_answers(&container, answers));
+        let adjusted = match applied {
+            Ok(adjusted) => adjusted,
+            Err(e) => {
+                let _ = self.runtime.remove_container(&container);
+                nri.show(id);
+                return Err(Status::unknown(format!(
+                    "failed to create container {id:?}: {e}"
+                )));
+            }
         };
-        if let Err(e) = applied {
-            let _ = self.runtime.remove_container(&container);
-            nri.show(id);
-            return Err(Status::unknown(format!(
-                "failed to create container {id:?}: {e}"
-            )));
-        }
-        // The plugins are told of the container as they made it.
-        let described = describe::container(&self.runtime, &container);
+        // PostCreateContainer tells of the container as the plugins made it.
+        let described = if adjusted {
+            describe::container(&self.runtime, &container)
+        } else {
+            described
+        };
         nri.show(id);
         self.container_event(id, proto::ContainerEventType::ContainerCreatedEvent);
         if let Some((pod, created)) = described {
@@ -270,13 +274,13 @@ impl Cri {
     }
 
     /// A CreateContainer hook's answers: the container adjusted, then the other containers
-    /// updated. An update that fails, unless the plugin said to ignore its failure, fails the
-    /// creation.
-    async fn nri_apply_create_answers(
+    /// updated; whether there was an adjustment. An update that fails, unless the plugin said
+    /// to ignore its failure, fails the creation.
+    fn nri_apply_create_answers(
         &self,
         container: &ContainerId,
         answers: nri::CreateAnswers,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if let Some(merge) = &answers.adjusted {
             self.runtime
                 .adjust_created_container(container, |record| merge.apply_to(record))
@@ -292,7 +296,7 @@ impl Cri {
                 }
             }
         }
-        Ok(())
+        Ok(answers.adjusted.is_some())
     }
 
     /// An NRI container update: new cgroup values, as UpdateContainerResources writes them. An
