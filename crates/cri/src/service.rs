@@ -1132,6 +1132,35 @@ impl Runtimes {
         Ok(reply)
     }
 
+    async fn update_container_resources_to_the_end(
+        &self,
+        request: Request<proto::UpdateContainerResourcesRequest>,
+    ) -> Reply<proto::UpdateContainerResourcesResponse> {
+        let req = request.into_inner();
+        let id = req.container_id.clone();
+        let requested = req
+            .linux
+            .as_ref()
+            .ok_or_else(|| invalid("linux", "Linux resources are required"))
+            .and_then(|linux| convert::cgroup_resources("linux", linux));
+        // The plugins may change a valid update before it is written.
+        let adjusted = match &requested {
+            Ok(requested) => self.0.nri_update_container(&id, &requested.cgroup).await?,
+            Err(_) => None,
+        };
+        let reply = self.0.call("UpdateContainerResources", &id, || {
+            let id = self.0.container_id("container_id", &req.container_id)?;
+            let resources = adjusted.unwrap_or(requested?.cgroup);
+            self.0
+                .runtime
+                .update_container_resources(&id, &resources)
+                .map_err(from_runtime)?;
+            Ok(proto::UpdateContainerResourcesResponse {})
+        })?;
+        self.0.nri_updated_container(&id).await;
+        Ok(reply)
+    }
+
     async fn remove_container_to_the_end(
         &self,
         request: Request<proto::RemoveContainerRequest>,
@@ -1303,21 +1332,8 @@ impl RuntimeService for Runtimes {
         &self,
         request: Request<proto::UpdateContainerResourcesRequest>,
     ) -> Reply<proto::UpdateContainerResourcesResponse> {
-        let req = request.into_inner();
-        let id = req.container_id.clone();
-        self.0.call("UpdateContainerResources", &id, || {
-            let id = self.0.container_id("container_id", &req.container_id)?;
-            let resources = req
-                .linux
-                .as_ref()
-                .ok_or_else(|| invalid("linux", "Linux resources are required"))?;
-            let resources = convert::cgroup_resources("linux", resources)?;
-            self.0
-                .runtime
-                .update_container_resources(&id, &resources.cgroup)
-                .map_err(from_runtime)?;
-            Ok(proto::UpdateContainerResourcesResponse {})
-        })
+        let this = Runtimes(Arc::clone(&self.0));
+        to_the_end(async move { this.update_container_resources_to_the_end(request).await }).await
     }
 
     async fn reopen_container_log(

@@ -2376,7 +2376,8 @@ fn regression_a_cri_server_that_cannot_bind_its_nri_socket_leaves_no_cri_socket(
 /// NRI plugins adjust a container before it starts, as containerd applies their answers: the
 /// environment, a bind mount, `oom_score_adj` and cgroup limits reach the container's process
 /// (checked in the kernel), the next plugin is shown the container adjusted, and what podlab
-/// cannot apply fails the creation naming the field, leaving nothing. A plugin's own
+/// cannot apply fails the creation naming the field, leaving nothing. An
+/// UpdateContainerResources is shown to the plugin, which adds to it; the plugin's own
 /// UpdateContainers then changes the running container's cgroup, and its eviction stops it.
 #[test]
 fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
@@ -2393,12 +2394,36 @@ fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
     std::fs::write(volume.path().join("note"), "from the host").unwrap();
     let source = volume.path().to_str().unwrap().to_string();
     const MIB: i64 = 1 << 20;
+    let (asked_update, update_seen) = std::sync::mpsc::channel();
     let adjuster = TestPlugin::connect(
         &nri_socket,
         "adjuster",
         "10",
-        &[api::Event::CreateContainer],
-        move |_, payload| {
+        &[api::Event::CreateContainer, api::Event::UpdateContainer],
+        move |method, payload| {
+            if method == "UpdateContainer" {
+                // The update as asked, and a pids limit of the plugin's own added to it.
+                let request = api::UpdateContainerRequest::decode(payload).unwrap();
+                let _ = asked_update.send(request.linux_resources.unwrap_or_default());
+                let update = api::ContainerUpdate {
+                    container_id: request.container.unwrap_or_default().id,
+                    linux: Some(api::LinuxContainerUpdate {
+                        resources: Some(api::LinuxResources {
+                            pids: Some(api::LinuxPids { limit: 80 }),
+                            ..Default::default()
+                        }),
+                    }),
+                    ignore_failure: false,
+                };
+                return ttrpc::Response {
+                    status: None,
+                    payload: api::UpdateContainerResponse {
+                        update: vec![update],
+                        evict: Vec::new(),
+                    }
+                    .encode_to_vec(),
+                };
+            }
             let request = api::CreateContainerRequest::decode(payload).unwrap();
             let name = request.container.unwrap_or_default().name;
             let mut linux = api::LinuxContainerAdjustment {
@@ -2545,6 +2570,25 @@ fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
         (48 * MIB).to_string()
     );
     assert_eq!(cgroup_file(Controller::Pids, "pids.max"), "64");
+
+    // UpdateContainerResources: the plugin is shown the update and adds to it.
+    server.ok(&["update", "--memory", &(44 * MIB).to_string(), &id]);
+    let asked = update_seen
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the plugin was asked about the update");
+    assert_eq!(
+        asked.memory.unwrap_or_default().limit.map(|l| l.value),
+        Some(44 * MIB)
+    );
+    assert_eq!(
+        cgroup_file(Controller::Memory, "memory.limit_in_bytes"),
+        (44 * MIB).to_string()
+    );
+    assert_eq!(
+        cgroup_file(Controller::Pids, "pids.max"),
+        "80",
+        "the plugin's part of the update"
+    );
 
     // The plugin's own UpdateContainers: one update made, one it cannot be, answered failed.
     let update = |id: &str, resources: api::LinuxResources| api::ContainerUpdate {

@@ -80,12 +80,20 @@ impl Merge {
             return Ok(());
         }
         refuse_unsupported(adjust)?;
+        self.all_or_nothing(|next| next.apply_all(plugin, adjust))
+    }
+
+    /// `change` made to a copy, kept only if it succeeds.
+    fn all_or_nothing(
+        &mut self,
+        change: impl FnOnce(&mut Merge) -> Result<(), Refusal>,
+    ) -> Result<(), Refusal> {
         let mut next = Merge {
             container: self.container.clone(),
             owners: self.owners.clone(),
             changed: true,
         };
-        next.apply_all(plugin, adjust)?;
+        change(&mut next)?;
         *self = next;
         Ok(())
     }
@@ -177,6 +185,26 @@ impl Merge {
             self.adjust_resources(wanted, plugin)?;
         }
         Ok(())
+    }
+
+    /// `plugin`'s update of the container's resources (an UpdateContainer answer for the
+    /// container being updated), on top of those before it; all of it or, refused, none.
+    pub fn update_resources(
+        &mut self,
+        plugin: &str,
+        wanted: &api::LinuxResources,
+    ) -> Result<(), Refusal> {
+        cgroup_resources(wanted)?;
+        self.all_or_nothing(|next| next.adjust_resources(wanted, plugin))
+    }
+
+    /// The container's resources as merged so far.
+    pub fn resources(&self) -> api::LinuxResources {
+        self.container
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.resources.clone())
+            .unwrap_or_default()
     }
 
     fn adjust_resources(

@@ -11,8 +11,9 @@
 //! 3. the runtime calls `Plugin.Synchronize` with every pod and container it has. Events that
 //!    happen meanwhile wait for it to end, so that the plugin hears of each container once,
 //!    in the list or as an event, never neither;
-//! 4. then each event it subscribed to: `CreateContainer` and `StopContainer` as their own
-//!    calls, the others as `StateChange`. Plugins are called one after the other, by index.
+//! 4. then each event it subscribed to: `CreateContainer`, `UpdateContainer` and
+//!    `StopContainer` as their own calls, the others as `StateChange`. Plugins are called one
+//!    after the other, by index.
 //!
 //! A pod (a container) whose `RunPodSandbox` (`CreateContainer`) call is under way is hidden
 //! from the CRI, as if it did not exist yet ([`Nri::hides`]); if a plugin fails the call, the
@@ -21,7 +22,8 @@
 //!
 //! A plugin's `CreateContainer` answer may adjust the container before it starts
 //! ([`adjust`]: environment, args, annotations, bind mounts, `oom_score_adj`, cgroup limits)
-//! and update other containers' resources; `StopContainer`'s answer and a plugin's own
+//! and update other containers' resources; its `UpdateContainer` answer may change the update
+//! UpdateContainerResources is about to write; `StopContainer`'s answer and a plugin's own
 //! `UpdateContainers` may update resources too, and the latter evict (stop) containers.
 //! What podlab cannot apply fails the creation or the update, naming the field; nothing is
 //! dropped silently.
@@ -95,12 +97,24 @@ pub enum NriError {
         plugin: String,
         refusal: adjust::Refusal,
     },
+    #[error("NRI plugin {plugin}: UpdateContainer: its update {}", adjust::refusal_text(.refusal))]
+    Update {
+        plugin: String,
+        refusal: adjust::Refusal,
+    },
 }
 
 /// What the plugins answered to a CreateContainer: the container adjusted (None: as it
 /// was), and the updates of other containers they asked for, each with its plugin.
 pub struct CreateAnswers {
     pub adjusted: Option<adjust::Merge>,
+    pub updates: Vec<(String, api::ContainerUpdate)>,
+}
+
+/// What the plugins answered to an UpdateContainerResources: the container's resources as
+/// they changed them, and the updates of other containers they asked for.
+pub struct UpdateAnswers {
+    pub resources: api::LinuxResources,
     pub updates: Vec<(String, api::ContainerUpdate)>,
 }
 
@@ -287,6 +301,60 @@ impl Nri {
         }
         Ok(CreateAnswers {
             adjusted: merge.changed.then_some(merge),
+            updates,
+        })
+    }
+
+    /// UpdateContainer, before UpdateContainerResources writes `requested`: each plugin may
+    /// change the update (an update of this container in its answer, merged by the owners
+    /// rule) and ask for updates of others. Evictions asked here are written to stderr and not
+    /// made, as containerd makes none.
+    pub async fn update_container(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+        requested: api::LinuxResources,
+    ) -> Result<UpdateAnswers, NriError> {
+        let mut merge = adjust::Merge::new(api::Container {
+            linux: Some(api::LinuxContainer {
+                resources: Some(requested),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let mut updates = Vec::new();
+        for plugin in self.subscribers(Event::UpdateContainer).await {
+            let request = api::UpdateContainerRequest {
+                pod: Some(pod.clone()),
+                container: Some(container.clone()),
+                linux_resources: Some(merge.resources()),
+            };
+            let reply: api::UpdateContainerResponse = self
+                .call(&plugin, "UpdateContainer", &request, REQUEST_TIMEOUT)
+                .await?;
+            for update in reply.update {
+                if update.container_id != container.id {
+                    updates.push((plugin.name(), update));
+                    continue;
+                }
+                let wanted = update.linux.and_then(|l| l.resources).unwrap_or_default();
+                merge
+                    .update_resources(&plugin.name(), &wanted)
+                    .map_err(|refusal| NriError::Update {
+                        plugin: plugin.name(),
+                        refusal,
+                    })?;
+            }
+            if !reply.evict.is_empty() {
+                eprintln!(
+                    "podlab cri: NRI plugin {}: UpdateContainer asked for {} evictions; as containerd, podlab makes none there (UpdateContainers evicts)",
+                    plugin.name(),
+                    reply.evict.len()
+                );
+            }
+        }
+        Ok(UpdateAnswers {
+            resources: merge.resources(),
             updates,
         })
     }

@@ -299,6 +299,58 @@ impl Cri {
         Ok(answers.adjusted.is_some())
     }
 
+    /// Before UpdateContainerResources writes `requested` to container `id`: the plugins'
+    /// UpdateContainer, which may change the update (the resources to write are returned; None
+    /// when nobody listens) and update other containers (a failure fails the RPC unless the
+    /// plugin said to ignore it).
+    pub(super) async fn nri_update_container(
+        &self,
+        id: &str,
+        requested: &podlab_cgroups::Resources,
+    ) -> Result<Option<podlab_cgroups::Resources>, Status> {
+        let Some(nri) = self.listening() else {
+            return Ok(None);
+        };
+        let Ok(container) = self.container_id("container_id", id) else {
+            return Ok(None); // the RPC says NotFound itself
+        };
+        let Some((pod, current)) = describe::container(&self.runtime, &container) else {
+            return Ok(None);
+        };
+        let failed = |e: String| Status::unknown(format!("NRI container update failed: {e}"));
+        let answers = nri
+            .update_container(&pod, &current, adjust::describe_resources(requested))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        for (plugin, update) in &answers.updates {
+            if let Err(e) = self.nri_update(update) {
+                if !update.ignore_failure {
+                    return Err(failed(format!(
+                        "NRI plugin {plugin}: its update of container {:?}: {e}",
+                        update.container_id
+                    )));
+                }
+            }
+        }
+        adjust::cgroup_resources(&answers.resources)
+            .map(Some)
+            .map_err(|r| failed(adjust::refusal_text(&r)))
+    }
+
+    /// UpdateContainerResources updated `id`: PostUpdateContainer.
+    pub(super) async fn nri_updated_container(&self, id: &str) {
+        let Some(nri) = self.listening() else {
+            return;
+        };
+        let Ok(container) = self.container_id("container_id", id) else {
+            return;
+        };
+        if let Some((pod, updated)) = describe::container(&self.runtime, &container) {
+            nri.tell(Event::PostUpdateContainer, &pod, Some(&updated))
+                .await;
+        }
+    }
+
     /// An NRI container update: new cgroup values, as UpdateContainerResources writes them. An
     /// unknown container is no error (containerd's rule: it may be gone already).
     fn nri_update(&self, update: &api::ContainerUpdate) -> Result<(), String> {
