@@ -67,7 +67,16 @@ impl SharedDir {
         use std::os::unix::fs::PermissionsExt;
         static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = PathBuf::from("/tmp").join(format!("{prefix}-{}-{n}", std::process::id()));
+        // The test binary runs in a pid namespace of its own (the xtask's `unshare`), where its
+        // pid is the same small number in every run: two runs at once named their folders
+        // alike, and each removed the other's. The namespace's inode tells them apart (its last
+        // digits: namespaces alive at once have nearby numbers, and sockets' paths stay short).
+        let pid_ns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| {
+            use std::os::unix::fs::MetadataExt;
+            m.ino() % 100_000
+        });
+        let dir =
+            PathBuf::from("/tmp").join(format!("{prefix}-{pid_ns}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         let shared = SharedDir(dir);
