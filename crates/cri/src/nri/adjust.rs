@@ -706,6 +706,47 @@ mod tests {
     }
 
     #[test]
+    fn an_update_is_changed_by_each_plugin_in_turn_and_one_limit_has_one_owner() {
+        let requested = describe_resources(&podlab_cgroups::Resources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        });
+        let mut merge = Merge::new(api::Container {
+            linux: Some(api::LinuxContainer {
+                resources: Some(requested),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let pids = |limit| api::LinuxResources {
+            pids: Some(api::LinuxPids { limit }),
+            ..Default::default()
+        };
+        merge.update_resources("first", &pids(80)).unwrap();
+        let merged = cgroup_resources(&merge.resources()).unwrap();
+        assert_eq!(
+            (merged.memory_limit_in_bytes, merged.pids_limit),
+            (64 << 20, 80)
+        );
+        assert!(matches!(
+            merge.update_resources("second", &pids(90)),
+            Err(Refusal::Conflict { other, .. }) if other == "first"
+        ));
+        let cpuset = api::LinuxResources {
+            cpu: Some(api::LinuxCpu {
+                mems: "0".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            merge.update_resources("third", &cpuset),
+            Err(Refusal::Unsupported("linux.resources.cpu.mems".into()))
+        );
+        assert_eq!(cgroup_resources(&merge.resources()).unwrap().pids_limit, 80);
+    }
+
+    #[test]
     fn resources_round_trip_through_their_description() {
         let resources = podlab_cgroups::Resources {
             cpu_shares: 512,
