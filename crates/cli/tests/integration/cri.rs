@@ -2377,7 +2377,8 @@ fn regression_a_cri_server_that_cannot_bind_its_nri_socket_leaves_no_cri_socket(
 /// environment, a bind mount, `oom_score_adj` and cgroup limits reach the container's process
 /// (checked in the kernel), the next plugin is shown the container adjusted, and what podlab
 /// cannot apply fails the creation naming the field, leaving nothing. An
-/// UpdateContainerResources is shown to the plugin, which adds to it; the plugin's own
+/// UpdateContainerResources is shown to the plugin, which adds to it; a validator plugin is shown
+/// the pending adjustment and its owners, and a rejection fails the creation; the plugin's own
 /// UpdateContainers then changes the running container's cgroup, and its eviction stops it.
 #[test]
 fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
@@ -2481,6 +2482,27 @@ fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
             }
         },
     );
+    // A validator: shown what the plugins asked for and who asked, it rejects one container.
+    let (validated, validator_saw) = std::sync::mpsc::channel();
+    let _validator = TestPlugin::connect(
+        &nri_socket,
+        "validator",
+        "30",
+        &[api::Event::ValidateContainerAdjustment],
+        move |_, payload| {
+            let request = api::ValidateContainerAdjustmentRequest::decode(payload).unwrap();
+            let reject = request.container.as_ref().unwrap().name == "rejected";
+            let _ = validated.send(request);
+            ttrpc::Response {
+                status: None,
+                payload: api::ValidateContainerAdjustmentResponse {
+                    reject,
+                    reason: "the test rejects it".into(),
+                }
+                .encode_to_vec(),
+            }
+        },
+    );
     let mut adjuster = adjuster;
     let pod = server.write(
         "pod.json",
@@ -2527,6 +2549,45 @@ fn nri_plugins_adjust_a_container_before_its_start_update_it_and_evict_it() {
                 .get("podlab.test/adjusted")
                 .is_some_and(|v| v == "yes"),
         "the second plugin was shown the container as the first adjusted it: {seen:?}"
+    );
+    let validation = validator_saw
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the validator was asked");
+    let consulted: Vec<(&str, &str)> = validation
+        .plugins
+        .iter()
+        .map(|p| (p.name.as_str(), p.index.as_str()))
+        .collect();
+    assert_eq!(consulted, [("adjuster", "10"), ("follower", "20")]);
+    let pending = validation.adjust.clone().unwrap_or_default();
+    assert!(
+        pending.env.iter().any(|e| e.key == "NRI_ADDED")
+            && !validation
+                .container
+                .as_ref()
+                .unwrap()
+                .env
+                .iter()
+                .any(|e| e.starts_with("NRI_ADDED=")),
+        "the validator is shown the pending adjustment and the container as it was: {validation:?}"
+    );
+    let owners = &validation.owners.as_ref().unwrap().owners[&id];
+    assert_eq!(
+        owners.compound[&(api::Field::Env as i32)].owners["NRI_ADDED"],
+        "10-adjuster"
+    );
+    assert_eq!(owners.simple[&(api::Field::MemLimit as i32)], "10-adjuster");
+    // A rejected adjustment fails the creation and leaves nothing.
+    let (code, _, stderr) = server.crictl(&["create", &sandbox, &container("rejected"), &pod]);
+    assert_ne!(code, 0, "a rejected container was made");
+    assert!(
+        stderr.contains("validator") && stderr.contains("the test rejects it"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.ok(&["ps", "-a", "-q"]),
+        id,
+        "the rejected container is left"
     );
     server.ok(&["start", &id]);
     let inspect: serde_json::Value = serde_json::from_str(&server.ok(&["inspect", &id])).unwrap();

@@ -14,7 +14,7 @@
 //! rlimits, sysctls, namespaces, seccomp, scheduling, RDT, ...) fails the creation, naming
 //! the field: nothing is dropped silently.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use podlab_runtime::config::{Mount, Propagation};
@@ -36,38 +36,85 @@ pub enum Refusal {
 /// The adjustments merged so far, and the container as the next plugin sees it.
 pub struct Merge {
     pub container: api::Container,
-    /// Field → the plugin that set it, or `-plugin` where that plugin removed it.
-    owners: HashMap<String, String>,
+    /// What the plugins asked for, merged: containerd's pending adjustment, which validators
+    /// are shown.
+    pub pending: api::ContainerAdjustment,
+    /// (field, key) → the plugin that set it, or `-plugin` where that plugin removed it; the
+    /// key is empty for a field without keys.
+    owners: BTreeMap<(api::Field, String), String>,
     pub changed: bool,
 }
 
 const REMOVE: char = '-';
 
+/// A field's name in refusals.
+fn field_name(field: api::Field) -> &'static str {
+    use api::Field;
+    match field {
+        Field::Annotations => "annotation",
+        Field::Mounts => "mount",
+        Field::Env => "env",
+        Field::Args => "args",
+        Field::MemLimit => "memory limit",
+        Field::CpuShares => "CPU shares",
+        Field::CpuQuota => "CPU quota",
+        Field::CpuPeriod => "CPU period",
+        Field::PidsLimit => "pids limit",
+        Field::HugepageLimits => "hugepage limit",
+        Field::OomScoreAdj => "oom_score_adj",
+        other => other.as_str_name(),
+    }
+}
+
 impl Merge {
     pub fn new(container: api::Container) -> Merge {
         Merge {
             container,
-            owners: HashMap::new(),
+            pending: api::ContainerAdjustment::default(),
+            owners: BTreeMap::new(),
             changed: false,
         }
     }
 
-    fn claim(&mut self, what: String, plugin: &str) -> Result<(), Refusal> {
-        if let Some(owner) = self.owners.get(&what) {
+    fn claim(&mut self, field: api::Field, key: &str, plugin: &str) -> Result<(), Refusal> {
+        let slot = (field, key.to_string());
+        if let Some(owner) = self.owners.get(&slot) {
             let other = owner.strip_prefix(REMOVE).unwrap_or(owner);
             if other != plugin {
                 return Err(Refusal::Conflict {
                     other: other.to_string(),
-                    what,
+                    what: format!("{} {key}", field_name(field)).trim().to_string(),
                 });
             }
         }
-        self.owners.insert(what, plugin.to_string());
+        self.owners.insert(slot, plugin.to_string());
         Ok(())
     }
 
-    fn clear(&mut self, what: String, plugin: &str) {
-        self.owners.insert(what, format!("{REMOVE}{plugin}"));
+    fn clear(&mut self, field: api::Field, key: &str, plugin: &str) {
+        self.owners
+            .insert((field, key.to_string()), format!("{REMOVE}{plugin}"));
+    }
+
+    /// Who set what, as containerd/nri's `OwningPlugins` tells validators: fields with keys
+    /// are compound, the others simple.
+    pub fn owners(&self) -> api::OwningPlugins {
+        let mut fields = api::FieldOwners::default();
+        for ((field, key), owner) in &self.owners {
+            if key.is_empty() {
+                fields.simple.insert(*field as i32, owner.clone());
+            } else {
+                fields
+                    .compound
+                    .entry(*field as i32)
+                    .or_default()
+                    .owners
+                    .insert(key.clone(), owner.clone());
+            }
+        }
+        api::OwningPlugins {
+            owners: [(self.container.id.clone(), fields)].into(),
+        }
     }
 
     /// `plugin`'s adjustment, on top of those before it; all of it or, refused, none.
@@ -90,6 +137,7 @@ impl Merge {
     ) -> Result<(), Refusal> {
         let mut next = Merge {
             container: self.container.clone(),
+            pending: self.pending.clone(),
             owners: self.owners.clone(),
             changed: true,
         };
@@ -103,39 +151,50 @@ impl Merge {
         plugin: &str,
         adjust: &api::ContainerAdjustment,
     ) -> Result<(), Refusal> {
+        use api::Field;
         let mut annotations: Vec<_> = adjust.annotations.iter().collect();
         annotations.sort(); // removals ("-key") first, as a map gives them in no order
         for (key, value) in annotations {
             match key.strip_prefix(REMOVE) {
-                Some(key) => {
-                    self.clear(format!("annotation {key}"), plugin);
-                    self.container.annotations.remove(key);
+                Some(name) => {
+                    self.clear(Field::Annotations, name, plugin);
+                    self.container.annotations.remove(name);
+                    let pending = &mut self.pending.annotations;
+                    pending.remove(name);
+                    pending.insert(key.clone(), String::new());
                 }
                 None => {
-                    self.claim(format!("annotation {key}"), plugin)?;
+                    self.claim(Field::Annotations, key, plugin)?;
                     self.container
                         .annotations
                         .insert(key.clone(), value.clone());
+                    let pending = &mut self.pending.annotations;
+                    pending.remove(&format!("{REMOVE}{key}"));
+                    pending.insert(key.clone(), value.clone());
                 }
             }
         }
         for mount in &adjust.mounts {
-            match mount.destination.strip_prefix(REMOVE) {
-                Some(destination) => {
-                    self.clear(format!("mount {destination}"), plugin);
-                    self.container
-                        .mounts
-                        .retain(|m| m.destination != destination);
-                }
-                None => {
-                    self.claim(format!("mount {}", mount.destination), plugin)?;
-                    bind_mount(mount)?;
-                    self.container
-                        .mounts
-                        .retain(|m| m.destination != mount.destination);
-                    self.container.mounts.push(mount.clone());
-                }
+            let (destination, removed) = match mount.destination.strip_prefix(REMOVE) {
+                Some(destination) => (destination, true),
+                None => (mount.destination.as_str(), false),
+            };
+            if removed {
+                self.clear(Field::Mounts, destination, plugin);
+            } else {
+                self.claim(Field::Mounts, destination, plugin)?;
+                bind_mount(mount)?;
             }
+            self.container
+                .mounts
+                .retain(|m| m.destination != destination);
+            self.pending
+                .mounts
+                .retain(|m| m.destination.trim_start_matches(REMOVE) != destination);
+            if !removed {
+                self.container.mounts.push(mount.clone());
+            }
+            self.pending.mounts.push(mount.clone());
         }
         for variable in &adjust.env {
             let (name, removed) = match variable.key.strip_prefix(REMOVE) {
@@ -143,24 +202,28 @@ impl Merge {
                 None => (variable.key.as_str(), false),
             };
             if removed {
-                self.clear(format!("env {name}"), plugin);
+                self.clear(Field::Env, name, plugin);
             } else {
-                self.claim(format!("env {name}"), plugin)?;
+                self.claim(Field::Env, name, plugin)?;
             }
             let prefix = format!("{name}=");
             self.container
                 .env
                 .retain(|e| !e.starts_with(&prefix) && e != name);
+            self.pending
+                .env
+                .retain(|e| e.key.trim_start_matches(REMOVE) != name);
             if !removed {
                 self.container
                     .env
                     .push(format!("{name}={}", variable.value));
             }
+            self.pending.env.push(variable.clone());
         }
         if !adjust.args.is_empty() {
             let args = match adjust.args.split_first() {
                 Some((first, rest)) if first.is_empty() => {
-                    self.clear("args".into(), plugin);
+                    self.clear(Field::Args, "", plugin);
                     rest
                 }
                 _ => &adjust.args[..],
@@ -170,19 +233,27 @@ impl Merge {
                     "args: a process needs at least one".into(),
                 ));
             }
-            self.claim("args".into(), plugin)?;
+            self.claim(Field::Args, "", plugin)?;
             self.container.args = args.to_vec();
+            self.pending.args = args.to_vec();
         }
         let Some(linux) = &adjust.linux else {
             return Ok(());
         };
-        let adjusted = self.container.linux.get_or_insert_with(Default::default);
-        if let Some(oom) = &linux.oom_score_adj {
-            adjusted.oom_score_adj = Some(*oom);
-            self.claim("oom_score_adj".into(), plugin)?;
+        if let Some(oom) = linux.oom_score_adj {
+            self.claim(Field::OomScoreAdj, "", plugin)?;
+            let adjusted = self.container.linux.get_or_insert_with(Default::default);
+            adjusted.oom_score_adj = Some(oom);
+            let pending = self.pending.linux.get_or_insert_with(Default::default);
+            pending.oom_score_adj = Some(oom);
         }
         if let Some(wanted) = &linux.resources {
             self.adjust_resources(wanted, plugin)?;
+            let pending = self.pending.linux.get_or_insert_with(Default::default);
+            overlay(
+                pending.resources.get_or_insert_with(Default::default),
+                wanted,
+            );
         }
         Ok(())
     }
@@ -212,43 +283,24 @@ impl Merge {
         wanted: &api::LinuxResources,
         plugin: &str,
     ) -> Result<(), Refusal> {
-        let mut claims = Vec::new();
-        let linux = self.container.linux.get_or_insert_with(Default::default);
-        let resources = linux.resources.get_or_insert_with(Default::default);
-        if let Some(limit) = wanted.memory.as_ref().and_then(|m| m.limit) {
-            let memory = resources.memory.get_or_insert_with(Default::default);
-            memory.limit = Some(limit);
-            claims.push("memory limit".to_string());
-        }
-        if let Some(cpu) = &wanted.cpu {
-            let adjusted = resources.cpu.get_or_insert_with(Default::default);
-            if let Some(shares) = cpu.shares {
-                adjusted.shares = Some(shares);
-                claims.push("CPU shares".into());
-            }
-            if let Some(quota) = cpu.quota {
-                adjusted.quota = Some(quota);
-                claims.push("CPU quota".into());
-            }
-            if let Some(period) = cpu.period {
-                adjusted.period = Some(period);
-                claims.push("CPU period".into());
-            }
-        }
-        if let Some(pids) = &wanted.pids {
-            resources.pids = Some(*pids);
-            claims.push("pids limit".into());
+        use api::Field;
+        let memory = wanted.memory.unwrap_or_default();
+        let cpu = wanted.cpu.clone().unwrap_or_default();
+        let simple = [
+            (Field::MemLimit, memory.limit.is_some()),
+            (Field::CpuShares, cpu.shares.is_some()),
+            (Field::CpuQuota, cpu.quota.is_some()),
+            (Field::CpuPeriod, cpu.period.is_some()),
+            (Field::PidsLimit, wanted.pids.is_some()),
+        ];
+        for (field, _) in simple.iter().filter(|(_, set)| *set) {
+            self.claim(*field, "", plugin)?;
         }
         for limit in &wanted.hugepage_limits {
-            resources
-                .hugepage_limits
-                .retain(|l| l.page_size != limit.page_size);
-            resources.hugepage_limits.push(limit.clone());
-            claims.push(format!("hugepage limit {}", limit.page_size));
+            self.claim(Field::HugepageLimits, &limit.page_size, plugin)?;
         }
-        for what in claims {
-            self.claim(what, plugin)?;
-        }
+        let linux = self.container.linux.get_or_insert_with(Default::default);
+        overlay(linux.resources.get_or_insert_with(Default::default), wanted);
         Ok(())
     }
 
@@ -289,6 +341,28 @@ impl Merge {
         record.config.resources.cgroup =
             cgroup_resources(&linux.resources.unwrap_or_default()).map_err(|r| refusal_text(&r))?;
         Ok(())
+    }
+}
+
+/// The fields set in `wanted` (those podlab applies) written over `resources`.
+fn overlay(resources: &mut api::LinuxResources, wanted: &api::LinuxResources) {
+    if let Some(limit) = wanted.memory.and_then(|m| m.limit) {
+        resources.memory.get_or_insert_with(Default::default).limit = Some(limit);
+    }
+    if let Some(cpu) = &wanted.cpu {
+        let target = resources.cpu.get_or_insert_with(Default::default);
+        target.shares = cpu.shares.or(target.shares);
+        target.quota = cpu.quota.or(target.quota);
+        target.period = cpu.period.or(target.period);
+    }
+    if wanted.pids.is_some() {
+        resources.pids = wanted.pids;
+    }
+    for limit in &wanted.hugepage_limits {
+        resources
+            .hugepage_limits
+            .retain(|l| l.page_size != limit.page_size);
+        resources.hugepage_limits.push(limit.clone());
     }
 }
 
@@ -553,6 +627,15 @@ mod tests {
         );
         assert_eq!(merge.container.annotations.len(), 2);
         assert!(merge.changed);
+        // What validators are shown: the merged requests, removals kept as such, and owners.
+        let pending: Vec<&str> = merge.pending.env.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(pending, ["FROM", "HOME"]);
+        let owners = &merge.owners().owners["c"];
+        assert_eq!(owners.simple[&(api::Field::Args as i32)], "first");
+        assert_eq!(
+            owners.compound[&(api::Field::Env as i32)].owners["HOME"],
+            "first"
+        );
     }
 
     #[test]

@@ -25,8 +25,9 @@
 //! and update other containers' resources; its `UpdateContainer` answer may change the update
 //! UpdateContainerResources is about to write; `StopContainer`'s answer and a plugin's own
 //! `UpdateContainers` may update resources too, and the latter evict (stop) containers.
-//! What podlab cannot apply fails the creation or the update, naming the field; nothing is
-//! dropped silently.
+//! Validator plugins (ValidateContainerAdjustment) are then shown the merged adjustment and may
+//! reject it. What podlab cannot apply fails the creation or the update, naming the field;
+//! nothing is dropped silently.
 
 #[allow(
     clippy::all,
@@ -97,6 +98,8 @@ pub enum NriError {
         plugin: String,
         refusal: adjust::Refusal,
     },
+    #[error("NRI plugin {plugin} rejected the container's adjustment: {reason}")]
+    Rejected { plugin: String, reason: String },
     #[error("NRI plugin {plugin}: UpdateContainer: its update {}", adjust::refusal_text(.refusal))]
     Update {
         plugin: String,
@@ -274,7 +277,10 @@ impl Nri {
     ) -> Result<CreateAnswers, NriError> {
         let mut merge = adjust::Merge::new(container.clone());
         let mut updates = Vec::new();
+        let mut consulted = Vec::new();
         for plugin in self.subscribers(Event::CreateContainer).await {
+            let (index, name) = plugin.order();
+            consulted.push(api::PluginInstance { name, index });
             let request = api::CreateContainerRequest {
                 pod: Some(pod.clone()),
                 container: Some(merge.container.clone()),
@@ -299,10 +305,54 @@ impl Nri {
                 );
             }
         }
+        self.validate(pod, container, &merge, &updates, &consulted)
+            .await?;
         Ok(CreateAnswers {
             adjusted: merge.changed.then_some(merge),
             updates,
         })
+    }
+
+    /// ValidateContainerAdjustment, as containerd asks it once the adjustment is merged: each
+    /// validator plugin is shown the container as it was, the pending adjustment and updates,
+    /// who made them and which plugins were asked, and may reject the container.
+    async fn validate(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+        merge: &adjust::Merge,
+        updates: &[(String, api::ContainerUpdate)],
+        consulted: &[api::PluginInstance],
+    ) -> Result<(), NriError> {
+        let validators = self.subscribers(Event::ValidateContainerAdjustment).await;
+        if validators.is_empty() {
+            return Ok(());
+        }
+        let request = api::ValidateContainerAdjustmentRequest {
+            pod: Some(pod.clone()),
+            container: Some(container.clone()),
+            adjust: Some(merge.pending.clone()),
+            update: updates.iter().map(|(_, u)| u.clone()).collect(),
+            owners: Some(merge.owners()),
+            plugins: consulted.to_vec(),
+        };
+        for validator in validators {
+            let reply: api::ValidateContainerAdjustmentResponse = self
+                .call(
+                    &validator,
+                    "ValidateContainerAdjustment",
+                    &request,
+                    REQUEST_TIMEOUT,
+                )
+                .await?;
+            if reply.reject {
+                return Err(NriError::Rejected {
+                    plugin: validator.name(),
+                    reason: reply.reason,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// UpdateContainer, before UpdateContainerResources writes `requested`: each plugin may
