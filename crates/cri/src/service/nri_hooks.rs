@@ -286,7 +286,15 @@ impl Cri {
                 .adjust_created_container(container, |record| merge.apply_to(record))
                 .map_err(|e| format!("applying the NRI plugins' adjustment: {e}"))?;
         }
-        for (plugin, update) in &answers.updates {
+        self.nri_make_updates(&answers.updates)?;
+        Ok(answers.adjusted.is_some())
+    }
+
+    /// The updates of other containers that a CreateContainer's or an UpdateContainer's
+    /// plugins asked for, each made; the first that fails, unless its plugin said to ignore
+    /// its failure, is the error.
+    fn nri_make_updates(&self, updates: &[(String, api::ContainerUpdate)]) -> Result<(), String> {
+        for (plugin, update) in updates {
             if let Err(e) = self.nri_update(update) {
                 if !update.ignore_failure {
                     return Err(format!(
@@ -296,7 +304,7 @@ impl Cri {
                 }
             }
         }
-        Ok(answers.adjusted.is_some())
+        Ok(())
     }
 
     /// Before UpdateContainerResources writes `requested` to container `id`: the plugins'
@@ -322,16 +330,7 @@ impl Cri {
             .update_container(&pod, &current, adjust::describe_resources(requested))
             .await
             .map_err(|e| failed(e.to_string()))?;
-        for (plugin, update) in &answers.updates {
-            if let Err(e) = self.nri_update(update) {
-                if !update.ignore_failure {
-                    return Err(failed(format!(
-                        "NRI plugin {plugin}: its update of container {:?}: {e}",
-                        update.container_id
-                    )));
-                }
-            }
-        }
+        self.nri_make_updates(&answers.updates).map_err(failed)?;
         adjust::cgroup_resources(&answers.resources)
             .map(Some)
             .map_err(|r| failed(adjust::refusal_text(&r)))
