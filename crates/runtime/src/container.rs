@@ -455,10 +455,11 @@ impl Runtime {
         let paths = self.layout.sandbox(&sandbox);
         let _lock = SandboxLock::acquire(&paths.lock())?;
         let path = paths.container(id).record();
-        let record: ContainerRecord = state::read_record(&path)?
+        let mut record: ContainerRecord = state::read_record(&path)?
             .ok_or_else(|| Error::ContainerNotFound { id: id.to_string() })?;
+        let name = record.config.metadata.name.clone();
         let invalid = |message: String| Error::InvalidConfig {
-            name: record.config.metadata.name.clone(),
+            name: name.clone(),
             message,
         };
         if record.state != ContainerState::Created {
@@ -467,12 +468,11 @@ impl Runtime {
                 record.state
             )));
         }
-        let mut changed = record.clone();
-        change(&mut changed).map_err(invalid)?;
-        for mount in &changed.config.mounts {
+        change(&mut record).map_err(invalid)?;
+        for mount in &record.config.mounts {
             check_propagation_source(mount).map_err(invalid)?;
         }
-        state::write_record(&path, &changed)
+        state::write_record(&path, &record)
     }
 
     /// ContainerStatus. A container recorded as running whose shim is gone is Unknown.
