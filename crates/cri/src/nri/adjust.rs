@@ -42,7 +42,6 @@ pub struct Merge {
     /// (field, key) → the plugin that set it, or `-plugin` where that plugin removed it; the
     /// key is empty for a field without keys.
     owners: BTreeMap<(api::Field, String), String>,
-    pub changed: bool,
 }
 
 const REMOVE: char = '-';
@@ -72,8 +71,12 @@ impl Merge {
             container,
             pending: api::ContainerAdjustment::default(),
             owners: BTreeMap::new(),
-            changed: false,
         }
+    }
+
+    /// Whether any plugin asked for a change.
+    pub fn changed(&self) -> bool {
+        self.pending != api::ContainerAdjustment::default()
     }
 
     fn claim(&mut self, field: api::Field, key: &str, plugin: &str) -> Result<(), Refusal> {
@@ -139,7 +142,6 @@ impl Merge {
             container: self.container.clone(),
             pending: self.pending.clone(),
             owners: self.owners.clone(),
-            changed: true,
         };
         change(&mut next)?;
         *self = next;
@@ -626,7 +628,7 @@ mod tests {
             ["PATH=/bin", "FROM=first", "HOME=/home"]
         );
         assert_eq!(merge.container.annotations.len(), 2);
-        assert!(merge.changed);
+        assert!(merge.changed());
         // What validators are shown: the merged requests, removals kept as such, and owners.
         let pending: Vec<&str> = merge.pending.env.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(pending, ["FROM", "HOME"]);
@@ -724,7 +726,7 @@ mod tests {
         assert!(
             matches!(merge.apply("p", &nosuid), Err(Refusal::Invalid(m)) if m.contains("nosuid"))
         );
-        assert!(!merge.changed, "nothing refused was applied");
+        assert!(!merge.changed(), "nothing refused was applied");
         assert_eq!(merge.container, container());
     }
 

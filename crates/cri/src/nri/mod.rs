@@ -308,7 +308,7 @@ impl Nri {
         self.validate(pod, container, &merge, &updates, &consulted)
             .await?;
         Ok(CreateAnswers {
-            adjusted: merge.changed.then_some(merge),
+            adjusted: merge.changed().then_some(merge),
             updates,
         })
     }
